@@ -1,0 +1,44 @@
+# The two quick-start commands are `make demo` and `make test`; everything else
+# here is what they are made of.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+TOOLS  := .venv-tools
+VENV   := .venv
+export PATH := $(abspath $(TOOLS))/bin:$(PATH)
+
+.PHONY: demo test wheels dev lint bench clean
+
+$(TOOLS)/.ready: tools/requirements.txt
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet --upgrade pip
+	$(TOOLS)/bin/python -m pip install --quiet -r tools/requirements.txt
+	touch $@
+
+wheels: $(TOOLS)/.ready
+	$(TOOLS)/bin/python tools/build_wheels.py
+
+$(VENV)/.ready:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	touch $@
+
+## The main job: build, install the `riftco` command, and run its demo.
+demo: wheels $(VENV)/.ready
+	$(VENV)/bin/python tools/install_package.py riftco
+	$(VENV)/bin/riftco demo
+
+## Every test: lint, cargo test + clippy, and one tox env per package.
+test: wheels
+	$(TOOLS)/bin/tox run
+
+## An environment with every package and its test extras, for day-to-day work.
+dev: wheels $(VENV)/.ready
+	$(VENV)/bin/python tools/install_package.py --all --extra test
+	$(VENV)/bin/python -m pip install --quiet hatchling editables
+	for p in packages/*/; do grep -q 'hatchling.build' $$p/pyproject.toml && \
+	  $(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e $$p; done; true
+
+bench: dev
+	for b in bench/*.py; do $(VENV)/bin/python "$$b" || exit 1; done
+
+clean:
+	rm -rf build target .tox $(VENV) $(TOOLS)

@@ -1,0 +1,5 @@
+import sys
+
+from riftco.cli import main
+
+sys.exit(main())

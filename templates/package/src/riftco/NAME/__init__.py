@@ -1,0 +1,3 @@
+"""riftco.NAME: ONE LINE."""
+
+__version__ = "0.1.0"
