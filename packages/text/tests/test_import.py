@@ -1,0 +1,5 @@
+import riftco.text
+
+
+def test_version():
+    assert riftco.text.__version__
