@@ -1,0 +1,79 @@
+"""The errors of riftco.cajal: one base class, one subclass per stage."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class CajalError(Exception):
+    """Base class of every error raised by riftco.cajal."""
+
+
+class TypeFormationError(CajalError):
+    """A type that cannot be formed (a dictionary key that is not one-hot, ...)."""
+
+
+class MalformedExpressionError(CajalError):
+    """An expression node built with a field it cannot hold."""
+
+
+class InvalidNameError(MalformedExpressionError):
+    """A variable name that is not an identifier, or is a keyword."""
+
+
+class InvalidValueError(CajalError):
+    """A value that does not inhabit the type it claims (or duplicate dictionary keys)."""
+
+
+class ParseError(CajalError):
+    """Source text that does not follow the grammar; carries a 1-based line and column."""
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"line {line}, column {column}: {message}")
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+class CheckError(CajalError):
+    """A program the checker rejects."""
+
+
+class TypeCheckError(CheckError):
+    """A subexpression whose type is not the one its construct expects."""
+
+
+class Rule(str, Enum):
+    """The context rules of the linear checker; every LinearityError names one."""
+
+    UNBOUND = "unbound"
+    DROPPED = "dropped"
+    DUPLICATED = "duplicated"
+    TUPLE_SHARES_CONTEXT = "tuple-shares-context"
+    CASE_BRANCHES_AGREE = "case-branches-agree"
+    BINDER_USED_ONCE = "binder-used-once"
+    DICTIONARY_DISJOINT = "dictionary-disjoint"
+    DICTIONARY_SHARES_CONTEXT = "dictionary-shares-context"
+    NO_SHADOWING = "no-shadowing"
+    DUPLICATE_CONTEXT_NAME = "duplicate-context-name"
+
+
+class LinearityError(CheckError):
+    """A variable dropped, duplicated, unbound or shadowed; names the variable and the rule."""
+
+    def __init__(self, variable: str, rule: Rule, message: str) -> None:
+        super().__init__(f"variable {variable!r} breaks rule {rule.value!r}: {message}")
+        self.variable = variable
+        self.rule = rule
+
+
+class EvaluationError(CajalError):
+    """A program that fails at run time (a lookup without exactly one matching key, ...)."""
+
+
+class EncodingError(CajalError):
+    """A vector that is not the dense encoding of a value of the expected type."""
+
+
+class ShapeError(CajalError):
+    """A tensor or argument whose shape is not the one a multilinear map expects."""

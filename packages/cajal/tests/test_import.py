@@ -1,0 +1,5 @@
+import riftco.cajal
+
+
+def test_version():
+    assert riftco.cajal.__version__

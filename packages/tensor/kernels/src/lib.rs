@@ -1,0 +1,67 @@
+//! CPU kernels for riftco-tensor.
+//!
+//! Every kernel works on flat, contiguous, row-major slices whose shapes the
+//! caller has already validated; kernels still check lengths and return a
+//! [`KernelError`] rather than reading or writing out of bounds. Work is split
+//! into fixed-size pieces whose results are combined in index order, so the
+//! output is bit-identical whatever the thread count.
+
+pub mod binary;
+pub mod index;
+pub mod layout;
+pub mod matmul;
+pub mod math;
+pub mod pool;
+pub mod reduce;
+pub mod softmax;
+pub mod strided;
+pub mod unary;
+
+use std::fmt;
+
+/// A kernel refused its arguments (they disagree with each other).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelError(pub String);
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+pub type Result<T> = std::result::Result<T, KernelError>;
+
+/// Return an error unless `cond` holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            return Err($crate::KernelError(format!($($arg)+)));
+        }
+    };
+}
+
+/// Compile a kernel body twice, once for AVX2 + FMA and once for the baseline,
+/// and pick at run time. Helpers the body calls must be `#[inline(always)]`.
+#[macro_export]
+macro_rules! multiversion {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident $(<$($gen:ident : $bound:path),*>)? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$meta])*
+        $vis fn $name $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn fast $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? $body
+                if $crate::pool::has_avx2_fma() {
+                    // SAFETY: the CPU supports the features `fast` was compiled for.
+                    return unsafe { fast($($arg),*) };
+                }
+            }
+            #[inline(always)]
+            fn base $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? $body
+            base($($arg),*)
+        }
+    };
+}

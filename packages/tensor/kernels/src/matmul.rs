@@ -1,0 +1,118 @@
+//! Batched matrix multiplication on top of the `gemm` crate.
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use crate::pool::{install, num_threads};
+use crate::{ensure, Result};
+
+/// One matmul problem: `out[b] = op(a[b]) @ op(b[b])` for each batch entry,
+/// where `op` optionally transposes. `a_offsets[i]` / `b_offsets[i]` are the
+/// element offsets of batch entry i (broadcast batch dims repeat offsets).
+#[derive(Debug, Clone)]
+pub struct MatmulSpec<'a> {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub transpose_a: bool,
+    pub transpose_b: bool,
+    pub a_offsets: &'a [usize],
+    pub b_offsets: &'a [usize],
+}
+
+/// Below this many multiply-adds per batch entry, batch entries run in parallel
+/// with single-threaded gemm calls.
+const SMALL_PROBLEM: usize = 1 << 21;
+
+fn one(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], parallelism: Parallelism) {
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    // (column stride, row stride) of each operand, in elements.
+    let (a_cs, a_rs) = if spec.transpose_a { (m as isize, 1) } else { (1, k as isize) };
+    let (b_cs, b_rs) = if spec.transpose_b { (k as isize, 1) } else { (1, n as isize) };
+    if k == 0 {
+        out.fill(0.0);
+        return;
+    }
+    // SAFETY: the caller checked that every offset plus the operand extent lies
+    // inside `a` and `b`, and `out` has exactly m * n elements.
+    unsafe {
+        gemm::gemm(
+            m, n, k,
+            out.as_mut_ptr(), 1, n as isize,
+            false,
+            a.as_ptr(), a_cs, a_rs,
+            b.as_ptr(), b_cs, b_rs,
+            0.0f32, 1.0f32,
+            false, false, false,
+            parallelism,
+        );
+    }
+}
+
+pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    let batch = spec.a_offsets.len();
+    ensure!(spec.b_offsets.len() == batch, "matmul: {} batch offsets for a, {} for b", batch, spec.b_offsets.len());
+    ensure!(out.len() == batch * m * n, "matmul: output has {} elements, expected {}", out.len(), batch * m * n);
+    for &o in spec.a_offsets {
+        ensure!(o + m * k <= a.len(), "matmul: a batch entry at {o} runs past {} elements", a.len());
+    }
+    for &o in spec.b_offsets {
+        ensure!(o + k * n <= b.len(), "matmul: b batch entry at {o} runs past {} elements", b.len());
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    let threads = num_threads();
+    let entry = |(i, dst): (usize, &mut [f32]), par: Parallelism| {
+        let (ao, bo) = (spec.a_offsets[i], spec.b_offsets[i]);
+        one(spec, &a[ao..ao + m * k], &b[bo..bo + k * n], dst, par);
+    };
+    let work = m * n * k;
+    if batch > 1 && work < SMALL_PROBLEM && threads > 1 {
+        install(|| out.par_chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None)));
+    } else {
+        let par = if work >= (1 << 18) && threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
+        install(|| out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, par)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut out = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                out[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn matches_naive_with_transposes() {
+        let (m, k, n) = (5, 7, 3);
+        let a: Vec<f32> = (0..m * k).map(|v| (v % 11) as f32 - 5.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|v| (v % 7) as f32 * 0.5).collect();
+        let want = naive(&a, &b, m, k, n);
+        let mut out = vec![0.0; m * n];
+        let spec = MatmulSpec { m, k, n, transpose_a: false, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
+        matmul_f32(&spec, &a, &b, &mut out).unwrap();
+        assert_eq!(out, want);
+        // b stored transposed ([n, k])
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let spec = MatmulSpec { transpose_b: true, ..spec };
+        matmul_f32(&spec, &a, &bt, &mut out).unwrap();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn out_of_range_offsets_are_refused() {
+        let spec = MatmulSpec { m: 2, k: 2, n: 2, transpose_a: false, transpose_b: false, a_offsets: &[0, 2], b_offsets: &[0, 0] };
+        let mut out = vec![0.0; 8];
+        assert!(matmul_f32(&spec, &[0.0; 4], &[0.0; 4], &mut out).is_err());
+    }
+}

@@ -1,0 +1,97 @@
+//! The kernels' own thread pool, so the thread count can be set at run time
+//! (results do not depend on it) without touching rayon's global pool.
+
+use std::sync::{Arc, OnceLock, RwLock};
+
+use rayon::{ThreadPool, ThreadPoolBuilder};
+
+/// Elements per parallel piece for memory-bound elementwise kernels.
+pub const CHUNK: usize = 1 << 15;
+/// Below this many elements a kernel runs on the calling thread.
+pub const PARALLEL_THRESHOLD: usize = 1 << 17;
+
+static POOL: OnceLock<RwLock<Arc<ThreadPool>>> = OnceLock::new();
+
+fn default_threads() -> usize {
+    std::env::var("RIFTCO_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn build(threads: usize) -> Arc<ThreadPool> {
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("riftco-cpu-{i}"))
+        .build()
+        .expect("cannot start the riftco CPU thread pool");
+    Arc::new(pool)
+}
+
+fn cell() -> &'static RwLock<Arc<ThreadPool>> {
+    POOL.get_or_init(|| RwLock::new(build(default_threads())))
+}
+
+fn current() -> Arc<ThreadPool> {
+    cell().read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Number of threads kernels use.
+pub fn num_threads() -> usize {
+    current().current_num_threads()
+}
+
+/// Replace the pool with one of `threads` threads (at least 1).
+pub fn set_num_threads(threads: usize) {
+    let pool = build(threads.max(1));
+    *cell().write().unwrap_or_else(|e| e.into_inner()) = pool;
+}
+
+/// Run `f` inside the kernel pool.
+pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    current().install(f)
+}
+
+/// Whether the AVX2 + FMA kernel versions may run here.
+#[inline]
+pub fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static FLAG: OnceLock<bool> = OnceLock::new();
+        *FLAG.get_or_init(|| {
+            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Apply `f(chunk_index, out_chunk)` to fixed-size chunks of `out`, in
+/// parallel when `out` is large. Chunk boundaries never depend on threads.
+pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    use rayon::prelude::*;
+    if out.len() < PARALLEL_THRESHOLD || num_threads() == 1 {
+        out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+    } else {
+        install(|| out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_everything_once() {
+        let mut v = vec![0u32; PARALLEL_THRESHOLD + 17];
+        for_chunks(&mut v, CHUNK, |i, c| {
+            for (j, x) in c.iter_mut().enumerate() {
+                *x += (i * CHUNK + j) as u32;
+            }
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32));
+    }
+}

@@ -1,0 +1,250 @@
+//! Reductions over one axis of a `[outer, n, inner]` view.
+//!
+//! Each output element is accumulated in a fixed order (eight lanes over
+//! fixed blocks of the reduced axis, combined in index order), so results do
+//! not depend on the thread count.
+
+use rayon::prelude::*;
+
+use crate::pool::{install, num_threads, PARALLEL_THRESHOLD};
+use crate::{ensure, multiversion, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    SumSquares,
+}
+
+impl ReduceOp {
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "sum" => Self::Sum,
+            "mean" => Self::Mean,
+            "max" => Self::Max,
+            "min" => Self::Min,
+            "sum_squares" => Self::SumSquares,
+            _ => return None,
+        })
+    }
+}
+
+/// Elements of a contiguous row reduced as one block.
+const BLOCK: usize = 1 << 14;
+
+#[inline(always)]
+fn max_nan(a: f32, b: f32) -> f32 {
+    if a >= b || a.is_nan() {
+        a
+    } else {
+        b
+    }
+}
+
+#[inline(always)]
+fn min_nan(a: f32, b: f32) -> f32 {
+    if a <= b || a.is_nan() {
+        a
+    } else {
+        b
+    }
+}
+
+multiversion! {
+    fn block_f32(op: ReduceOp, x: &[f32]) -> f64 {
+        let mut lanes = [0.0f32; 8];
+        let mut wide = [0.0f64; 4];
+        let chunks = x.chunks_exact(8);
+        let tail = chunks.remainder();
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => {
+                for c in chunks { for j in 0..8 { lanes[j] += c[j]; } }
+                let mut s = 0.0f32;
+                for v in lanes { s += v; }
+                for &v in tail { s += v; }
+                s as f64
+            }
+            ReduceOp::SumSquares => {
+                for c in x.chunks_exact(4) { for j in 0..4 { wide[j] += (c[j] as f64) * (c[j] as f64); } }
+                let mut s = wide[0] + wide[1] + wide[2] + wide[3];
+                for &v in x.chunks_exact(4).remainder() { s += (v as f64) * (v as f64); }
+                s
+            }
+            ReduceOp::Max => {
+                lanes = [f32::NEG_INFINITY; 8];
+                for c in chunks { for j in 0..8 { lanes[j] = max_nan(lanes[j], c[j]); } }
+                let mut s = f32::NEG_INFINITY;
+                for v in lanes.into_iter().chain(tail.iter().copied()) { s = max_nan(s, v); }
+                s as f64
+            }
+            ReduceOp::Min => {
+                lanes = [f32::INFINITY; 8];
+                for c in chunks { for j in 0..8 { lanes[j] = min_nan(lanes[j], c[j]); } }
+                let mut s = f32::INFINITY;
+                for v in lanes.into_iter().chain(tail.iter().copied()) { s = min_nan(s, v); }
+                s as f64
+            }
+        }
+    }
+}
+
+fn combine(op: ReduceOp, parts: impl Iterator<Item = f64>) -> f64 {
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => parts.fold(0.0f32, |a, b| a + b as f32) as f64,
+        ReduceOp::SumSquares => parts.sum(),
+        ReduceOp::Max => parts.fold(f32::NEG_INFINITY, |a, b| max_nan(a, b as f32)) as f64,
+        ReduceOp::Min => parts.fold(f32::INFINITY, |a, b| min_nan(a, b as f32)) as f64,
+    }
+}
+
+fn finish(op: ReduceOp, v: f64, n: usize) -> f32 {
+    match op {
+        ReduceOp::Mean => (v as f32) / n as f32,
+        _ => v as f32,
+    }
+}
+
+fn row_f32(op: ReduceOp, x: &[f32], parallel: bool) -> f32 {
+    let v = if x.len() <= BLOCK {
+        block_f32(op, x)
+    } else if parallel {
+        let parts: Vec<f64> = install(|| x.par_chunks(BLOCK).map(|b| block_f32(op, b)).collect());
+        combine(op, parts.into_iter())
+    } else {
+        combine(op, x.chunks(BLOCK).map(|b| block_f32(op, b)))
+    };
+    finish(op, v, x.len())
+}
+
+multiversion! {
+    fn columns_f32(op: ReduceOp, x: &[f32], n: usize, inner: usize, out: &mut [f32]) {
+        // out[j] = reduce_i x[i * inner + j], accumulated in i order.
+        let mut acc: Vec<f64> = vec![0.0; if op == ReduceOp::SumSquares { inner } else { 0 }];
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => out.fill(0.0),
+            ReduceOp::Max => out.fill(f32::NEG_INFINITY),
+            ReduceOp::Min => out.fill(f32::INFINITY),
+            ReduceOp::SumSquares => {}
+        }
+        for i in 0..n {
+            let row = &x[i * inner..(i + 1) * inner];
+            match op {
+                ReduceOp::Sum | ReduceOp::Mean => for (o, &v) in out.iter_mut().zip(row) { *o += v },
+                ReduceOp::Max => for (o, &v) in out.iter_mut().zip(row) { *o = max_nan(*o, v) },
+                ReduceOp::Min => for (o, &v) in out.iter_mut().zip(row) { *o = min_nan(*o, v) },
+                ReduceOp::SumSquares => for (o, &v) in acc.iter_mut().zip(row) { *o += (v as f64) * (v as f64) },
+            }
+        }
+        match op {
+            ReduceOp::Mean => { let d = n as f32; for o in out.iter_mut() { *o /= d } }
+            ReduceOp::SumSquares => for (o, &a) in out.iter_mut().zip(&acc) { *o = a as f32 },
+            _ => {}
+        }
+    }
+}
+
+/// Reduce `x` viewed as `[outer, n, inner]` over its middle axis into `out` `[outer, inner]`.
+pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize, out: &mut [f32]) -> Result<()> {
+    ensure!(x.len() == outer * n * inner, "reduce {op:?}: input has {} elements, expected {}", x.len(), outer * n * inner);
+    ensure!(out.len() == outer * inner, "reduce {op:?}: output has {} elements, expected {}", out.len(), outer * inner);
+    if out.is_empty() {
+        return Ok(());
+    }
+    let parallel = x.len() >= PARALLEL_THRESHOLD && num_threads() > 1;
+    if inner == 1 {
+        if outer == 1 {
+            out[0] = row_f32(op, x, parallel);
+        } else if parallel {
+            install(|| out.par_iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false)));
+        } else {
+            out.iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
+        }
+        return Ok(());
+    }
+    let slab = n * inner;
+    let work = |(o, dst): (usize, &mut [f32])| columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst);
+    if parallel && outer > 1 {
+        install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
+    } else {
+        out.chunks_mut(inner).enumerate().for_each(work);
+    }
+    Ok(())
+}
+
+/// Integer reductions (sum, max, min) in index order.
+pub fn reduce_i64(op: ReduceOp, x: &[i64], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
+    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "reduce {op:?}: sizes disagree");
+    let (init, f): (i64, fn(i64, i64) -> i64) = match op {
+        ReduceOp::Sum => (0, i64::wrapping_add),
+        ReduceOp::Max => (i64::MIN, i64::max),
+        ReduceOp::Min => (i64::MAX, i64::min),
+        _ => return Err(crate::KernelError(format!("reduce {op:?} is not defined for int64"))),
+    };
+    for o in 0..outer {
+        for j in 0..inner {
+            out[o * inner + j] = (0..n).fold(init, |acc, i| f(acc, x[(o * n + i) * inner + j]));
+        }
+    }
+    Ok(())
+}
+
+/// Index of the largest element along the middle axis (first one on ties; NaN wins).
+pub fn argmax<T: Copy + PartialOrd + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
+    ensure!(n > 0, "argmax over an empty axis");
+    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "argmax: sizes disagree");
+    let work = |(o, dst): (usize, &mut [i64])| {
+        for (j, d) in dst.iter_mut().enumerate() {
+            let mut best = 0usize;
+            let mut best_v = x[o * n * inner + j];
+            for i in 1..n {
+                let v = x[(o * n + i) * inner + j];
+                #[allow(clippy::eq_op)]
+                let best_is_nan = best_v != best_v;
+                if !best_is_nan && (v > best_v || v != v) {
+                    best = i;
+                    best_v = v;
+                }
+            }
+            *d = best as i64;
+        }
+    };
+    if x.len() >= PARALLEL_THRESHOLD && outer > 1 && inner > 0 {
+        install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
+    } else if inner > 0 {
+        out.chunks_mut(inner).enumerate().for_each(work);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_and_max() {
+        let x: Vec<f32> = (0..24).map(|v| v as f32).collect(); // [2,3,4]
+        let mut out = vec![0.0; 8];
+        reduce_f32(ReduceOp::Sum, &x, 2, 3, 4, &mut out).unwrap();
+        assert_eq!(out, [12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]);
+        let mut out = vec![0.0; 6];
+        reduce_f32(ReduceOp::Max, &x, 6, 4, 1, &mut out).unwrap();
+        assert_eq!(out, [3.0, 7.0, 11.0, 15.0, 19.0, 23.0]);
+        let mut idx = vec![0; 2];
+        argmax(&[1.0f32, 5.0, 5.0, 0.0, 2.0, 1.0], 2, 3, 1, &mut idx).unwrap();
+        assert_eq!(idx, [1, 1]);
+    }
+
+    #[test]
+    fn long_rows_are_thread_count_independent() {
+        let x: Vec<f32> = (0..300_000u64).map(|v| ((v * 7919) % 1000) as f32 * 1e-3).collect();
+        let mut a = [0.0f32];
+        let mut b = [0.0f32];
+        crate::pool::set_num_threads(1);
+        reduce_f32(ReduceOp::Sum, &x, 1, x.len(), 1, &mut a).unwrap();
+        crate::pool::set_num_threads(2);
+        reduce_f32(ReduceOp::Sum, &x, 1, x.len(), 1, &mut b).unwrap();
+        assert_eq!(a[0].to_bits(), b[0].to_bits());
+    }
+}

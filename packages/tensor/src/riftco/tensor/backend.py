@@ -1,0 +1,177 @@
+"""The backend interface: one method per capability, over opaque storage handles.
+
+A backend is a Python object. Its storage handles are whatever it likes (a
+numpy array for the CPU backend, a device buffer elsewhere); riftco.tensor
+never looks inside them, it only passes them back to the backend that made
+them, together with the shapes and dtypes it has already validated. Every
+shape argument is a tuple of ints; every handle is C-contiguous row-major.
+
+Adding a capability: add a method here (its default raises CapabilityMissing),
+implement it in the CPU backend and the numpy reference backend
+(riftco.tensor.testing), test it against a numpy formula, list it in
+CAPABILITIES and bump the minor API version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import CapabilityMissing
+
+#: (major, minor). Plugins declare the version they implement; a different
+#: major makes them unavailable.
+BACKEND_API_VERSION = (1, 0)
+
+Storage = Any
+Shape = tuple[int, ...]
+
+#: Capability name -> the API minor version that introduced it.
+CAPABILITIES: dict[str, int] = {
+    name: 0
+    for name in (
+        "from_numpy to_numpy reshape assign astype copy_strided concat unary binary compare "
+        "where reduce argmax matmul index_select index_add gather scatter_add softmax"
+    ).split()
+}
+
+
+class Backend:
+    """Base class of every backend. Subclasses override the capabilities they have."""
+
+    #: Registry name (``cpu``, ``cuda``, ...).
+    name: str = "?"
+    #: The interface version this backend implements.
+    api_version: tuple[int, int] = BACKEND_API_VERSION
+    #: True when compute runs on the host CPU (never chosen by ``auto``).
+    runs_on_host: bool = True
+
+    def describe(self) -> str:
+        """One line about the device, for ``riftco backends``."""
+        return self.name
+
+    def _missing(self, capability: str) -> CapabilityMissing:
+        return CapabilityMissing(f"backend {self.name!r} does not implement {capability!r}")
+
+    # -- storage --------------------------------------------------------------
+    def from_numpy(self, array: np.ndarray) -> Storage:
+        """Own a copy of a C-contiguous numpy array (float32, int64, bool or uint8)."""
+        raise self._missing("from_numpy")
+
+    def to_numpy(self, x: Storage, shape: Shape, dtype: DType) -> np.ndarray:
+        """The values as a numpy array that callers must not write to (a view or a copy)."""
+        raise self._missing("to_numpy")
+
+    def reshape(self, x: Storage, shape: Shape, new_shape: Shape) -> Storage:
+        """The same elements under a new shape of equal size; must not copy."""
+        raise self._missing("reshape")
+
+    def assign(self, dst: Storage, src: Storage, shape: Shape, dtype: DType) -> None:
+        """Overwrite ``dst`` in place with ``src`` (same shape and dtype)."""
+        raise self._missing("assign")
+
+    def astype(self, x: Storage, shape: Shape, src: DType, dst: DType) -> Storage:
+        """Convert element type (float -> int truncates toward zero)."""
+        raise self._missing("astype")
+
+    # -- layout ---------------------------------------------------------------
+    def copy_strided(
+        self, x: Storage, shape: Shape, dtype: DType,
+        out_shape: Shape, strides: Sequence[int], offset: int,
+    ) -> Storage:
+        """Contiguous copy of the view ``out[i] = flat(x)[offset + sum(i_d * strides[d])]``.
+
+        Strides are in elements and non-negative (0 broadcasts). Permute, slicing,
+        narrow and broadcast_to are all this one capability.
+        """
+        raise self._missing("copy_strided")
+
+    def concat(self, xs: Sequence[Storage], shapes: Sequence[Shape], dtype: DType, axis: int) -> Storage:
+        """Concatenate along ``axis``; the shapes agree on every other axis."""
+        raise self._missing("concat")
+
+    # -- elementwise ----------------------------------------------------------
+    def unary(self, op: str, x: Storage, shape: Shape, dtype: DType) -> Storage:
+        """``op`` in neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu
+        (float32; int64 has neg and abs), or ``logical_not`` (bool)."""
+        raise self._missing("unary")
+
+    def binary(
+        self, op: str, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
+        out_shape: Shape, dtype: DType,
+    ) -> Storage:
+        """``op`` in add sub mul div pow maximum minimum with numpy broadcasting to
+        ``out_shape``; both operands have ``dtype`` (int64: no div or pow)."""
+        raise self._missing("binary")
+
+    def compare(
+        self, op: str, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
+        out_shape: Shape, dtype: DType,
+    ) -> Storage:
+        """``op`` in eq ne lt le gt ge logical_and logical_or, broadcasting; bool result."""
+        raise self._missing("compare")
+
+    def where(
+        self, cond: Storage, cond_shape: Shape, a: Storage, a_shape: Shape,
+        b: Storage, b_shape: Shape, out_shape: Shape, dtype: DType,
+    ) -> Storage:
+        """``cond ? a : b`` with broadcasting; ``cond`` is bool."""
+        raise self._missing("where")
+
+    # -- reductions -----------------------------------------------------------
+    def reduce(self, op: str, x: Storage, shape: Shape, dtype: DType, axis: int) -> Storage:
+        """``op`` in sum mean max min sum_squares over one axis, which is removed.
+
+        int64 has sum, max and min. sum_squares accumulates in float64.
+        """
+        raise self._missing("reduce")
+
+    def argmax(self, x: Storage, shape: Shape, dtype: DType, axis: int) -> Storage:
+        """int64 index of the first largest element along ``axis`` (removed)."""
+        raise self._missing("argmax")
+
+    # -- linear algebra -------------------------------------------------------
+    def matmul(
+        self, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
+        transpose_a: bool, transpose_b: bool,
+    ) -> Storage:
+        """Batched float32 matmul over the last two axes; batch axes broadcast.
+        ``transpose_a`` reads a as its transpose ([..., k, m]) without a copy."""
+        raise self._missing("matmul")
+
+    # -- indexing -------------------------------------------------------------
+    def index_select(
+        self, x: Storage, shape: Shape, dtype: DType, axis: int, indices: Storage, count: int,
+    ) -> Storage:
+        """``out = x.take(indices, axis)`` with 1-D int64 ``indices`` of ``count`` entries."""
+        raise self._missing("index_select")
+
+    def index_add(
+        self, base: Storage, shape: Shape, axis: int, indices: Storage, src: Storage, src_shape: Shape,
+    ) -> Storage:
+        """A new float32 tensor: ``base`` plus ``src`` slices added at ``indices`` along ``axis``
+        (repeated indices accumulate, in index order)."""
+        raise self._missing("index_add")
+
+    def gather(
+        self, x: Storage, shape: Shape, dtype: DType, axis: int, indices: Storage, index_shape: Shape,
+    ) -> Storage:
+        """``out[..i..] = x[.. indices[..i..] ..]`` along ``axis`` (torch.gather);
+        ``indices`` matches ``x`` on every other axis."""
+        raise self._missing("gather")
+
+    def scatter_add(
+        self, base: Storage, shape: Shape, axis: int, indices: Storage, index_shape: Shape, src: Storage,
+    ) -> Storage:
+        """A new float32 tensor: ``base`` with ``src`` added at ``indices`` along ``axis``
+        (the adjoint of gather)."""
+        raise self._missing("scatter_add")
+
+    # -- normalization --------------------------------------------------------
+    def softmax(self, x: Storage, shape: Shape, causal: bool, log: bool) -> Storage:
+        """(Log-)softmax over the last axis. ``causal``: for ``[..., t, s]`` scores, query
+        q sees keys ``0..=q + s - t``; the rest get exactly 0 (log: -inf)."""
+        raise self._missing("softmax")

@@ -1,0 +1,87 @@
+"""The CPU backend: Rust kernels (riftco.tensor._native) over numpy-owned buffers.
+
+Storage handles are C-contiguous numpy arrays shaped like their tensor. Every
+kernel runs with the GIL released on the kernels' own thread pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import _native
+from .backend import Backend, Shape
+from .dtypes import DType
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    runs_on_host = True
+
+    def describe(self) -> str:
+        return f"host CPU, {_native.num_threads()} kernel threads, native build {_native.BUILD_ID}"
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, order="C", copy=True)
+
+    def to_numpy(self, x: np.ndarray, shape: Shape, dtype: DType) -> np.ndarray:
+        view = x.view()
+        view.flags.writeable = False
+        return view
+
+    def reshape(self, x: np.ndarray, shape: Shape, new_shape: Shape) -> np.ndarray:
+        return x.reshape(new_shape)
+
+    def assign(self, dst: np.ndarray, src: np.ndarray, shape: Shape, dtype: DType) -> None:
+        np.copyto(dst, src, casting="no")
+
+    def astype(self, x: np.ndarray, shape: Shape, src: DType, dst: DType) -> np.ndarray:
+        return x.astype(dst.numpy)
+
+    def copy_strided(self, x, shape, dtype, out_shape, strides, offset):
+        return _native.copy_strided(x, list(out_shape), list(strides), offset)
+
+    def concat(self, xs: Sequence[np.ndarray], shapes, dtype, axis):
+        return _native.concat(list(xs), axis)
+
+    def unary(self, op, x, shape, dtype):
+        return _native.unary(op, x)
+
+    def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        return _native.binary(op, a, b, out_shape)
+
+    def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        return _native.compare(op, a, b, out_shape)
+
+    def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
+        return _native.where(cond, a, b, out_shape)
+
+    def reduce(self, op, x, shape, dtype, axis):
+        return _native.reduce(op, x, axis)
+
+    def argmax(self, x, shape, dtype, axis):
+        return _native.argmax(x, axis)
+
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        return _native.matmul(a, b, transpose_a, transpose_b)
+
+    def index_select(self, x, shape, dtype, axis, indices, count):
+        return _native.index_select(x, axis, indices)
+
+    def index_add(self, base, shape, axis, indices, src, src_shape):
+        return _native.index_add(base, axis, indices, src)
+
+    def gather(self, x, shape, dtype, axis, indices, index_shape):
+        return _native.gather(x, axis, indices)
+
+    def scatter_add(self, base, shape, axis, indices, index_shape, src):
+        return _native.scatter_add(base, axis, indices, src)
+
+    def softmax(self, x, shape, causal, log):
+        return _native.softmax(x, causal, log)
+
+
+def create_backend() -> CpuBackend:
+    """Entry-point factory for ``cpu``."""
+    return CpuBackend()

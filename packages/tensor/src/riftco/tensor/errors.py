@@ -1,0 +1,42 @@
+"""Typed errors. Every error riftco-tensor raises is a ``RiftcoError``."""
+
+from __future__ import annotations
+
+
+class RiftcoError(Exception):
+    """Base class of every Riftco error."""
+
+
+class ShapeError(RiftcoError, ValueError):
+    """Operand shapes that an op cannot accept; the message names the op and the shapes."""
+
+
+class DTypeError(RiftcoError, TypeError):
+    """Operand dtypes that an op cannot accept."""
+
+
+class BackendMismatch(RiftcoError, ValueError):
+    """Operands of one op live on different backends."""
+
+
+class BackendUnavailable(RiftcoError, RuntimeError):
+    """A backend asked for by name cannot be used; the message carries the reason."""
+
+
+class CapabilityMissing(RiftcoError, NotImplementedError):
+    """A backend does not implement a capability an op needs."""
+
+
+class KernelError(RiftcoError, RuntimeError):
+    """A native kernel refused its arguments or failed (a Rust panic included)."""
+
+
+__all__ = [
+    "BackendMismatch",
+    "BackendUnavailable",
+    "CapabilityMissing",
+    "DTypeError",
+    "KernelError",
+    "RiftcoError",
+    "ShapeError",
+]

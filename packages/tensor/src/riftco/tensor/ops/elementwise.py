@@ -1,0 +1,177 @@
+"""Elementwise ops: unary functions, broadcasting arithmetic, comparisons, where."""
+
+from __future__ import annotations
+
+from ..dtypes import DType
+from ..errors import DTypeError
+from ..tensor import Tensor
+from ._common import broadcast_shapes, check_same_backend, require_dtype, scalar_like
+
+F32, I64, BOOL = DType.float32, DType.int64, DType.bool
+
+
+def _unary(op: str, x: Tensor, allowed: tuple[DType, ...] = (F32,)) -> Tensor:
+    if x._dtype not in allowed:
+        require_dtype(op, x, *allowed)
+    return Tensor._wrap(x._backend.unary(op, x._data, x._shape, x._dtype), x._shape, x._dtype,
+                        x._backend)
+
+
+def neg(x: Tensor) -> Tensor:
+    return _unary("neg", x, (F32, I64))
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001 - mirrors numpy and torch
+    return _unary("abs", x, (F32, I64))
+
+
+def exp(x: Tensor) -> Tensor:
+    return _unary("exp", x)
+
+
+def log(x: Tensor) -> Tensor:
+    return _unary("log", x)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return _unary("sqrt", x)
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    return _unary("rsqrt", x)
+
+
+def tanh(x: Tensor) -> Tensor:
+    return _unary("tanh", x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return _unary("sigmoid", x)
+
+
+def relu(x: Tensor) -> Tensor:
+    return _unary("relu", x)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU: exact (``approximate="none"``, x Φ(x)) or GPT-2's tanh form (``"tanh"``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', found {approximate!r}")
+    return _unary("gelu" if approximate == "none" else "gelu_tanh", x)
+
+
+def silu(x: Tensor) -> Tensor:
+    return _unary("silu", x)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    return _unary("logical_not", x, (BOOL,))
+
+
+def _operands(op: str, a: object, b: object) -> tuple[Tensor, Tensor]:
+    if type(a) is not Tensor:
+        if not isinstance(a, Tensor):
+            if not isinstance(b, Tensor):
+                raise TypeError(f"{op}: expected at least one Tensor operand")
+            a = scalar_like(op, a, b)
+    if type(b) is not Tensor and not isinstance(b, Tensor):
+        b = scalar_like(op, b, a)
+    if a._backend is not b._backend:
+        check_same_backend(op, a, b)
+    if a._dtype is not b._dtype:
+        raise DTypeError(f"{op}: operands have dtypes {a._dtype.value} {a._shape} and "
+                         f"{b._dtype.value} {b._shape}; convert one with .astype()")
+    return a, b
+
+
+def _binary(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor:
+    a, b = _operands(op, a, b)
+    if a._dtype not in allowed:
+        require_dtype(op, a, *allowed)
+    shape = a._shape if a._shape == b._shape else broadcast_shapes(op, a._shape, b._shape)
+    data = a._backend.binary(op, a._data, a._shape, b._data, b._shape, shape, a._dtype)
+    return Tensor._wrap(data, shape, a._dtype, a._backend)
+
+
+def add(a, b) -> Tensor:
+    return _binary("add", a, b, (F32, I64))
+
+
+def sub(a, b) -> Tensor:
+    return _binary("sub", a, b, (F32, I64))
+
+
+def mul(a, b) -> Tensor:
+    return _binary("mul", a, b, (F32, I64))
+
+
+def div(a, b) -> Tensor:
+    return _binary("div", a, b, (F32,))
+
+
+def pow(a, b) -> Tensor:  # noqa: A001 - mirrors numpy and torch
+    return _binary("pow", a, b, (F32,))
+
+
+def maximum(a, b) -> Tensor:
+    return _binary("maximum", a, b, (F32, I64))
+
+
+def minimum(a, b) -> Tensor:
+    return _binary("minimum", a, b, (F32, I64))
+
+
+def _compare(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor:
+    a, b = _operands(op, a, b)
+    if a._dtype not in allowed:
+        require_dtype(op, a, *allowed)
+    shape = a._shape if a._shape == b._shape else broadcast_shapes(op, a._shape, b._shape)
+    data = a._backend.compare(op, a._data, a._shape, b._data, b._shape, shape, a._dtype)
+    return Tensor._wrap(data, shape, BOOL, a._backend)
+
+
+def eq(a, b) -> Tensor:
+    return _compare("eq", a, b, (F32, I64, BOOL))
+
+
+def ne(a, b) -> Tensor:
+    return _compare("ne", a, b, (F32, I64, BOOL))
+
+
+def lt(a, b) -> Tensor:
+    return _compare("lt", a, b, (F32, I64))
+
+
+def le(a, b) -> Tensor:
+    return _compare("le", a, b, (F32, I64))
+
+
+def gt(a, b) -> Tensor:
+    return _compare("gt", a, b, (F32, I64))
+
+
+def ge(a, b) -> Tensor:
+    return _compare("ge", a, b, (F32, I64))
+
+
+def logical_and(a, b) -> Tensor:
+    return _compare("logical_and", a, b, (BOOL,))
+
+
+def logical_or(a, b) -> Tensor:
+    return _compare("logical_or", a, b, (BOOL,))
+
+
+def where(cond: Tensor, a, b) -> Tensor:
+    """``a`` where ``cond`` is true, else ``b``; all three broadcast."""
+    if not isinstance(cond, Tensor):
+        raise TypeError(f"where: cond must be a bool Tensor, found {type(cond).__name__}")
+    require_dtype("where", cond, BOOL)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError("where: a or b must be a Tensor")
+    a, b = _operands("where", a, b)
+    check_same_backend("where", cond, a)
+    shape = broadcast_shapes("where", cond._shape, a._shape, b._shape)
+    data = a._backend.where(cond._data, cond._shape, a._data, a._shape, b._data, b._shape,
+                            shape, a._dtype)
+    return Tensor._wrap(data, shape, a._dtype, a._backend)

@@ -1,0 +1,234 @@
+"""Test support shared by every riftco package (imports pytest; not for production).
+
+- ``NumpyReferenceBackend``: a second backend with its own storage type
+  (``ReferenceStorage``) whose every capability is a plain numpy formula. It
+  keeps ``to()``, ``BackendMismatch`` and the shared op suite honest without
+  hardware, and is the numpy formula other backends are compared with.
+- ``extra_entry_points``: register backends by patching the entry points,
+  so discovery is tested without installing anything.
+- ``backend``: a pytest fixture yielding every available backend (cpu, the
+  reference backend, and any installed plugin); use it from a conftest.py with
+  ``from riftco.tensor.testing import backend  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from importlib.metadata import EntryPoint
+
+import numpy as np
+import pytest
+
+from . import registry
+from .backend import Backend
+from .dtypes import DType
+
+
+class ReferenceStorage:
+    """The reference backend's storage: a private numpy array in a box."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
+def _a(x: ReferenceStorage) -> np.ndarray:
+    if not isinstance(x, ReferenceStorage):
+        raise TypeError(f"reference backend got a foreign storage handle {type(x).__name__}")
+    return x.array
+
+
+def _box(array) -> ReferenceStorage:
+    return ReferenceStorage(np.ascontiguousarray(array))
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+UNARY = {
+    "neg": lambda x: -x,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0),
+    "gelu": lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "logical_not": np.logical_not,
+}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+COMPARE = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+}
+
+
+def causal_mask(t: int, s: int) -> np.ndarray:
+    """True where query q (of t) may see key k (of s): k <= q + s - t."""
+    return np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
+
+
+class NumpyReferenceBackend(Backend):
+    """Every capability as a plain numpy formula, computed in float64 where it matters."""
+
+    name = "reference"
+    runs_on_host = True
+
+    def describe(self) -> str:
+        return "numpy reference formulas (tests only)"
+
+    def from_numpy(self, array):
+        return ReferenceStorage(np.array(array, order="C", copy=True))
+
+    def to_numpy(self, x, shape, dtype):
+        return _a(x).copy()
+
+    def reshape(self, x, shape, new_shape):
+        return ReferenceStorage(_a(x).reshape(new_shape))
+
+    def assign(self, dst, src, shape, dtype):
+        _a(dst)[...] = _a(src)
+
+    def astype(self, x, shape, src, dst):
+        return _box(_a(x).astype(dst.numpy))
+
+    def copy_strided(self, x, shape, dtype, out_shape, strides, offset):
+        flat = _a(x).reshape(-1)
+        index = np.full(out_shape, offset, dtype=np.int64)
+        for d, (n, s) in enumerate(zip(out_shape, strides)):
+            view = [1] * len(out_shape)
+            view[d] = n
+            index = index + (np.arange(n, dtype=np.int64) * s).reshape(view)
+        return _box(flat[index] if flat.size else np.zeros(out_shape, flat.dtype))
+
+    def concat(self, xs, shapes, dtype, axis):
+        return _box(np.concatenate([_a(x) for x in xs], axis=axis))
+
+    def unary(self, op, x, shape, dtype):
+        a = _a(x)
+        if dtype is DType.float32:
+            return _box(UNARY[op](a.astype(np.float64)).astype(np.float32))
+        return _box(UNARY[op](a))
+
+    def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        with np.errstate(all="ignore"):
+            out = BINARY[op](_a(a), _a(b))
+        return _box(np.broadcast_to(out, out_shape).astype(dtype.numpy))
+
+    def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        return _box(np.broadcast_to(COMPARE[op](_a(a), _a(b)), out_shape))
+
+    def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
+        return _box(np.broadcast_to(np.where(_a(cond), _a(a), _b := _a(b)), out_shape))
+
+    def reduce(self, op, x, shape, dtype, axis):
+        a = _a(x)
+        wide = a.astype(np.float64) if dtype is DType.float32 else a
+        if op == "sum_squares":
+            out = np.sum(wide * wide, axis=axis)
+        else:
+            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op](wide, axis=axis)
+        return _box(np.asarray(out).astype(dtype.numpy))
+
+    def argmax(self, x, shape, dtype, axis):
+        return _box(np.argmax(_a(x), axis=axis).astype(np.int64))
+
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        x, y = _a(a).astype(np.float64), _a(b).astype(np.float64)
+        if transpose_a:
+            x = np.swapaxes(x, -1, -2)
+        if transpose_b:
+            y = np.swapaxes(y, -1, -2)
+        return _box((x @ y).astype(np.float32))
+
+    def index_select(self, x, shape, dtype, axis, indices, count):
+        return _box(np.take(_a(x), _a(indices), axis=axis))
+
+    def index_add(self, base, shape, axis, indices, src, src_shape):
+        out = _a(base).copy()
+        moved_out = np.moveaxis(out, axis, 0)
+        np.add.at(moved_out, _a(indices), np.moveaxis(_a(src), axis, 0))
+        return _box(out)
+
+    def gather(self, x, shape, dtype, axis, indices, index_shape):
+        return _box(np.take_along_axis(_a(x), _a(indices), axis=axis))
+
+    def scatter_add(self, base, shape, axis, indices, index_shape, src):
+        out = _a(base).copy()
+        idx = _a(indices)
+        grids = list(np.indices(idx.shape, sparse=True))
+        grids[axis] = idx
+        np.add.at(out, tuple(grids), _a(src))
+        return _box(out)
+
+    def softmax(self, x, shape, causal, log):
+        a = _a(x).astype(np.float64)
+        if causal:
+            a = np.where(causal_mask(shape[-2], shape[-1]), a, -np.inf)
+        shifted = a - np.max(a, axis=-1, keepdims=True)
+        if log:
+            out = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+        else:
+            e = np.exp(shifted)
+            out = e / np.sum(e, axis=-1, keepdims=True)
+        return _box(out.astype(np.float32))
+
+
+def create_reference_backend() -> NumpyReferenceBackend:
+    return NumpyReferenceBackend()
+
+
+REFERENCE_ENTRY_POINT = EntryPoint(
+    name="reference", value="riftco.tensor.testing:create_reference_backend", group=registry.GROUP
+)
+
+
+@contextlib.contextmanager
+def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None]:
+    """Make discovery see ``eps`` (in addition to, or instead of, the installed ones)."""
+    original = registry.entry_points
+
+    def patched(*, group: str):
+        found = [] if replace else list(original(group=group))
+        return found + [ep for ep in eps if ep.group == group]
+
+    registry.entry_points = patched
+    registry.reset_discovery()
+    try:
+        yield
+    finally:
+        registry.entry_points = original
+        registry.reset_discovery()
+
+
+def _fixture_params() -> list:
+    params = []
+    for info in registry.backends():
+        if info.available:
+            params.append(info.name)
+        elif info.name != "reference":
+            params.append(pytest.param(info.name, marks=pytest.mark.skip(reason=info.reason)))
+    return [*params, "reference"]
+
+
+def backend_names() -> Sequence[str]:
+    return [p for p in _fixture_params() if isinstance(p, str)]
+
+
+@pytest.fixture(params=_fixture_params())
+def backend(request) -> Iterator[Backend]:
+    """Every available backend in turn (cpu first, then plugins, then the reference)."""
+    if request.param == "reference":
+        with extra_entry_points(REFERENCE_ENTRY_POINT):
+            yield registry.get_backend("reference")
+    else:
+        yield registry.get_backend(request.param)
