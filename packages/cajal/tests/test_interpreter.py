@@ -70,6 +70,6 @@ def test_evaluation_is_deterministic():
     ],
 )
 def test_unchecked_programs_fail_with_what_was_expected(source, environment, message):
-    with pytest.raises(EvaluationError, match=None) as caught:
+    with pytest.raises(EvaluationError) as caught:
         evaluate(parse(source), environment)
     assert message in str(caught.value)

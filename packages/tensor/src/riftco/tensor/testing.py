@@ -128,7 +128,7 @@ class NumpyReferenceBackend(Backend):
         return _box(np.broadcast_to(COMPARE[op](_a(a), _a(b)), out_shape))
 
     def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
-        return _box(np.broadcast_to(np.where(_a(cond), _a(a), _b := _a(b)), out_shape))
+        return _box(np.broadcast_to(np.where(_a(cond), _a(a), _a(b)), out_shape))
 
     def reduce(self, op, x, shape, dtype, axis):
         a = _a(x)

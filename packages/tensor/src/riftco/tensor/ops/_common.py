@@ -16,7 +16,7 @@ Shape = tuple[int, ...]
 def check_same_backend(op: str, *tensors: Tensor) -> None:
     first = tensors[0]._backend
     for t in tensors[1:]:
-        if t._backend is not first:
+        if t._backend is not first and t._backend.name != first.name:
             names = ", ".join(f"{x._backend.name} {x._shape}" for x in tensors)
             raise BackendMismatch(f"{op}: operands live on different backends ({names}); "
                                   "move them with .to(name)")

@@ -77,7 +77,7 @@ def _operands(op: str, a: object, b: object) -> tuple[Tensor, Tensor]:
     if type(b) is not Tensor and not isinstance(b, Tensor):
         b = scalar_like(op, b, a)
     if a._backend is not b._backend:
-        check_same_backend(op, a, b)
+        check_same_backend(op, a, b)  # same name after rediscovery is fine
     if a._dtype is not b._dtype:
         raise DTypeError(f"{op}: operands have dtypes {a._dtype.value} {a._shape} and "
                          f"{b._dtype.value} {b._shape}; convert one with .astype()")
