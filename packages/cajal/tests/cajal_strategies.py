@@ -261,13 +261,17 @@ class _Builder:
                 index = self.draw(st.sampled_from((0, 1)))
                 return self.consume(Projection(expression, index), (first, second)[index])
             case DictionaryType(key, value):
-                found = Lookup(expression, literal(self.draw(st.sampled_from(enumerate_values(key)))))
+                found = Lookup(
+                    expression, literal(self.draw(st.sampled_from(enumerate_values(key))))
+                )
                 return self.consume(found, value)
         return expression
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_depth: int = 3):  # noqa: ANN201
+def programs(
+    draw: st.DrawFn, max_depth: int = 3
+) -> tuple[Expression, tuple[tuple[str, Type], ...], Type]:
     """(expression, ordered context, the type the builder assigned)."""
     count = draw(st.integers(0, 3))
     context = tuple((f"v{i}", draw(st.sampled_from(CONTEXT_TYPES))) for i in range(count))

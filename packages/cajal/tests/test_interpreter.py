@@ -47,7 +47,7 @@ def test_dictionary_literal_rejects_duplicate_keys():
     assert evaluate(program, {"k": TRUE}) == DictionaryValue(
         DictionaryType(BOOL, UNIT), ((FALSE, UNIT_VALUE), (TRUE, UNIT_VALUE))
     )
-    with pytest.raises(EvaluationError, match="expected unique keys, found inl ()"):
+    with pytest.raises(EvaluationError, match=r"expected unique keys, found inl \(\)"):
         evaluate(program, {"k": FALSE})
 
 

@@ -51,7 +51,7 @@ def test_one_hot_and_vanishing():
 
 
 def test_dictionary_key_must_be_one_hot():
-    with pytest.raises(TypeFormationError, match="expected a one-hot type.*found Bool & Unit"):
+    with pytest.raises(TypeFormationError, match=r"expected a one-hot type.*found Bool & Unit"):
         DictionaryType(ProductType(BOOL, UNIT), UNIT)
 
 

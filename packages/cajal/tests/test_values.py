@@ -1,7 +1,7 @@
 import pytest
+from cajal_strategies import types
 from hypothesis import given, settings
 
-from cajal_strategies import types
 from riftco.cajal import (
     BOOL,
     UNIT,

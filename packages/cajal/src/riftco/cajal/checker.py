@@ -177,7 +177,10 @@ def _infer(expression: Expression, env: dict[str, Type], scope: frozenset[str]) 
                 env,
                 expression,
                 "let",
-                [("bound expression", free_variables(bound)), ("body", free_variables(body) - {name})],
+                [
+                    ("bound expression", free_variables(bound)),
+                    ("body", free_variables(body) - {name}),
+                ],
             )
             bound_type = _infer(bound, env_bound, scope)
             return _infer(body, {**env_body, name: bound_type}, scope | {name})
@@ -208,7 +211,11 @@ def _infer(expression: Expression, env: dict[str, Type], scope: frozenset[str]) 
 
 
 def _infer_case(expression: ast.Case, env: dict[str, Type], scope: frozenset[str]) -> Type:
-    scrutinee, left_name, left_body = expression.scrutinee, expression.left_name, expression.left_body
+    scrutinee, left_name, left_body = (
+        expression.scrutinee,
+        expression.left_name,
+        expression.left_body,
+    )
     right_name, right_body = expression.right_name, expression.right_body
     _check_binder(left_name, scope, left_body, "case inl")
     _check_binder(right_name, scope, right_body, "case inr")
@@ -235,9 +242,7 @@ def _infer_case(expression: ast.Case, env: dict[str, Type], scope: frozenset[str
             f"(in {_show(expression)})"
         )
     left_type = _infer(left_body, {**env_branches, left_name: found.left}, scope | {left_name})
-    right_type = _infer(
-        right_body, {**env_branches, right_name: found.right}, scope | {right_name}
-    )
+    right_type = _infer(right_body, {**env_branches, right_name: found.right}, scope | {right_name})
     if left_type != right_type:
         raise TypeCheckError(
             f"case: expected both branches to have one type, found {left_type} (inl branch) "

@@ -33,7 +33,7 @@ from riftco.cajal.types import UNIT, DictionaryType, ProductType, SumType, Type,
 from riftco.cajal.values import Value
 
 
-def compile(expression: Expression, ordered_context: Context = ()) -> MultilinearMap:  # noqa: A001
+def compile(expression: Expression, ordered_context: Context = ()) -> MultilinearMap:
     """The map whose argument ``i`` is the encoding of the ``i``-th context variable and
     whose output is the encoding of the program's value; checks the program first."""
     return compile_program(expression, ordered_context).map
@@ -58,9 +58,7 @@ class CompiledProgram:
                 raise EvaluationError(f"run: expected a value for each of {missing}, found none")
             inputs = [inputs[name] for name, _ in self.context]
         if len(inputs) != len(self.context):
-            raise EvaluationError(
-                f"run: expected {len(self.context)} inputs, found {len(inputs)}"
-            )
+            raise EvaluationError(f"run: expected {len(self.context)} inputs, found {len(inputs)}")
         return decode(self.output_type, self.map(*(encode(v) for v in inputs)), tolerance)
 
 
@@ -73,9 +71,7 @@ def compile_program(expression: Expression, ordered_context: Context = ()) -> Co
     return CompiledProgram(expression, context, output_type, compiled)
 
 
-def _arrange(
-    compiled: MultilinearMap, names: list[str], env: Mapping[str, Type]
-) -> MultilinearMap:
+def _arrange(compiled: MultilinearMap, names: list[str], env: Mapping[str, Type]) -> MultilinearMap:
     """Reorder arguments named ``names`` into the order of ``env``."""
     wanted = list(env)
     if names == wanted:

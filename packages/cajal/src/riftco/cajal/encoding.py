@@ -122,4 +122,3 @@ def _pick_left(left: Type, right: Type, left_block: list[float], right_block: li
     if can_vanish(right):
         return max(left_block) > PRESENT
     return max(left_block) >= max(right_block)
-

@@ -79,9 +79,7 @@ class MultilinearMap:
 
     def entry(self, *index: int) -> float:
         """``T[o, i_1, ..., i_k]``."""
-        if len(index) != len(self.shape) or any(
-            not 0 <= i < n for i, n in zip(index, self.shape)
-        ):
+        if len(index) != len(self.shape) or any(not 0 <= i < n for i, n in zip(index, self.shape)):
             raise ShapeError(f"entry: expected an index within {list(self.shape)}, found {index}")
         return self.data[sum(i * s for i, s in zip(index, _dense.strides(self.shape)))]
 
@@ -160,7 +158,9 @@ class MultilinearMap:
                 f"substitute at argument {position + 1}: expected an inner map with output "
                 f"dimension {self.input_dimensions[position]}, found {inner.output_dimension}"
             )
-        data, shape = _dense.tensordot(self.data, self.shape, position + 1, inner.data, inner.shape, 0)
+        data, shape = _dense.tensordot(
+            self.data, self.shape, position + 1, inner.data, inner.shape, 0
+        )
         # axes now: output, arguments before, arguments after, inner arguments
         before = list(range(1, position + 1))
         after = list(range(position + 1, self.arity))
@@ -188,7 +188,9 @@ class MultilinearMap:
         """``x -> zeros(before) ++ self(x) ++ zeros(after)``."""
         block = _dense.size(self.input_dimensions)
         data = (0.0,) * (before * block) + self.data + (0.0,) * (after * block)
-        return MultilinearMap((before + self.output_dimension + after, *self.input_dimensions), data)
+        return MultilinearMap(
+            (before + self.output_dimension + after, *self.input_dimensions), data
+        )
 
     def slice_output(self, start: int, stop: int) -> MultilinearMap:
         """``x -> self(x)[start:stop]``."""

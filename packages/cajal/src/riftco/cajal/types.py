@@ -94,8 +94,7 @@ def _require_types(construct: str, *parts: object) -> None:
     for part in parts:
         if not isinstance(part, UnitType | SumType | ProductType | DictionaryType):
             raise TypeFormationError(
-                f"{construct}: expected a type for each part, found {type(part).__name__} "
-                f"{part!r}"
+                f"{construct}: expected a type for each part, found {type(part).__name__} {part!r}"
             )
 
 

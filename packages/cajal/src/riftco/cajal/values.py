@@ -169,9 +169,7 @@ def enumerate_values(type_: Type) -> tuple[Value, ...]:
             keys = enumerate_values(key)
             choices = (None, *enumerate_values(value))
             return tuple(
-                DictionaryValue(
-                    type_, tuple((k, v) for k, v in zip(keys, picks) if v is not None)
-                )
+                DictionaryValue(type_, tuple((k, v) for k, v in zip(keys, picks) if v is not None))
                 for picks in itertools.product(choices, repeat=len(keys))
             )
     raise TypeFormationError(f"expected a type, found {type_!r}")
@@ -197,4 +195,3 @@ def format_value(value: Value) -> str:
 def _format_operand(value: Value) -> str:
     text = format_value(value)
     return f"({text})" if isinstance(value, LeftValue | RightValue) else text
-

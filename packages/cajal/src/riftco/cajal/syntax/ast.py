@@ -98,7 +98,9 @@ class Projection:
 
     def __post_init__(self) -> None:
         if self.index not in (0, 1):
-            raise MalformedExpressionError(f"projection: expected index 0 or 1, found {self.index!r}")
+            raise MalformedExpressionError(
+                f"projection: expected index 0 or 1, found {self.index!r}"
+            )
 
 
 @dataclass(frozen=True)
