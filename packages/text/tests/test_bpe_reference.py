@@ -1,6 +1,7 @@
 """The fast trainer and encoder against a naive recount-every-merge reference."""
 
 from collections import Counter
+from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,7 @@ def naive_train(data: bytes, vocab_size: int, min_freq: int, mode: str) -> list[
     seqs = [list(piece) for piece in split_bytes(data, mode)]
     merges: list[tuple[int, int]] = []
     while 256 + len(merges) < vocab_size:
-        counts = Counter(p for seq in seqs for p in zip(seq, seq[1:]))
+        counts = Counter(p for seq in seqs for p in pairwise(seq))
         if not counts:
             break
         best = min(counts, key=lambda p: (-counts[p], p))
@@ -88,3 +89,14 @@ def test_encoding_runs_matches_reference(corpus, run):
 def test_reference_vectors_agree_with_naive():
     assert naive_train(b"abababab", 258, 2, "none") == [(97, 98), (256, 256)]
     assert naive_encode(b"aaaaa", [(97, 97)], "none") == [256, 256, 97]
+
+
+def test_documentation_text_matches_reference():
+    import pydoc_data.topics
+
+    text = "".join(pydoc_data.topics.topics.values()).encode()
+    corpus, held_out = text[:6000], text[50000:56000]
+    for mode in ("none", "gpt2"):
+        tok = BpeTokenizer.train(corpus, 400, 2, mode)
+        assert tok.merges == naive_train(corpus, 400, 2, mode)
+        assert tok.encode_bytes(held_out) == naive_encode(held_out, tok.merges, mode)

@@ -28,7 +28,7 @@ class ByteTokenizer(Tokenizer):
         eos_token: str | None = None,
         chat_template: ChatTemplate | None = None,
     ) -> None:
-        vocab = _check_byte_vocab(byte_vocab)
+        vocab = check_byte_vocab(byte_vocab)
         self._vocab = vocab
         self._to_id = _ALL_BYTES.maketrans(vocab, bytes(range(len(vocab))))
         self._unknown = bytes(sorted(set(_ALL_BYTES) - set(vocab)))
@@ -73,7 +73,8 @@ class ByteTokenizer(Tokenizer):
         return {"options": {}, "byte_vocab": list(self._vocab)}
 
 
-def _check_byte_vocab(byte_vocab: bytes | Sequence[int]) -> bytes:
+def check_byte_vocab(byte_vocab: bytes | Sequence[int]) -> bytes:
+    """Validate a byte vocabulary: 1 to 256 distinct bytes, strictly ascending."""
     try:
         values = list(byte_vocab)
         vocab = bytes(values)

@@ -19,7 +19,7 @@ from typing import Any
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
 from riftco.text.bpe import BpeTokenizer
 from riftco.text.bpe_train import NUM_BYTES
-from riftco.text.byte import ByteTokenizer
+from riftco.text.byte import ByteTokenizer, check_byte_vocab
 from riftco.text.chat import ChatTemplate
 from riftco.text.errors import StateError, TokenizerError
 from riftco.text.special import MAX_SPECIAL_TOKENS
@@ -77,6 +77,7 @@ def tokenizer_from_state(state: Mapping[str, Any]) -> Tokenizer:
         vocab = state["byte_vocab"]
         if not isinstance(vocab, list):
             raise StateError(f"byte_vocab: expected a list; found {type(vocab).__name__}")
+        vocab = check_byte_vocab(vocab)
         specials = _special_tokens(state["special_tokens"], len(vocab))
         return ByteTokenizer(
             vocab,
