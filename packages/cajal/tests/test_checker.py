@@ -35,7 +35,7 @@ REJECTIONS = [
     ("", "x", "x", Rule.UNBOUND, "does not declare"),
     ("u: Unit", "u; u", "u", Rule.DUPLICATED, "Sequence splits the context"),
     ("x: Bool, y: Bool", "(x, y)", "y", Rule.TUPLE_SHARES_CONTEXT, "share one context"),
-    ("x: Bool", "(x, ())", "x", Rule.TUPLE_SHARES_CONTEXT, "not by part 2"),
+    ("x: Bool", "(x, ())", "x", Rule.TUPLE_SHARES_CONTEXT, "used by part 1 and not by part 2"),
     ("u: Unit", "let v = u in ()", "v", Rule.BINDER_USED_ONCE, "never uses it"),
     ("u: Unit", "let v = u in (v; v)", "v", Rule.DUPLICATED, "both use 'v'"),
     ("u: Unit", "let u = () in u", "u", Rule.NO_SHADOWING, "already in scope"),
@@ -73,7 +73,7 @@ REJECTIONS = [
         "dict[Bool, Bool] {inl[Bool] (): x, inr[Bool] (): y}",
         "y",
         Rule.DICTIONARY_SHARES_CONTEXT,
-        "not by entry 1",
+        "used by entry 2 and not by entry 1",
     ),
     ("d: Dict[Bool, Bool]", "d[fst (d, d)]", "d", Rule.DUPLICATED, "Lookup splits"),
 ]

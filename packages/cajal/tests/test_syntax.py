@@ -76,7 +76,7 @@ def test_sequence_and_prefix_precedence():
         ("(x,\n  y", 2, 4, "expected ')', found end of input"),
         ("case x of inl a => a\n| inl b => b", 2, 3, "expected 'inr', found keyword 'inl'"),
         ("x ? y", 1, 3, "found '?'"),
-        ("inl[Unit] ()", 1, 5, "inl: expected a Sum type, found Unit"),
+        ("inl[Unit] ()", 1, 5, "inl: expected a Sum type in brackets, found Unit"),
         ("dict[Unit & Unit, Unit] {}", 1, 1, "expected a one-hot type"),
         ("let in = x in x", 1, 5, "expected a let binder name, found keyword 'in'"),
         ("x y", 1, 3, "expected end of input, found name 'y'"),

@@ -11,7 +11,6 @@ what makes the compiled map linear in each variable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Union
 
 from riftco.cajal.errors import (
     LinearityError,
@@ -24,7 +23,7 @@ from riftco.cajal.syntax.ast import Expression, free_variables
 from riftco.cajal.syntax.printer import print_expression
 from riftco.cajal.types import UNIT, DictionaryType, ProductType, SumType, Type, UnitType
 
-Context = Union[Sequence[tuple[str, Type]], Mapping[str, Type]]  # noqa: UP007
+Context = Sequence[tuple[str, Type]] | Mapping[str, Type]
 """An ordered context: (name, type) pairs, or a mapping in insertion order."""
 
 
@@ -201,7 +200,7 @@ def _infer(expression: Expression, env: dict[str, Type], scope: frozenset[str]) 
             _expect(_infer(key, env_key, scope), found.key, "lookup key", expression)
             return found.value
         case ast.Dictionary(dictionary_type, entries):
-            _require_shared_entries(expression, env)
+            _require_shared_entries(expression)
             for key, value in entries:
                 env_key, env_value = _split_entry(env, expression, key, value)
                 _expect(_infer(key, env_key, scope), dictionary_type.key, "key", expression)
@@ -255,26 +254,33 @@ def _require_shared(
     expression: Expression, rule: Rule, construct: str, parts: list[Expression]
 ) -> None:
     uses = [free_variables(part) for part in parts]
+    _require_same_uses(expression, rule, construct, ("part", "parts"), uses)
+
+
+def _require_shared_entries(expression: ast.Dictionary) -> None:
+    uses = [free_variables(key) | free_variables(value) for key, value in expression.entries]
+    nouns = ("entry", "entries")
+    _require_same_uses(expression, Rule.DICTIONARY_SHARES_CONTEXT, "Dictionary", nouns, uses)
+
+
+def _require_same_uses(
+    expression: Expression,
+    rule: Rule,
+    construct: str,
+    nouns: tuple[str, str],
+    uses: list[frozenset[str]],
+) -> None:
+    noun, plural = nouns
     everything = frozenset().union(*uses)
-    for index, names in enumerate(uses):
+    for missing_in, names in enumerate(uses):
         for name in sorted(everything - names):
+            used_in = next(i for i, other in enumerate(uses) if name in other)
             raise LinearityError(
                 name,
                 rule,
-                f"the parts of a {construct} share one context, but {name!r} is used by one "
-                f"part and not by part {index + 1} (in {_show(expression)})",
-            )
-
-
-def _require_shared_entries(expression: ast.Dictionary, env: dict[str, Type]) -> None:
-    for index, (key, value) in enumerate(expression.entries):
-        missing = env.keys() - (free_variables(key) | free_variables(value))
-        for name in sorted(missing):
-            raise LinearityError(
-                name,
-                Rule.DICTIONARY_SHARES_CONTEXT,
-                f"the entries of a Dictionary share one context, but {name!r} is used by one "
-                f"entry and not by entry {index + 1} (in {_show(expression)})",
+                f"the {plural} of a {construct} share one context, but "
+                f"{name!r} is used by {noun} {used_in + 1} and not by {noun} {missing_in + 1} "
+                f"(in {_show(expression)})",
             )
 
 

@@ -133,7 +133,11 @@ class _Parser:
             sum_type = self.type()
             self.expect("]")
             if not isinstance(sum_type, SumType):
-                self.fail(f"{token.text}: expected a Sum type, found {sum_type}", type_token)
+                raise ParseError(
+                    f"{token.text}: expected a Sum type in brackets, found {sum_type}",
+                    type_token.line,
+                    type_token.column,
+                )
             body = self.prefix()
             injection = InjectLeft if token.text == "inl" else InjectRight
             return injection(body, sum_type)
