@@ -6,6 +6,7 @@
 //! into fixed-size pieces whose results are combined in index order, so the
 //! output is bit-identical whatever the thread count.
 
+pub mod adam;
 pub mod binary;
 pub mod index;
 pub mod layout;

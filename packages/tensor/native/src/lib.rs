@@ -7,6 +7,7 @@
 
 mod convert;
 mod ops;
+mod optim_ops;
 
 use pyo3::prelude::*;
 
@@ -19,5 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("BUILD_ID", &BUILD_ID_MARKER["RIFTCO_BUILD_ID:".len()..])?;
     m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
+    optim_ops::register(m)?;
     ops::register(m)
 }

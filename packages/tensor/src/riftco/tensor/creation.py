@@ -37,7 +37,7 @@ def from_numpy(array: np.ndarray, dtype: DType | str | None = None,
     """A tensor holding a copy of ``array`` (float64 becomes float32 unless told otherwise)."""
     array = np.asarray(array)
     target = _infer_dtype(array) if dtype is None else as_dtype(dtype)
-    host = np.ascontiguousarray(array, dtype=target.numpy)
+    host = np.asarray(array, dtype=target.numpy, order="C")
     chosen = get_backend(backend)
     return Tensor._wrap(chosen.from_numpy(host), tuple(host.shape), target, chosen)
 

@@ -74,8 +74,9 @@ class _Registry:
                 continue
             available = reason is None
             self._infos[ep.name] = BackendInfo(
-                ep.name, available, reason or "", backend.describe() if available else "",
-                source, tuple(backend.api_version), bool(backend.runs_on_host),
+                ep.name, available, reason or "", backend.describe() if available else "", source,
+                tuple(getattr(backend, "api_version", ())) or None,
+                getattr(backend, "runs_on_host", None),
             )
             if available:
                 loaded[ep.name] = backend

@@ -118,7 +118,7 @@ class Tensor:
         target = get_backend(backend)
         if target is self._backend:
             return self
-        host = np.ascontiguousarray(self.numpy())
+        host = np.asarray(self.numpy(), order="C")
         return Tensor._wrap(target.from_numpy(host), self._shape, self._dtype, target)
 
     def assign_(self, value: Tensor) -> Tensor:

@@ -24,6 +24,7 @@ import pytest
 from . import registry
 from .backend import Backend
 from .dtypes import DType
+from .errors import KernelError
 
 
 class ReferenceStorage:
@@ -42,7 +43,7 @@ def _a(x: ReferenceStorage) -> np.ndarray:
 
 
 def _box(array) -> ReferenceStorage:
-    return ReferenceStorage(np.ascontiguousarray(array))
+    return ReferenceStorage(np.asarray(array, order="C"))
 
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
@@ -70,6 +71,16 @@ COMPARE = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
 }
+
+
+def _checked(op: str, indices: ReferenceStorage, n: int) -> np.ndarray:
+    idx = _a(indices)
+    bad = np.flatnonzero((idx < 0) | (idx >= n))
+    if bad.size:
+        pos = int(bad[0])
+        raise KernelError(f"{op}: index {int(idx.reshape(-1)[pos])} at position {pos} is out of "
+                          f"range for an axis of size {n}")
+    return idx
 
 
 def causal_mask(t: int, s: int) -> np.ndarray:
@@ -116,7 +127,8 @@ class NumpyReferenceBackend(Backend):
     def unary(self, op, x, shape, dtype):
         a = _a(x)
         if dtype is DType.float32:
-            return _box(UNARY[op](a.astype(np.float64)).astype(np.float32))
+            with np.errstate(all="ignore"):
+                return _box(UNARY[op](a.astype(np.float64)).astype(np.float32))
         return _box(UNARY[op](a))
 
     def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
@@ -151,20 +163,22 @@ class NumpyReferenceBackend(Backend):
         return _box((x @ y).astype(np.float32))
 
     def index_select(self, x, shape, dtype, axis, indices, count):
-        return _box(np.take(_a(x), _a(indices), axis=axis))
+        return _box(np.take(_a(x), _checked("index_select", indices, shape[axis]), axis=axis))
 
     def index_add(self, base, shape, axis, indices, src, src_shape):
         out = _a(base).copy()
         moved_out = np.moveaxis(out, axis, 0)
-        np.add.at(moved_out, _a(indices), np.moveaxis(_a(src), axis, 0))
+        idx = _checked("index_add", indices, shape[axis])
+        np.add.at(moved_out, idx, np.moveaxis(_a(src), axis, 0))
         return _box(out)
 
     def gather(self, x, shape, dtype, axis, indices, index_shape):
-        return _box(np.take_along_axis(_a(x), _a(indices), axis=axis))
+        idx = _checked("gather", indices, shape[axis])
+        return _box(np.take_along_axis(_a(x), idx, axis=axis))
 
     def scatter_add(self, base, shape, axis, indices, index_shape, src):
         out = _a(base).copy()
-        idx = _a(indices)
+        idx = _checked("scatter_add", indices, shape[axis])
         grids = list(np.indices(idx.shape, sparse=True))
         grids[axis] = idx
         np.add.at(out, tuple(grids), _a(src))

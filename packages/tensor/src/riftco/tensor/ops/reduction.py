@@ -44,6 +44,7 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
             runs.append([a])
     backend = x._backend
     mean_count = 1
+    kernel_op = "sum" if op == "mean" else op
     for run in reversed(runs):
         first, last = run[0], run[-1]
         n = 1
@@ -52,8 +53,9 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
         merged = shape[:first] + (n,) + shape[last + 1:]
         if merged != shape:
             data = backend.reshape(data, shape, merged)
-        kernel_op = "sum" if op == "mean" else op
         data = backend.reduce(kernel_op, data, merged, x._dtype, first)
+        # Later runs combine partial results: squares and means were taken once.
+        kernel_op = "sum" if op in ("sum_squares", "mean") else op
         shape = merged[:first] + merged[first + 1:]
         mean_count *= n
     result = Tensor._wrap(data, shape, x._dtype, backend)

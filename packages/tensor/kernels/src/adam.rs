@@ -1,0 +1,336 @@
+//! The fused Adam / AdamW update over every parameter in one call.
+//!
+//! The update is all-or-nothing. A first, read-only pass computes every
+//! candidate (new parameter, first and second moment) out of place and checks
+//! that all of them are finite; only then does a second pass compute the same
+//! candidates again and write them. Both passes run the same per-element
+//! arithmetic on unchanged inputs, so the written values are exactly the ones
+//! that were checked, and no scratch buffer the size of the model is needed.
+//!
+//! Moments may be stored in pages: each parameter's moments are a list of
+//! pages of `page_size` elements (the last one shorter). The arithmetic is
+//! elementwise, so every page layout and every thread count gives
+//! bit-identical results.
+//!
+//! The arithmetic follows `torch.optim.Adam` (single-tensor path): scalars are
+//! computed in float64 and rounded once to float32, then
+//!
+//! ```text
+//! g  = grad * grad_scale                  (+ weight_decay * p   for L2 decay)
+//! p  = p * (1 - lr * weight_decay)        (decoupled decay, AdamW)
+//! m' = m + (1 - beta1) * (g - m)
+//! v' = v * beta2 + (1 - beta2) * g * g
+//! p' = p + (-lr / (1 - beta1^t)) * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps)
+//! ```
+
+use rayon::prelude::*;
+
+use crate::pool::{install, num_threads, CHUNK, PARALLEL_THRESHOLD};
+use crate::{ensure, multiversion, Result};
+
+/// Hyperparameters of one update (as given; rounded to float32 internally).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamConfig {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// AdamW: decay the parameter by `lr * weight_decay` before the update;
+    /// otherwise (Adam) add `weight_decay * p` to the gradient.
+    pub decoupled: bool,
+    /// The step being taken, counting from 1 (bias correction uses it).
+    pub step: u64,
+    /// Multiplies every gradient before anything else (gradient clipping).
+    pub grad_scale: f64,
+}
+
+/// One parameter: its values, its gradient and its moment pages.
+#[derive(Debug)]
+pub struct AdamParam<'a> {
+    pub param: &'a mut [f32],
+    pub grad: &'a [f32],
+    pub m: Vec<&'a mut [f32]>,
+    pub v: Vec<&'a mut [f32]>,
+}
+
+/// float32 coefficients of the per-element arithmetic.
+#[derive(Debug, Clone, Copy)]
+struct Coefficients {
+    grad_scale: f32,
+    l2: f32,
+    decay: f32,
+    decoupled: bool,
+    one_minus_beta1: f32,
+    beta2: f32,
+    one_minus_beta2: f32,
+    neg_step_size: f32,
+    bias_correction2_sqrt: f32,
+    eps: f32,
+}
+
+impl Coefficients {
+    fn new(c: &AdamConfig) -> Self {
+        // powf, as Python's `beta ** step` (powi may round differently).
+        let t = c.step as f64;
+        let bias_correction1 = 1.0 - c.beta1.powf(t);
+        let bias_correction2 = 1.0 - c.beta2.powf(t);
+        Self {
+            grad_scale: c.grad_scale as f32,
+            l2: if c.decoupled { 0.0 } else { c.weight_decay as f32 },
+            decay: (1.0 - c.lr * c.weight_decay) as f32,
+            decoupled: c.decoupled && c.weight_decay != 0.0,
+            one_minus_beta1: (1.0 - c.beta1) as f32,
+            beta2: c.beta2 as f32,
+            one_minus_beta2: (1.0 - c.beta2) as f32,
+            neg_step_size: (-(c.lr / bias_correction1)) as f32,
+            bias_correction2_sqrt: bias_correction2.sqrt() as f32,
+            eps: c.eps as f32,
+        }
+    }
+}
+
+/// The candidate (p', m', v') of one element.
+#[inline(always)]
+fn candidate(k: &Coefficients, p: f32, g: f32, m: f32, v: f32) -> (f32, f32, f32) {
+    let mut g = g * k.grad_scale;
+    if k.l2 != 0.0 {
+        g += k.l2 * p;
+    }
+    let p = if k.decoupled { p * k.decay } else { p };
+    let m = m + k.one_minus_beta1 * (g - m);
+    let v = v * k.beta2 + k.one_minus_beta2 * g * g;
+    let denom = v.sqrt() / k.bias_correction2_sqrt + k.eps;
+    (p + k.neg_step_size * m / denom, m, v)
+}
+
+#[inline(always)]
+fn non_finite(x: f32) -> u32 {
+    // NaN fails the comparison too.
+    u32::from(!(x.abs() < f32::INFINITY))
+}
+
+multiversion! {
+    fn check_piece(k: &Coefficients, p: &[f32], g: &[f32], m: &[f32], v: &[f32]) -> bool {
+        let mut bad = 0u32;
+        for (((&p, &g), &m), &v) in p.iter().zip(g).zip(m).zip(v) {
+            let (np, nm, nv) = candidate(k, p, g, m, v);
+            bad |= non_finite(np) | non_finite(nm) | non_finite(nv);
+        }
+        bad == 0
+    }
+}
+
+multiversion! {
+    fn commit_piece(k: &Coefficients, p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32]) {
+        for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
+            (*p, *m, *v) = candidate(k, *p, g, *m, *v);
+        }
+    }
+}
+
+/// A run of at most [`CHUNK`] elements of one parameter and one moment page.
+struct Piece<'a> {
+    index: usize,
+    p: &'a mut [f32],
+    g: &'a [f32],
+    m: &'a mut [f32],
+    v: &'a mut [f32],
+}
+
+fn validate(params: &[AdamParam<'_>], page_size: usize, c: &AdamConfig) -> Result<()> {
+    ensure!(page_size > 0, "adam_update: page_size must be positive");
+    ensure!(c.step >= 1, "adam_update: step counts from 1, found {}", c.step);
+    for (name, x) in [("lr", c.lr), ("eps", c.eps), ("weight_decay", c.weight_decay), ("grad_scale", c.grad_scale)] {
+        ensure!(x.is_finite() && x >= 0.0, "adam_update: {name} must be finite and non-negative, found {x}");
+    }
+    for (name, b) in [("beta1", c.beta1), ("beta2", c.beta2)] {
+        ensure!((0.0..1.0).contains(&b), "adam_update: {name} must lie in [0, 1), found {b}");
+    }
+    for (i, a) in params.iter().enumerate() {
+        let n = a.param.len();
+        ensure!(a.grad.len() == n, "adam_update: parameter {i} has {n} elements but its gradient has {}", a.grad.len());
+        // An empty parameter still has one (empty) page.
+        let pages = n.div_ceil(page_size).max(1);
+        ensure!(
+            a.m.len() == pages && a.v.len() == pages,
+            "adam_update: parameter {i} ({n} elements, pages of {page_size}) needs {pages} moment pages, found {} and {}",
+            a.m.len(),
+            a.v.len()
+        );
+        for (j, (m, v)) in a.m.iter().zip(&a.v).enumerate() {
+            let want = page_size.min(n - j * page_size);
+            ensure!(
+                m.len() == want && v.len() == want,
+                "adam_update: page {j} of parameter {i} should hold {want} elements, found {} and {}",
+                m.len(),
+                v.len()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize) -> Vec<Piece<'s>> {
+    let mut out = Vec::new();
+    for (index, a) in params.iter_mut().enumerate() {
+        let pages = a.param.chunks_mut(page_size).zip(a.grad.chunks(page_size));
+        for ((p, g), (m, v)) in pages.zip(a.m.iter_mut().zip(a.v.iter_mut())) {
+            let runs = p.chunks_mut(CHUNK).zip(g.chunks(CHUNK));
+            for ((p, g), (m, v)) in runs.zip(m.chunks_mut(CHUNK).zip(v.chunks_mut(CHUNK))) {
+                out.push(Piece { index, p, g, m, v });
+            }
+        }
+    }
+    out
+}
+
+/// Update every parameter and its moments in place, or nothing.
+///
+/// Returns `Ok(None)` when the update was written, `Ok(Some(i))` when some
+/// candidate of parameter `i` (the first such parameter) is not finite, in
+/// which case nothing was written, and an error when the arguments disagree.
+pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, config: &AdamConfig) -> Result<Option<usize>> {
+    validate(params, page_size, config)?;
+    let k = Coefficients::new(config);
+    let total: usize = params.iter().map(|a| a.param.len()).sum();
+    let parallel = total >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let mut work = pieces(params, page_size);
+
+    let check = |w: &Piece<'_>| if check_piece(&k, w.p, w.g, w.m, w.v) { None } else { Some(w.index) };
+    let first_bad = if parallel {
+        install(|| work.par_iter().filter_map(check).min())
+    } else {
+        work.iter().find_map(check)
+    };
+    if first_bad.is_some() {
+        return Ok(first_bad);
+    }
+
+    let commit = |w: &mut Piece<'_>| commit_piece(&k, w.p, w.g, w.m, w.v);
+    if parallel {
+        install(|| work.par_iter_mut().for_each(commit));
+    } else {
+        work.iter_mut().for_each(commit);
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(step: u64) -> AdamConfig {
+        AdamConfig {
+            lr: 1e-2,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            decoupled: false,
+            step,
+            grad_scale: 1.0,
+        }
+    }
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        (0..n as u64).map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) * 1e-3).collect()
+    }
+
+    /// Run one update over parameters of `sizes` with moments paged by `page_size`.
+    fn step(
+        p: &mut [Vec<f32>],
+        g: &[Vec<f32>],
+        m: &mut [Vec<f32>],
+        v: &mut [Vec<f32>],
+        page_size: usize,
+        c: &AdamConfig,
+    ) -> Result<Option<usize>> {
+        let mut params: Vec<AdamParam<'_>> = p
+            .iter_mut()
+            .zip(g)
+            .zip(m.iter_mut().zip(v.iter_mut()))
+            .map(|((p, g), (m, v))| AdamParam {
+                param: p.as_mut_slice(),
+                grad: g.as_slice(),
+                m: m.chunks_mut(page_size).collect(),
+                v: v.chunks_mut(page_size).collect(),
+            })
+            .collect();
+        adam_update(&mut params, page_size, c)
+    }
+
+    #[test]
+    fn first_step_moves_each_parameter_by_about_lr() {
+        let mut p = vec![vec![1.0f32, -2.0, 0.5]];
+        let g = vec![vec![0.3f32, -0.1, 0.0]];
+        let (mut m, mut v) = (vec![vec![0.0f32; 3]], vec![vec![0.0f32; 3]]);
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(1)).unwrap(), None);
+        // m_hat = g and v_hat = g², so the step is lr * sign(g) (up to eps).
+        assert!((p[0][0] - 0.99).abs() < 1e-6);
+        assert!((p[0][1] + 1.99).abs() < 1e-6);
+        assert_eq!(p[0][2], 0.5);
+        assert!((m[0][0] - 0.03).abs() < 1e-7 && (v[0][0] - 0.3f32 * 0.3 * 0.001).abs() < 1e-9);
+    }
+
+    #[test]
+    fn pages_threads_and_contiguous_agree_bitwise() {
+        let sizes = [1usize, 4095, 4096, 4097, 300_001];
+        let p0: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, i as u64)).collect();
+        let g: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, 10 + i as u64)).collect();
+        let run = |page_size: usize, threads: usize| {
+            crate::pool::set_num_threads(threads);
+            let mut p = p0.clone();
+            let mut m: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.0; n]).collect();
+            let mut v = m.clone();
+            let mut c = config(1);
+            c.weight_decay = 0.1;
+            c.decoupled = true;
+            for t in 1..=3 {
+                c.step = t;
+                assert_eq!(step(&mut p, &g, &mut m, &mut v, page_size, &c).unwrap(), None);
+            }
+            let bits = |x: &Vec<Vec<f32>>| x.iter().flatten().map(|f| f.to_bits()).collect::<Vec<_>>();
+            (bits(&p), bits(&m), bits(&v))
+        };
+        let contiguous = run(usize::MAX, 1);
+        assert_eq!(run(4096, 1), contiguous);
+        assert_eq!(run(4096, 3), contiguous);
+        assert_eq!(run(1000, 2), contiguous);
+        assert_eq!(run(usize::MAX, 4), contiguous);
+    }
+
+    #[test]
+    fn a_non_finite_candidate_changes_nothing() {
+        let sizes = [5usize, 200_000, 9000];
+        let mut p: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, i as u64)).collect();
+        let mut g: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, 5 + i as u64)).collect();
+        let mut m: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.25; n]).collect();
+        let mut v: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.5; n]).collect();
+        g[2][8999] = f32::NAN; // on the last page of the last parameter
+        let before = (p.clone(), m.clone(), v.clone());
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(2)).unwrap(), Some(2));
+        assert_eq!((p.clone(), m.clone(), v.clone()), before);
+        g[2][8999] = 0.0;
+        g[1][7] = f32::INFINITY;
+        g[2][0] = f32::INFINITY;
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(2)).unwrap(), Some(1));
+        assert_eq!((p, m, v), before);
+    }
+
+    #[test]
+    fn disagreeing_arguments_are_refused() {
+        let mut p = vec![vec![0.0f32; 10]];
+        let g = vec![vec![0.0f32; 10]];
+        let (mut m, mut v) = (vec![vec![0.0f32; 10]], vec![vec![0.0f32; 10]]);
+        assert!(step(&mut p, &g, &mut m, &mut v, 4, &config(0)).is_err());
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0][..9], m: vec![&mut m[0]], v: vec![&mut v[0]] }];
+        assert!(adam_update(&mut params, 16, &config(1)).is_err());
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0][..4]], v: vec![&mut v[0][..4]] }];
+        assert!(adam_update(&mut params, 4, &config(1)).is_err());
+        let mut bad = config(1);
+        bad.beta2 = 1.0;
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]] }];
+        assert!(adam_update(&mut params, 16, &bad).is_err());
+    }
+}

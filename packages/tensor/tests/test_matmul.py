@@ -1,0 +1,51 @@
+import numpy as np
+import pytest
+from tensor_helpers import close, on, rand
+
+import riftco.tensor as rt
+
+CASES = [
+    ((3, 4), (4, 5)),
+    ((1, 1), (1, 1)),
+    ((2, 3, 4), (2, 4, 5)),
+    ((2, 3, 4), (4, 5)),
+    ((3, 4), (6, 4, 2)),
+    ((2, 1, 3, 4), (5, 4, 2)),
+    ((7,), (7, 3)),
+    ((3, 7), (7,)),
+    ((0, 4), (4, 3)),
+    ((3, 0), (0, 2)),
+    ((65, 130), (130, 97)),
+    ((32, 128, 64), (32, 64, 128)),
+]
+
+
+# Transposed operands only where the operand is a matrix (1-D operands are vectors).
+GRID = [
+    (sa, sb, ta, tb)
+    for sa, sb in CASES
+    for ta in (False, True)
+    for tb in (False, True)
+    if (len(sa) > 1 or not ta) and (len(sb) > 1 or not tb)
+]
+
+
+@pytest.mark.parametrize(("sa", "sb", "ta", "tb"), GRID, ids=str)
+def test_matmul_matches_numpy(backend, sa, sb, ta, tb):
+    a, b = rand(sa, 1), rand(sb, 2)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    a_in = np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a
+    b_in = np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b
+    got = rt.matmul(on(backend, a_in), on(backend, b_in), transpose_a=ta, transpose_b=tb)
+    close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_operator_and_errors(backend):
+    a, b = rand((3, 4)), rand((4, 2))
+    close(on(backend, a) @ on(backend, b), a @ b, rtol=1e-5)
+    with pytest.raises(rt.ShapeError, match=r"matmul: inner dims disagree: \(3, 4\) @ \(3, 4\) \(4 vs 3\)"):
+        on(backend, a) @ on(backend, a)
+    with pytest.raises(rt.ShapeError, match="do not broadcast"):
+        on(backend, rand((2, 3, 4))) @ on(backend, rand((3, 4, 5)))
+    with pytest.raises(rt.DTypeError, match="matmul"):
+        on(backend, np.ones((2, 2), np.int64)) @ on(backend, np.ones((2, 2), np.int64))

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+from tensor_helpers import rand
+
+import riftco.tensor as rt
+from riftco.tensor import _native
+
+
+def test_panics_become_riftco_errors():
+    with pytest.raises(rt.KernelError, match="internal error in a CPU kernel: deliberate panic"):
+        _native._panic_for_test()
+    assert issubclass(rt.KernelError, rt.RiftcoError)
+
+
+def test_kernel_argument_errors_are_riftco_errors():
+    with pytest.raises(rt.KernelError, match="cannot broadcast"):
+        _native.binary("add", np.ones(3, np.float32), np.ones(4, np.float32), [3])
+    with pytest.raises(rt.KernelError, match="read past its end"):
+        _native.copy_strided(np.ones(4, np.float32), [3], [2], 0)
+    with pytest.raises(rt.KernelError, match="unknown unary op"):
+        _native.unary("frobnicate", np.ones(2, np.float32))
+
+
+def test_version_and_build_id():
+    assert _native.__version__ == rt.__version__
+    assert len(rt.native_build_id()) == 16
+    assert _native.BUILD_ID_MARKER.endswith(rt.native_build_id())
+
+
+@pytest.fixture
+def restore_threads():
+    before = rt.get_num_threads()
+    yield
+    rt.set_num_threads(before)
+
+
+def _run_all(x, y, idx):
+    t, u = rt.tensor(x), rt.tensor(y)
+    return [
+        (t @ u).numpy(),
+        rt.matmul(t.reshape(64, 64, 64), u.reshape(64, 64, 64), transpose_b=True).numpy(),
+        t.sum().numpy(), t.sum(axis=0).numpy(), t.sum(axis=1).numpy(), t.sum_squares().numpy(),
+        t.mean(axis=1).numpy(), t.max(axis=0).numpy(), t.argmax(axis=1).numpy(),
+        t.softmax().numpy(), t.log_softmax(causal=True).numpy(),
+        rt.gelu(t).numpy(), rt.exp(t).numpy(), (t * u + 1.0).numpy(),
+        t.transpose(0, 1).numpy(),
+        rt.index_add(rt.zeros(512, 512), 0, rt.tensor(idx), t).numpy(),
+    ]
+
+
+def test_bit_identical_with_one_and_two_threads(restore_threads):
+    x, y = rand((512, 512), 1), rand((512, 512), 2)
+    idx = np.random.default_rng(0).integers(0, 512, size=512)
+    rt.set_num_threads(1)
+    one = _run_all(x, y, idx)
+    rt.set_num_threads(2)
+    two = _run_all(x, y, idx)
+    for a, b in zip(one, two):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_set_num_threads_validates():
+    with pytest.raises(ValueError, match="positive"):
+        rt.set_num_threads(0)
