@@ -3,6 +3,8 @@ well-typed linear programs (built type-directed, so the checker should accept ea
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
 from riftco.cajal import (
@@ -38,10 +40,12 @@ from riftco.cajal.values import UNIT_VALUE, Value
 NAMES = ("x", "y", "z", "d", "k", "a_1", "b'", "Value", "lets", "ofs")
 
 
+@lru_cache
 def one_hot_types() -> st.SearchStrategy[Type]:
     return st.recursive(st.just(UNIT), lambda c: st.builds(SumType, c, c), max_leaves=4)
 
 
+@lru_cache
 def types(max_leaves: int = 6) -> st.SearchStrategy[Type]:
     def extend(children: st.SearchStrategy[Type]) -> st.SearchStrategy[Type]:
         return st.one_of(
@@ -57,6 +61,7 @@ def types(max_leaves: int = 6) -> st.SearchStrategy[Type]:
     return st.recursive(st.just(UNIT), extend, max_leaves=max_leaves)
 
 
+@lru_cache(maxsize=4096)
 def values_of(type_: Type) -> st.SearchStrategy[Value]:
     match type_:
         case SumType(left, right):

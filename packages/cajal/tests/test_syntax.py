@@ -39,11 +39,10 @@ def test_examples_round_trip(example):
 
 def test_parse_builds_the_expected_tree():
     source = """
-        # read a stored flag, then pair it with itself
+        # store a pair under k, read the first part back, branch on it
         let t = dict[Bool, Unit & Bool] {k: (u, v)} in
         case fst t[inl[Bool] ()] of inl a => a; b | inr c => c; b
     """
-    x = parse(source)
     table = Dictionary(
         DictionaryType(BOOL, ProductType(UNIT, BOOL)),
         ((Variable("k"), Tuple(Variable("u"), Variable("v"))),),
@@ -56,7 +55,7 @@ def test_parse_builds_the_expected_tree():
         "c",
         Sequence(Variable("c"), Variable("b")),
     )
-    assert x == Let("t", table, case)
+    assert parse(source) == Let("t", table, case)
 
 
 def test_sequence_and_prefix_precedence():

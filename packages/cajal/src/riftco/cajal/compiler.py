@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from riftco.cajal.checker import Context, check, normalize_context, restrict
 from riftco.cajal.encoding import decode, encode
-from riftco.cajal.errors import EvaluationError
+from riftco.cajal.errors import EvaluationError, MalformedExpressionError
 from riftco.cajal.multilinear import MultilinearMap
 from riftco.cajal.syntax import ast
 from riftco.cajal.syntax.ast import Expression, free_variables
@@ -134,7 +134,7 @@ def _compile(expression: Expression, env: dict[str, Type]) -> tuple[MultilinearM
                 entry = _arrange(key_map.outer(value_map), key_names + value_names, env)
                 total = total + entry
             return total, dictionary_type
-    raise TypeError(f"expected an expression, found {type(expression).__name__}")
+    raise MalformedExpressionError(f"expected an expression, found {type(expression).__name__}")
 
 
 def _part(
