@@ -1,0 +1,112 @@
+"""``custom_gradient``: a result computed outside the recorded operations (a fused or
+backend-specific kernel) supplies its own vector-Jacobian product, validated."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from riftco.tensor import Tensor
+
+from .errors import GradientError
+from .grad_mode import state
+from .graph.node import Node, saved_values
+from .variable import Variable, _make
+
+Vjp = Callable[[Tensor], Sequence[Tensor | None]]
+
+
+class CustomNode(Node):
+    """``fn`` is the user's VJP; ``specs`` the (shape, dtype, backend name, label) of
+    each input, to validate what ``fn`` returns."""
+
+    __slots__ = ("fn", "specs")
+    op = "custom_gradient"
+
+    def vjp(self, g: Tensor) -> tuple[Tensor | None, ...]:
+        grads = self.fn(g)
+        specs = self.specs
+        if isinstance(grads, (Tensor, Variable)) or not isinstance(grads, (list, tuple)):
+            raise GradientError(
+                f"custom_gradient: the vjp must return a list or tuple of "
+                f"{len(specs)} gradients (Tensor or None), found "
+                f"{type(grads).__name__}"
+            )
+        if len(grads) != len(specs):
+            raise GradientError(
+                f"custom_gradient: the vjp returned {len(grads)} gradients for {len(specs)} inputs"
+            )
+        out: list[Tensor | None] = []
+        for i, (grad, (shape, dtype, backend, label), v) in enumerate(
+            zip(grads, specs, self.inputs)
+        ):  # type: ignore[arg-type]
+            if grad is None:
+                out.append(None)
+                continue
+            if not isinstance(grad, Tensor):
+                raise GradientError(
+                    f"custom_gradient: gradient #{i} ({label}) must be a Tensor "
+                    f"or None, found {type(grad).__name__}"
+                )
+            if grad._shape != shape:
+                raise GradientError(
+                    f"custom_gradient: gradient #{i} ({label}) has shape "
+                    f"{grad.shape}, expected {shape}"
+                )
+            if grad._dtype is not dtype:
+                raise GradientError(
+                    f"custom_gradient: gradient #{i} ({label}) has dtype "
+                    f"{grad.dtype.value}, expected {dtype.value}"
+                )
+            if grad._backend.name != backend:
+                raise GradientError(
+                    f"custom_gradient: gradient #{i} ({label}) lives on backend "
+                    f"{grad.backend.name!r}, expected {backend!r}"
+                )
+            out.append(grad if v is not None else None)
+        return tuple(out)
+
+
+def custom_gradient(forward_result: Tensor, inputs: Sequence[Variable], vjp: Vjp) -> Variable:
+    """A Variable holding ``forward_result`` whose gradient is supplied by ``vjp``.
+
+    ``vjp(grad)`` receives the gradient with respect to the result (a Tensor of its
+    shape) and returns one gradient per input, in order: a Tensor of that input's
+    shape, dtype and backend, or None. Anything else raises GradientError naming the
+    input. The inputs' values are checked for in-place updates like any saved value,
+    since ``vjp`` usually reads them.
+    """
+    if isinstance(forward_result, Variable):
+        forward_result = forward_result.value
+    if not isinstance(forward_result, Tensor):
+        raise TypeError(
+            f"custom_gradient: forward_result must be a Tensor, found "
+            f"{type(forward_result).__name__}"
+        )
+    inputs = list(inputs)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Variable):
+            raise TypeError(
+                f"custom_gradient: input #{i} must be a Variable, found {type(x).__name__}"
+            )
+    if not callable(vjp):
+        raise TypeError("custom_gradient: vjp must be callable")
+    targets = tuple(x if x.requires_grad else None for x in inputs)
+    if not state.enabled or all(t is None for t in targets):
+        return _make(forward_result, None)
+    node = CustomNode()
+    node.fn = vjp
+    node.specs = tuple(
+        (
+            x.value._shape,
+            x.value._dtype,
+            x.value._backend.name,
+            repr(x.name) if x.name else f"shape {x.shape}",
+        )
+        for x in inputs
+    )
+    node.inputs = targets
+    node.saved = saved_values(*inputs)
+    return _make(forward_result, node)
+
+
+__all__ = ["custom_gradient"]

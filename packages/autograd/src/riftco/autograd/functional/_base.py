@@ -1,0 +1,67 @@
+"""What every operation shares: reading operands, recording a node, making results.
+
+An operand is a Variable, a Tensor or a Python scalar; only Variables that require
+gradients are differentiated, everything else is a constant. An operation records
+its node only when grad mode is on and some operand requires gradients, so
+``no_grad()`` code and constant-only code pay nothing for the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from riftco.tensor import Tensor
+
+from ..grad_mode import state
+from ..graph.node import Node, saved_values
+from ..variable import Variable, _make
+
+__all__ = [
+    "Node",
+    "Tensor",
+    "Variable",
+    "constant",
+    "grad_target",
+    "recording",
+    "result",
+    "saved_values",
+    "sum_to",
+    "value_of",
+]
+
+
+def value_of(x: Any) -> Any:
+    """The tensor (or scalar) an operand stands for."""
+    return x.value if isinstance(x, Variable) else x
+
+
+def grad_target(x: Any) -> Variable | None:
+    """The operand itself when gradients must flow to it, else None."""
+    return x if isinstance(x, Variable) and x.requires_grad else None
+
+
+def recording(*targets: Variable | None) -> bool:
+    """True when an operation over these operands must record a node."""
+    if not state.enabled:
+        return False
+    for t in targets:
+        if t is not None:
+            return True
+    return False
+
+
+def constant(value: Tensor) -> Variable:
+    """A result without a graph."""
+    return _make(value, None)
+
+
+def result(value: Tensor, node: Node, inputs: tuple, saved: tuple = ()) -> Variable:
+    """A result recorded by ``node``, whose gradients flow to ``inputs``."""
+    node.inputs = inputs
+    node.saved = saved
+    return _make(value, node)
+
+
+def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Undo broadcasting: sum a gradient back down to an operand's shape."""
+    return g if g._shape == shape else g.sum_to_shape(shape)
