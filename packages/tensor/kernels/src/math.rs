@@ -3,6 +3,8 @@
 //! Polynomials follow the Cephes single-precision library (S. Moshier): `exp`
 //! and `log` are within 2 ulp over their ranges; `erf` uses Abramowitz and
 //! Stegun 7.1.26 (absolute error below 1.5e-7), which is what GELU needs.
+//! Coefficients are kept digit for digit as published.
+#![allow(clippy::excessive_precision)]
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;

@@ -69,11 +69,16 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
         one(spec, &a[ao..ao + m * k], &b[bo..bo + k * n], dst, par);
     };
     let work = m * n * k;
-    if batch > 1 && work < SMALL_PROBLEM && threads > 1 {
+    if batch > 1 && work < SMALL_PROBLEM && batch * work >= (1 << 16) && threads > 1 {
         install(|| out.par_chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None)));
     } else {
-        let par = if work >= (1 << 18) && threads > 1 { Parallelism::Rayon(threads) } else { Parallelism::None };
-        install(|| out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, par)));
+        if work >= (1 << 18) && threads > 1 {
+            let par = Parallelism::Rayon(threads);
+            install(|| out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, par)));
+        } else {
+            // Small problems stay on the calling thread: a hop to the pool costs more.
+            out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None));
+        }
     }
     Ok(())
 }

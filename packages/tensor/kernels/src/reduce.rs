@@ -190,6 +190,13 @@ pub fn reduce_i64(op: ReduceOp, x: &[i64], outer: usize, n: usize, inner: usize,
     Ok(())
 }
 
+/// NaN is the only value unequal to itself (works for any PartialOrd type).
+#[allow(clippy::eq_op)]
+#[inline(always)]
+fn is_nan<T: PartialOrd>(v: T) -> bool {
+    v != v
+}
+
 /// Index of the largest element along the middle axis (first one on ties; NaN wins).
 pub fn argmax<T: Copy + PartialOrd + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
     ensure!(n > 0, "argmax over an empty axis");
@@ -200,9 +207,7 @@ pub fn argmax<T: Copy + PartialOrd + Send + Sync>(x: &[T], outer: usize, n: usiz
             let mut best_v = x[o * n * inner + j];
             for i in 1..n {
                 let v = x[(o * n + i) * inner + j];
-                #[allow(clippy::eq_op)]
-                let best_is_nan = best_v != best_v;
-                if !best_is_nan && (v > best_v || v != v) {
+                if !is_nan(best_v) && (v > best_v || is_nan(v)) {
                     best = i;
                     best_v = v;
                 }

@@ -58,7 +58,7 @@ multiversion! {
             UnaryOp::Rsqrt => each(x, out, |v| 1.0 / v.sqrt()),
             UnaryOp::Tanh => each(x, out, math::tanh),
             UnaryOp::Sigmoid => each(x, out, math::sigmoid),
-            UnaryOp::Relu => each(x, out, |v| if v > 0.0 { v } else if v.is_nan() { v } else { 0.0 }),
+            UnaryOp::Relu => each(x, out, |v| if v > 0.0 || v.is_nan() { v } else { 0.0 }),
             UnaryOp::Gelu => each(x, out, math::gelu),
             UnaryOp::GeluTanh => each(x, out, math::gelu_tanh),
             UnaryOp::Silu => each(x, out, |v| v * math::sigmoid(v)),

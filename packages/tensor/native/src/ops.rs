@@ -332,7 +332,7 @@ fn scatter_add<'py>(py: Python<'py>, base: &Array<'py>, axis: usize, indices: &A
 fn softmax<'py>(py: Python<'py>, x: &Array<'py>, causal: bool, log: bool) -> Out<'py> {
     let shape = shape_of(x);
     let n = *shape.last().ok_or_else(|| error("softmax of a 0-d array"))?;
-    let rows = if n == 0 { 0 } else { x.len() / n };
+    let rows = x.len().checked_div(n).unwrap_or(0);
     let causal = if causal {
         let queries = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
         Some(Causal { queries })
