@@ -28,30 +28,26 @@ use rayon::prelude::*;
 use crate::pool::{install, num_threads, CHUNK, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
-/// Hyperparameters of one update (as given; rounded to float32 internally).
+/// Hyperparameters of one parameter's update (as given; rounded to float32 internally).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdamConfig {
+pub struct AdamHyper {
     pub lr: f64,
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
     pub weight_decay: f64,
-    /// AdamW: decay the parameter by `lr * weight_decay` before the update;
-    /// otherwise (Adam) add `weight_decay * p` to the gradient.
-    pub decoupled: bool,
-    /// The step being taken, counting from 1 (bias correction uses it).
+    /// The parameter's step being taken, counting from 1 (bias correction uses it).
     pub step: u64,
-    /// Multiplies every gradient before anything else (gradient clipping).
-    pub grad_scale: f64,
 }
 
-/// One parameter: its values, its gradient and its moment pages.
+/// One parameter: its values, its gradient, its moment pages and its hyperparameters.
 #[derive(Debug)]
 pub struct AdamParam<'a> {
     pub param: &'a mut [f32],
     pub grad: &'a [f32],
     pub m: Vec<&'a mut [f32]>,
     pub v: Vec<&'a mut [f32]>,
+    pub hyper: AdamHyper,
 }
 
 /// float32 coefficients of the per-element arithmetic.
@@ -70,22 +66,22 @@ struct Coefficients {
 }
 
 impl Coefficients {
-    fn new(c: &AdamConfig) -> Self {
+    fn new(h: &AdamHyper, decoupled: bool, grad_scale: f64) -> Self {
         // powf, as Python's `beta ** step` (powi may round differently).
-        let t = c.step as f64;
-        let bias_correction1 = 1.0 - c.beta1.powf(t);
-        let bias_correction2 = 1.0 - c.beta2.powf(t);
+        let t = h.step as f64;
+        let bias_correction1 = 1.0 - h.beta1.powf(t);
+        let bias_correction2 = 1.0 - h.beta2.powf(t);
         Self {
-            grad_scale: c.grad_scale as f32,
-            l2: if c.decoupled { 0.0 } else { c.weight_decay as f32 },
-            decay: (1.0 - c.lr * c.weight_decay) as f32,
-            decoupled: c.decoupled && c.weight_decay != 0.0,
-            one_minus_beta1: (1.0 - c.beta1) as f32,
-            beta2: c.beta2 as f32,
-            one_minus_beta2: (1.0 - c.beta2) as f32,
-            neg_step_size: (-(c.lr / bias_correction1)) as f32,
+            grad_scale: grad_scale as f32,
+            l2: if decoupled { 0.0 } else { h.weight_decay as f32 },
+            decay: (1.0 - h.lr * h.weight_decay) as f32,
+            decoupled: decoupled && h.weight_decay != 0.0,
+            one_minus_beta1: (1.0 - h.beta1) as f32,
+            beta2: h.beta2 as f32,
+            one_minus_beta2: (1.0 - h.beta2) as f32,
+            neg_step_size: (-(h.lr / bias_correction1)) as f32,
             bias_correction2_sqrt: bias_correction2.sqrt() as f32,
-            eps: c.eps as f32,
+            eps: h.eps as f32,
         }
     }
 }
@@ -106,8 +102,7 @@ fn candidate(k: &Coefficients, p: f32, g: f32, m: f32, v: f32) -> (f32, f32, f32
 
 #[inline(always)]
 fn non_finite(x: f32) -> u32 {
-    // NaN fails the comparison too.
-    u32::from(!(x.abs() < f32::INFINITY))
+    u32::from(!x.is_finite())
 }
 
 multiversion! {
@@ -132,22 +127,25 @@ multiversion! {
 /// A run of at most [`CHUNK`] elements of one parameter and one moment page.
 struct Piece<'a> {
     index: usize,
+    k: Coefficients,
     p: &'a mut [f32],
     g: &'a [f32],
     m: &'a mut [f32],
     v: &'a mut [f32],
 }
 
-fn validate(params: &[AdamParam<'_>], page_size: usize, c: &AdamConfig) -> Result<()> {
+fn validate(params: &[AdamParam<'_>], page_size: usize, grad_scale: f64) -> Result<()> {
     ensure!(page_size > 0, "adam_update: page_size must be positive");
-    ensure!(c.step >= 1, "adam_update: step counts from 1, found {}", c.step);
-    for (name, x) in [("lr", c.lr), ("eps", c.eps), ("weight_decay", c.weight_decay), ("grad_scale", c.grad_scale)] {
-        ensure!(x.is_finite() && x >= 0.0, "adam_update: {name} must be finite and non-negative, found {x}");
-    }
-    for (name, b) in [("beta1", c.beta1), ("beta2", c.beta2)] {
-        ensure!((0.0..1.0).contains(&b), "adam_update: {name} must lie in [0, 1), found {b}");
-    }
+    ensure!(grad_scale.is_finite() && grad_scale >= 0.0, "adam_update: grad_scale must be finite and non-negative, found {grad_scale}");
     for (i, a) in params.iter().enumerate() {
+        let h = &a.hyper;
+        ensure!(h.step >= 1, "adam_update: steps count from 1, found {} for parameter {i}", h.step);
+        for (name, x) in [("lr", h.lr), ("eps", h.eps), ("weight_decay", h.weight_decay)] {
+            ensure!(x.is_finite() && x >= 0.0, "adam_update: {name} must be finite and non-negative, found {x} for parameter {i}");
+        }
+        for (name, b) in [("beta1", h.beta1), ("beta2", h.beta2)] {
+            ensure!((0.0..1.0).contains(&b), "adam_update: {name} must lie in [0, 1), found {b} for parameter {i}");
+        }
         let n = a.param.len();
         ensure!(a.grad.len() == n, "adam_update: parameter {i} has {n} elements but its gradient has {}", a.grad.len());
         // An empty parameter still has one (empty) page.
@@ -171,14 +169,15 @@ fn validate(params: &[AdamParam<'_>], page_size: usize, c: &AdamConfig) -> Resul
     Ok(())
 }
 
-fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize) -> Vec<Piece<'s>> {
+fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize, decoupled: bool, grad_scale: f64) -> Vec<Piece<'s>> {
     let mut out = Vec::new();
     for (index, a) in params.iter_mut().enumerate() {
+        let k = Coefficients::new(&a.hyper, decoupled, grad_scale);
         let pages = a.param.chunks_mut(page_size).zip(a.grad.chunks(page_size));
         for ((p, g), (m, v)) in pages.zip(a.m.iter_mut().zip(a.v.iter_mut())) {
             let runs = p.chunks_mut(CHUNK).zip(g.chunks(CHUNK));
             for ((p, g), (m, v)) in runs.zip(m.chunks_mut(CHUNK).zip(v.chunks_mut(CHUNK))) {
-                out.push(Piece { index, p, g, m, v });
+                out.push(Piece { index, k, p, g, m, v });
             }
         }
     }
@@ -187,17 +186,18 @@ fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize) -> Vec<Piece<'s
 
 /// Update every parameter and its moments in place, or nothing.
 ///
-/// Returns `Ok(None)` when the update was written, `Ok(Some(i))` when some
-/// candidate of parameter `i` (the first such parameter) is not finite, in
-/// which case nothing was written, and an error when the arguments disagree.
-pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, config: &AdamConfig) -> Result<Option<usize>> {
-    validate(params, page_size, config)?;
-    let k = Coefficients::new(config);
+/// `decoupled` selects AdamW's weight decay; `grad_scale` multiplies every
+/// gradient first (gradient clipping). Returns `Ok(None)` when the update
+/// was written, `Ok(Some(i))` when some candidate of parameter `i` (the first
+/// such parameter) is not finite, in which case nothing was written, and an
+/// error when the arguments disagree.
+pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, decoupled: bool, grad_scale: f64) -> Result<Option<usize>> {
+    validate(params, page_size, grad_scale)?;
     let total: usize = params.iter().map(|a| a.param.len()).sum();
     let parallel = total >= PARALLEL_THRESHOLD && num_threads() > 1;
-    let mut work = pieces(params, page_size);
+    let mut work = pieces(params, page_size, decoupled, grad_scale);
 
-    let check = |w: &Piece<'_>| if check_piece(&k, w.p, w.g, w.m, w.v) { None } else { Some(w.index) };
+    let check = |w: &Piece<'_>| if check_piece(&w.k, w.p, w.g, w.m, w.v) { None } else { Some(w.index) };
     let first_bad = if parallel {
         install(|| work.par_iter().filter_map(check).min())
     } else {
@@ -207,7 +207,7 @@ pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, config: &Adam
         return Ok(first_bad);
     }
 
-    let commit = |w: &mut Piece<'_>| commit_piece(&k, w.p, w.g, w.m, w.v);
+    let commit = |w: &mut Piece<'_>| commit_piece(&w.k, w.p, w.g, w.m, w.v);
     if parallel {
         install(|| work.par_iter_mut().for_each(commit));
     } else {
@@ -220,31 +220,23 @@ pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, config: &Adam
 mod tests {
     use super::*;
 
-    fn config(step: u64) -> AdamConfig {
-        AdamConfig {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            decoupled: false,
-            step,
-            grad_scale: 1.0,
-        }
+    fn hyper(step: u64) -> AdamHyper {
+        AdamHyper { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step }
     }
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
         (0..n as u64).map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) * 1e-3).collect()
     }
 
-    /// Run one update over parameters of `sizes` with moments paged by `page_size`.
+    /// Run one update with moments paged by `page_size`.
     fn step(
         p: &mut [Vec<f32>],
         g: &[Vec<f32>],
         m: &mut [Vec<f32>],
         v: &mut [Vec<f32>],
         page_size: usize,
-        c: &AdamConfig,
+        h: AdamHyper,
+        decoupled: bool,
     ) -> Result<Option<usize>> {
         let mut params: Vec<AdamParam<'_>> = p
             .iter_mut()
@@ -255,9 +247,10 @@ mod tests {
                 grad: g.as_slice(),
                 m: m.chunks_mut(page_size).collect(),
                 v: v.chunks_mut(page_size).collect(),
+                hyper: h,
             })
             .collect();
-        adam_update(&mut params, page_size, c)
+        adam_update(&mut params, page_size, decoupled, 1.0)
     }
 
     #[test]
@@ -265,7 +258,7 @@ mod tests {
         let mut p = vec![vec![1.0f32, -2.0, 0.5]];
         let g = vec![vec![0.3f32, -0.1, 0.0]];
         let (mut m, mut v) = (vec![vec![0.0f32; 3]], vec![vec![0.0f32; 3]]);
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(1)).unwrap(), None);
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(1), false).unwrap(), None);
         // m_hat = g and v_hat = g², so the step is lr * sign(g) (up to eps).
         assert!((p[0][0] - 0.99).abs() < 1e-6);
         assert!((p[0][1] + 1.99).abs() < 1e-6);
@@ -283,12 +276,9 @@ mod tests {
             let mut p = p0.clone();
             let mut m: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.0; n]).collect();
             let mut v = m.clone();
-            let mut c = config(1);
-            c.weight_decay = 0.1;
-            c.decoupled = true;
             for t in 1..=3 {
-                c.step = t;
-                assert_eq!(step(&mut p, &g, &mut m, &mut v, page_size, &c).unwrap(), None);
+                let h = AdamHyper { weight_decay: 0.1, ..hyper(t) };
+                assert_eq!(step(&mut p, &g, &mut m, &mut v, page_size, h, true).unwrap(), None);
             }
             let bits = |x: &Vec<Vec<f32>>| x.iter().flatten().map(|f| f.to_bits()).collect::<Vec<_>>();
             (bits(&p), bits(&m), bits(&v))
@@ -309,13 +299,28 @@ mod tests {
         let mut v: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.5; n]).collect();
         g[2][8999] = f32::NAN; // on the last page of the last parameter
         let before = (p.clone(), m.clone(), v.clone());
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(2)).unwrap(), Some(2));
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(), Some(2));
         assert_eq!((p.clone(), m.clone(), v.clone()), before);
         g[2][8999] = 0.0;
         g[1][7] = f32::INFINITY;
         g[2][0] = f32::INFINITY;
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, &config(2)).unwrap(), Some(1));
+        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(), Some(1));
         assert_eq!((p, m, v), before);
+    }
+
+    #[test]
+    fn parameters_keep_their_own_hyperparameters() {
+        let mut p = [vec![1.0f32; 4], vec![1.0f32; 4]];
+        let g = [vec![0.0f32; 4], vec![0.0f32; 4]];
+        let (mut m, mut v) = (vec![vec![0.0f32; 4]; 2], vec![vec![0.0f32; 4]; 2]);
+        let mut params: Vec<AdamParam<'_>> = Vec::new();
+        for (i, ((p, g), (m, v))) in p.iter_mut().zip(&g).zip(m.iter_mut().zip(v.iter_mut())).enumerate() {
+            let hyper = AdamHyper { weight_decay: if i == 0 { 0.5 } else { 0.0 }, ..hyper(1) };
+            params.push(AdamParam { param: p, grad: g, m: vec![m], v: vec![v], hyper });
+        }
+        assert_eq!(adam_update(&mut params, 4, true, 1.0).unwrap(), None);
+        assert_eq!(p[0], [(1.0 - 1e-2 * 0.5) as f32; 4]);
+        assert_eq!(p[1], [1.0f32; 4]);
     }
 
     #[test]
@@ -323,14 +328,15 @@ mod tests {
         let mut p = vec![vec![0.0f32; 10]];
         let g = vec![vec![0.0f32; 10]];
         let (mut m, mut v) = (vec![vec![0.0f32; 10]], vec![vec![0.0f32; 10]]);
-        assert!(step(&mut p, &g, &mut m, &mut v, 4, &config(0)).is_err());
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0][..9], m: vec![&mut m[0]], v: vec![&mut v[0]] }];
-        assert!(adam_update(&mut params, 16, &config(1)).is_err());
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0][..4]], v: vec![&mut v[0][..4]] }];
-        assert!(adam_update(&mut params, 4, &config(1)).is_err());
-        let mut bad = config(1);
-        bad.beta2 = 1.0;
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]] }];
-        assert!(adam_update(&mut params, 16, &bad).is_err());
+        assert!(step(&mut p, &g, &mut m, &mut v, 4, hyper(0), false).is_err());
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0][..9], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: hyper(1) }];
+        assert!(adam_update(&mut params, 16, false, 1.0).is_err());
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0][..4]], v: vec![&mut v[0][..4]], hyper: hyper(1) }];
+        assert!(adam_update(&mut params, 4, false, 1.0).is_err());
+        let bad = AdamHyper { beta2: 1.0, ..hyper(1) };
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: bad }];
+        assert!(adam_update(&mut params, 16, false, 1.0).is_err());
+        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: hyper(1) }];
+        assert!(adam_update(&mut params, 16, false, f64::NAN).is_err());
     }
 }

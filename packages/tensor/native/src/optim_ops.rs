@@ -7,7 +7,7 @@
 
 use numpy::{PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyReadwriteArrayDyn, PyUntypedArray};
 use pyo3::prelude::*;
-use riftco_kernels::adam::{self, AdamConfig, AdamParam};
+use riftco_kernels::adam::{self, AdamHyper, AdamParam};
 
 use crate::convert::{error, run};
 
@@ -50,8 +50,9 @@ fn page_slices<'a>(what: &str, i: usize, xs: &'a mut [PyReadwriteArrayDyn<'_, f3
 
 /// Adam / AdamW over every parameter at once; see `riftco_kernels::adam`.
 ///
-/// Returns None when the update was written, or the index of the first
-/// parameter with a non-finite candidate (then nothing was written).
+/// `lr`, `beta1`, `beta2`, `eps`, `weight_decay` and `step` hold one entry per
+/// parameter. Returns None when the update was written, or the index of the
+/// first parameter with a non-finite candidate (then nothing was written).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn adam_update<'py>(
@@ -61,22 +62,20 @@ fn adam_update<'py>(
     m: Vec<Vec<Array<'py>>>,
     v: Vec<Vec<Array<'py>>>,
     page_size: usize,
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
+    lr: Vec<f64>,
+    beta1: Vec<f64>,
+    beta2: Vec<f64>,
+    eps: Vec<f64>,
+    weight_decay: Vec<f64>,
     decoupled: bool,
-    step: u64,
+    step: Vec<u64>,
     grad_scale: f64,
 ) -> PyResult<Option<usize>> {
     let n = params.len();
-    if grads.len() != n || m.len() != n || v.len() != n {
+    let counts = [grads.len(), m.len(), v.len(), lr.len(), beta1.len(), beta2.len(), eps.len(), weight_decay.len(), step.len()];
+    if counts.iter().any(|&c| c != n) {
         return Err(error(format!(
-            "adam_update: {n} parameters but {} gradients, {} first-moment and {} second-moment page lists",
-            grads.len(),
-            m.len(),
-            v.len()
+            "adam_update: {n} parameters, but the gradients, moments, lr, beta1, beta2, eps, weight_decay and step lists have {counts:?} entries"
         )));
     }
     let mut p_guards = Vec::with_capacity(n);
@@ -99,10 +98,10 @@ fn adam_update<'py>(
             grad: g.as_slice().map_err(not_contiguous(format!("gradient {i}")))?,
             m: page_slices("first-moment", i, ms)?,
             v: page_slices("second-moment", i, vs)?,
+            hyper: AdamHyper { lr: lr[i], beta1: beta1[i], beta2: beta2[i], eps: eps[i], weight_decay: weight_decay[i], step: step[i] },
         });
     }
-    let config = AdamConfig { lr, beta1, beta2, eps, weight_decay, decoupled, step, grad_scale };
-    run(py, || adam::adam_update(&mut views, page_size, &config))
+    run(py, || adam::adam_update(&mut views, page_size, decoupled, grad_scale))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -23,3 +23,18 @@ def softmax(x: np.ndarray, causal: bool, log: bool) -> np.ndarray: ...
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
 def _panic_for_test() -> None: ...
+def adam_update(
+    params: list[np.ndarray],
+    grads: list[np.ndarray],
+    m: list[list[np.ndarray]],
+    v: list[list[np.ndarray]],
+    page_size: int,
+    lr: list[float],
+    beta1: list[float],
+    beta2: list[float],
+    eps: list[float],
+    weight_decay: list[float],
+    decoupled: bool,
+    step: list[int],
+    grad_scale: float,
+) -> int | None: ...

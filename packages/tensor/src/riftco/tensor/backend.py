@@ -24,7 +24,7 @@ from .errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 0)
+BACKEND_API_VERSION = (1, 1)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -37,6 +37,7 @@ CAPABILITIES: dict[str, int] = {
         "where reduce argmax matmul index_select index_add gather scatter_add softmax"
     ).split()
 }
+CAPABILITIES["adam_update"] = 1
 
 
 class Backend:
@@ -175,3 +176,48 @@ class Backend:
         """(Log-)softmax over the last axis. ``causal``: for ``[..., t, s]`` scores, query
         q sees keys ``0..=q + s - t``; the rest get exactly 0 (log: -inf)."""
         raise self._missing("softmax")
+
+    # -- optimizer ------------------------------------------------------------
+    def adam_update(
+        self,
+        params: Sequence[Storage],
+        grads: Sequence[Storage],
+        m: Sequence[Sequence[Storage]],
+        v: Sequence[Sequence[Storage]],
+        sizes: Sequence[int],
+        page_size: int,
+        lr: Sequence[float],
+        beta1: Sequence[float],
+        beta2: Sequence[float],
+        eps: Sequence[float],
+        weight_decay: Sequence[float],
+        decoupled: bool,
+        step: Sequence[int],
+        grad_scale: float,
+    ) -> int | None:
+        """One Adam / AdamW step over every parameter, in place and all-or-nothing.
+
+        ``params[i]`` and ``grads[i]`` are float32 storages of ``sizes[i]`` elements
+        (read flat). ``m[i]`` and ``v[i]`` are the first and second moments of
+        parameter i as lists of 1-D float32 pages: every page holds ``page_size``
+        elements except the last, which holds the rest (an empty parameter has one
+        empty page; a ``page_size`` of at least ``sizes[i]`` is a contiguous moment).
+        ``lr``, ``beta1``, ``beta2``, ``eps``, ``weight_decay`` and ``step`` (counting
+        from 1) hold one entry per parameter, so parameter groups share one call.
+        ``decoupled`` selects AdamW's decay; ``grad_scale`` multiplies every gradient
+        first (clipping). Scalars are rounded once to float32 and, element by element
+        (torch.optim.Adam's order)::
+
+            g  = grad * grad_scale           (+ weight_decay * p unless decoupled)
+            p  = p * (1 - lr * weight_decay) (decoupled only)
+            m' = m + (1 - beta1) * (g - m)
+            v' = v * beta2 + (1 - beta2) * g * g
+            p' = p + (-lr / (1 - beta1**step)) * m' / (sqrt(v') / sqrt(1 - beta2**step) + eps)
+
+        Every candidate (p', m', v') is computed before anything is written. If all
+        are finite, they replace ``params``, ``m`` and ``v`` in place and the result
+        is None; otherwise nothing changes and the result is the index of the first
+        parameter with a non-finite candidate. Arguments that disagree raise.
+        Results do not depend on the page layout or the thread count.
+        """
+        raise self._missing("adam_update")

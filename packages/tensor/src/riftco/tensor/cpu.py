@@ -81,6 +81,40 @@ class CpuBackend(Backend):
     def softmax(self, x, shape, causal, log):
         return _native.softmax(x, causal, log)
 
+    def adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        grad_scale,
+    ):
+        # The arrays carry their sizes; the kernel checks that they agree.
+        return _native.adam_update(
+            list(params),
+            list(grads),
+            [list(x) for x in m],
+            [list(x) for x in v],
+            page_size,
+            list(lr),
+            list(beta1),
+            list(beta2),
+            list(eps),
+            list(weight_decay),
+            decoupled,
+            list(step),
+            grad_scale,
+        )
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

@@ -213,6 +213,59 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
 
     def patched(*, group: str):
         found = [] if replace else list(original(group=group))
+    def adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        grad_scale,
+    ):
+        from .errors import KernelError
+
+        f = np.float32
+        hyper = list(zip(lr, beta1, beta2, eps, weight_decay, step, strict=True))
+        candidates = []
+        for i, (p, g, n) in enumerate(zip(params, grads, sizes, strict=True)):
+            lr_i, b1, b2, eps_i, wd, t = hyper[i]
+            bounds = list(range(0, n, page_size)) or [0]
+            lengths = [min(page_size, n - b) for b in bounds]
+            got = [_a(x).size for x in m[i]], [_a(x).size for x in v[i]]
+            if _a(p).size != n or _a(g).size != n or got != (lengths, lengths) or t < 1:
+                raise KernelError(
+                    f"adam_update: parameter {i} of {n} elements, pages {got}, step {t}"
+                )
+            p0 = _a(p).reshape(-1)
+            g0 = _a(g).reshape(-1) * f(grad_scale)
+            m0 = np.concatenate([_a(x) for x in m[i]])
+            v0 = np.concatenate([_a(x) for x in v[i]])
+            with np.errstate(all="ignore"):
+                if wd and not decoupled:
+                    g0 = g0 + f(wd) * p0
+                if wd and decoupled:
+                    p0 = p0 * f(1.0 - lr_i * wd)
+                m1 = m0 + f(1.0 - b1) * (g0 - m0)
+                v1 = v0 * f(b2) + f(1.0 - b2) * g0 * g0
+                denom = np.sqrt(v1) / f((1.0 - b2**t) ** 0.5) + f(eps_i)
+                p1 = p0 + f(-(lr_i / (1.0 - b1**t))) * m1 / denom
+            if not (np.isfinite(p1).all() and np.isfinite(m1).all() and np.isfinite(v1).all()):
+                return i
+            candidates.append((p1, np.split(m1, bounds[1:]), np.split(v1, bounds[1:])))
+        for i, (p1, m1, v1) in enumerate(candidates):
+            _a(params[i])[...] = p1.reshape(_a(params[i]).shape)
+            for page, new in zip([*m[i], *v[i]], [*m1, *v1]):
+                _a(page)[...] = new
+        return None
+
         return found + [ep for ep in eps if ep.group == group]
 
     registry.entry_points = patched
