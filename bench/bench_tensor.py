@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import numpy as np
 
@@ -37,8 +38,10 @@ def paired(ours, theirs, repeat: int, number: int) -> tuple[float, float]:
 
 
 def row(name: str, ours: float, theirs: float, unit: str, scale: float) -> None:
-    print(f"{name:<34} riftco {scale / ours:9.2f} {unit:<8} numpy {scale / theirs:9.2f} {unit:<8} "
-          f"ratio {theirs / ours:5.2f}x")
+    print(
+        f"{name:<34} riftco {scale / ours:9.2f} {unit:<8} numpy {scale / theirs:9.2f} {unit:<8} "
+        f"ratio {theirs / ours:5.2f}x"
+    )
 
 
 def bench_matmul(repeat: int) -> None:
@@ -48,7 +51,7 @@ def bench_matmul(repeat: int) -> None:
         b = rng.standard_normal((n, n), dtype=np.float32)
         ta, tb = rt.tensor(a), rt.tensor(b)
         number = max(1, int(2e9 / (2 * n**3)))
-        ours, theirs = paired(lambda: ta @ tb, lambda: a @ b, repeat, number)
+        ours, theirs = paired(partial(rt.matmul, ta, tb), partial(np.matmul, a, b), repeat, number)
         row(f"matmul {n}x{n}", ours, theirs, "GFLOP/s", 2 * n**3 / 1e9)
     a = rng.standard_normal((32, 128, 64), dtype=np.float32)
     b = rng.standard_normal((32, 64, 128), dtype=np.float32)
@@ -90,22 +93,30 @@ def bench_call_overhead(repeat: int) -> None:
     x = np.ones((4, 4), np.float32)
     t = rt.tensor(x)
     ours, theirs = paired(lambda: t + t, lambda: x + x, repeat, 20000)
-    print(f"{'one op call, [4,4] add':<34} riftco {ours * 1e6:9.2f} us       numpy {theirs * 1e6:9.2f} us")
+    print(
+        f"{'one op call, [4,4] add':<34} riftco {ours * 1e6:9.2f} us       numpy {theirs * 1e6:9.2f} us"
+    )
     ours, theirs = paired(lambda: t @ t, lambda: x @ x, repeat, 20000)
-    print(f"{'one op call, [4,4] matmul':<34} riftco {ours * 1e6:9.2f} us       numpy {theirs * 1e6:9.2f} us")
+    print(
+        f"{'one op call, [4,4] matmul':<34} riftco {ours * 1e6:9.2f} us       numpy {theirs * 1e6:9.2f} us"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    print(f"riftco-tensor {rt.__version__}, {rt.get_num_threads()} kernel threads, numpy {np.__version__}")
+    print(
+        f"riftco-tensor {rt.__version__}, {rt.get_num_threads()} kernel threads, numpy {np.__version__}"
+    )
     try:
         from threadpoolctl import threadpool_info
 
         for pool in threadpool_info():
-            print(f"  numpy BLAS: {pool.get('internal_api')} {pool.get('version')} "
-                  f"{pool.get('architecture')} threads={pool.get('num_threads')}")
+            print(
+                f"  numpy BLAS: {pool.get('internal_api')} {pool.get('version')} "
+                f"{pool.get('architecture')} threads={pool.get('num_threads')}"
+            )
     except ImportError:
         pass
     bench_matmul(args.repeat)

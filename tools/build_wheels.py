@@ -37,8 +37,18 @@ def build_one(package: Path, wheelhouse: Path) -> None:
         cmd = ["maturin", "build", "--release", "--quiet", "--out", str(wheelhouse)]
         subprocess.run(cmd, cwd=package, check=True)
     else:
-        cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-               "--no-build-isolation", "--wheel-dir", str(wheelhouse), str(package)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(wheelhouse),
+            str(package),
+        ]
         subprocess.run(cmd, check=True)
 
 

@@ -59,7 +59,9 @@ def closure(root: str, extras: set[str], index: dict) -> tuple[list[Path], list[
             continue
         seen.add(name)
         if name not in index:
-            raise SystemExit(f"install_package: {name} is not in the wheelhouse; run build_wheels.py")
+            raise SystemExit(
+                f"install_package: {name} is not in the wheelhouse; run build_wheels.py"
+            )
         wheel, reqs = index[name]
         wheels.append(wheel)
         for req in reqs:
@@ -88,11 +90,13 @@ def check_build_ids(wheelhouse: Path, wheels: list[Path]) -> None:
             continue
         module = dist.replace("riftco-", "riftco.").replace("-", "_")
         code = f"import {module} as m; print(m.native_build_id())"
-        found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        found = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
         if found != expected[dist]:
-            raise SystemExit(f"install_package: {dist} build id {found!r}, "
-                             f"wheelhouse built {expected[dist]!r}")
+            raise SystemExit(
+                f"install_package: {dist} build id {found!r}, wheelhouse built {expected[dist]!r}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

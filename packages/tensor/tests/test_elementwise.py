@@ -121,8 +121,12 @@ def test_comparisons(backend, sa, sb):
     b = np.round(rand(sb, 4))
     ta, tb = on(backend, a), on(backend, b)
     for got, want in [
-        (ta == tb, a == b), (ta != tb, a != b), (ta < tb, a < b),
-        (ta <= tb, a <= b), (ta > tb, a > b), (ta >= tb, a >= b),
+        (ta == tb, a == b),
+        (ta != tb, a != b),
+        (ta < tb, a < b),
+        (ta <= tb, a <= b),
+        (ta > tb, a > b),
+        (ta >= tb, a >= b),
     ]:
         assert got.dtype is rt.bool_
         np.testing.assert_array_equal(got.numpy(), want)
@@ -146,7 +150,9 @@ def test_shape_errors_name_op_and_shapes(backend):
     a, b = on(backend, rand((3, 4))), on(backend, rand((2, 4)))
     with pytest.raises(rt.ShapeError, match=r"add: shapes \(3, 4\) and \(2, 4\) do not broadcast"):
         a + b
-    with pytest.raises(rt.DTypeError, match=r"mul: operands have dtypes float32 \(3, 4\) and int64"):
+    with pytest.raises(
+        rt.DTypeError, match=r"mul: operands have dtypes float32 \(3, 4\) and int64"
+    ):
         a * on(backend, np.ones((3, 4), np.int64))
 
 

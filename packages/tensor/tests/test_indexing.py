@@ -22,7 +22,9 @@ def test_embedding(backend):
     ids = np.array([[1, 2, 9], [0, 0, 5]])
     got = rt.embedding(on(backend, table), on(backend, ids))
     close(got, table[ids])
-    with pytest.raises(rt.KernelError, match="index 10 at position 1 is out of range for an axis of size 10"):
+    with pytest.raises(
+        rt.KernelError, match="index 10 at position 1 is out of range for an axis of size 10"
+    ):
         rt.embedding(on(backend, table), on(backend, np.array([0, 10]))).numpy()
 
 

@@ -12,7 +12,9 @@ def test_reshape_is_free_and_checks_sizes(backend):
     close(t.reshape(-1), x.reshape(-1))
     close(t.reshape((4, -1)), x.reshape(4, -1))
     assert t.reshape(2, 3, 4) is t
-    with pytest.raises(rt.ShapeError, match=r"reshape: cannot reshape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"):
+    with pytest.raises(
+        rt.ShapeError, match=r"reshape: cannot reshape \(2, 3, 4\) \(24 elements\) to \(5, 5\)"
+    ):
         t.reshape(5, 5)
     with pytest.raises(rt.ShapeError, match="at most one -1"):
         t.reshape(-1, -1)
@@ -39,8 +41,18 @@ def test_transpose_and_T(backend):
 
 @pytest.mark.parametrize(
     "index",
-    [0, -1, (1, 2), slice(1, 3), (slice(None), 1), (Ellipsis, 2), (slice(0, 4, 2), Ellipsis, slice(1, None)),
-     (None, 1), slice(5, 9), (slice(None), slice(None), slice(None, None, 3))],
+    [
+        0,
+        -1,
+        (1, 2),
+        slice(1, 3),
+        (slice(None), 1),
+        (Ellipsis, 2),
+        (slice(0, 4, 2), Ellipsis, slice(1, None)),
+        (None, 1),
+        slice(5, 9),
+        (slice(None), slice(None), slice(None, None, 3)),
+    ],
     ids=str,
 )
 def test_getitem(backend, index):
@@ -67,7 +79,9 @@ def test_narrow(backend):
         t.narrow(1, 5, 2)
 
 
-@pytest.mark.parametrize(("shape", "target"), [((3,), (2, 3)), ((2, 1), (2, 4)), ((), (3, 2)), ((1, 3, 1), (2, 3, 4))])
+@pytest.mark.parametrize(
+    ("shape", "target"), [((3,), (2, 3)), ((2, 1), (2, 4)), ((), (3, 2)), ((1, 3, 1), (2, 3, 4))]
+)
 def test_broadcast_to_and_sum_to_shape(backend, shape, target):
     x = rand(shape)
     t = on(backend, x)
@@ -75,7 +89,9 @@ def test_broadcast_to_and_sum_to_shape(backend, shape, target):
     close(b, np.broadcast_to(x, target))
     back = b.sum_to_shape(shape)
     lead = len(target) - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and target[lead + i] != 1)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and target[lead + i] != 1
+    )
     close(back, np.broadcast_to(x, target).sum(axis=axes).reshape(shape), rtol=1e-5)
     with pytest.raises(rt.ShapeError, match="broadcast_to"):
         t.broadcast_to((5, 7)) if shape else t.reshape(1).broadcast_to((1, 0, 2)).broadcast_to(3)
@@ -93,7 +109,9 @@ def test_concatenate_and_stack(backend, axis):
 
 def test_concatenate_errors(backend):
     a, b = on(backend, rand((2, 3))), on(backend, rand((3, 2)))
-    with pytest.raises(rt.ShapeError, match=r"concatenate: shapes \(2, 3\), \(3, 2\) differ off axis 0"):
+    with pytest.raises(
+        rt.ShapeError, match=r"concatenate: shapes \(2, 3\), \(3, 2\) differ off axis 0"
+    ):
         rt.concatenate([a, b])
     with pytest.raises(rt.ShapeError, match="stack: shapes differ"):
         rt.stack([a, b])

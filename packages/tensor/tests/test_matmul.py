@@ -43,7 +43,9 @@ def test_matmul_matches_numpy(backend, sa, sb, ta, tb):
 def test_matmul_operator_and_errors(backend):
     a, b = rand((3, 4)), rand((4, 2))
     close(on(backend, a) @ on(backend, b), a @ b, rtol=1e-5)
-    with pytest.raises(rt.ShapeError, match=r"matmul: inner dims disagree: \(3, 4\) @ \(3, 4\) \(4 vs 3\)"):
+    with pytest.raises(
+        rt.ShapeError, match=r"matmul: inner dims disagree: \(3, 4\) @ \(3, 4\) \(4 vs 3\)"
+    ):
         on(backend, a) @ on(backend, a)
     with pytest.raises(rt.ShapeError, match="do not broadcast"):
         on(backend, rand((2, 3, 4))) @ on(backend, rand((3, 4, 5)))

@@ -14,11 +14,25 @@ def test_reductions_match_numpy(backend, shape, axis, keepdims):
     x = rand(shape)
     t = on(backend, x)
     wide = x.astype(np.float64)
-    close(t.sum(axis=axis, keepdims=keepdims), wide.sum(axis=axis, keepdims=keepdims), rtol=1e-5, atol=1e-5)
-    close(t.sum_squares(axis=axis, keepdims=keepdims), (wide * wide).sum(axis=axis, keepdims=keepdims), rtol=1e-6)
+    close(
+        t.sum(axis=axis, keepdims=keepdims),
+        wide.sum(axis=axis, keepdims=keepdims),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    close(
+        t.sum_squares(axis=axis, keepdims=keepdims),
+        (wide * wide).sum(axis=axis, keepdims=keepdims),
+        rtol=1e-6,
+    )
     axes = range(len(shape)) if axis is None else np.atleast_1d(axis)
     if all(shape[a] > 0 for a in axes):
-        close(t.mean(axis=axis, keepdims=keepdims), wide.mean(axis=axis, keepdims=keepdims), rtol=1e-5, atol=1e-6)
+        close(
+            t.mean(axis=axis, keepdims=keepdims),
+            wide.mean(axis=axis, keepdims=keepdims),
+            rtol=1e-5,
+            atol=1e-6,
+        )
         close(t.max(axis=axis, keepdims=keepdims), x.max(axis=axis, keepdims=keepdims))
         close(t.min(axis=axis, keepdims=keepdims), x.min(axis=axis, keepdims=keepdims))
     else:

@@ -33,10 +33,14 @@ def test_broken_plugin_is_recorded_not_fatal():
 
 
 def test_missing_module_is_recorded():
-    missing = EntryPoint(name="metal", value="riftco_not_installed.mod:create", group="riftco.backends")
+    missing = EntryPoint(
+        name="metal", value="riftco_not_installed.mod:create", group="riftco.backends"
+    )
     with extra_entry_points(missing):
         assert "ModuleNotFoundError" in info("metal").reason
-        with pytest.raises(rt.BackendUnavailable, match="'metal' .* unavailable: ModuleNotFoundError"):
+        with pytest.raises(
+            rt.BackendUnavailable, match="'metal' .* unavailable: ModuleNotFoundError"
+        ):
             rt.zeros(2, backend="metal")
 
 
@@ -103,7 +107,10 @@ def test_reference_backend_round_trips_and_mismatch():
         back = r.to("cpu")
         np.testing.assert_array_equal(back.numpy(), x.numpy())
         assert x.to("cpu") is x
-        with pytest.raises(rt.BackendMismatch, match=r"add: operands live on different backends \(cpu \(2, 2\), reference \(2, 2\)\)"):
+        with pytest.raises(
+            rt.BackendMismatch,
+            match=r"add: operands live on different backends \(cpu \(2, 2\), reference \(2, 2\)\)",
+        ):
             x + r
         with pytest.raises(rt.BackendMismatch, match="matmul"):
             x @ r
@@ -113,7 +120,9 @@ def test_reference_backend_round_trips_and_mismatch():
 
 def test_missing_capability_is_a_clear_error():
     with extra_entry_points(ep("cuda", "accelerator")):
-        with pytest.raises(rt.CapabilityMissing, match="backend 'cuda' does not implement 'from_numpy'"):
+        with pytest.raises(
+            rt.CapabilityMissing, match="backend 'cuda' does not implement 'from_numpy'"
+        ):
             rt.zeros(2, backend="cuda")
 
 

@@ -73,14 +73,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in found:
-        print(f"riftco: unknown command {name!r}; known: {', '.join(found) or 'none'}",
-              file=sys.stderr)
+        print(
+            f"riftco: unknown command {name!r}; known: {', '.join(found) or 'none'}",
+            file=sys.stderr,
+        )
         return 2
     try:
         command = found[name].load()
     except Exception as exc:
-        print(f"riftco: command {name!r} from {found[name].source} failed to load: "
-              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        print(
+            f"riftco: command {name!r} from {found[name].source} failed to load: "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
         return 1
     try:
         return int(command(rest) or 0)

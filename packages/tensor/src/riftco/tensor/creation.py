@@ -32,8 +32,9 @@ def _infer_dtype(array: np.ndarray) -> DType:
     raise DTypeError(f"tensor: cannot make a tensor from numpy dtype {array.dtype}")
 
 
-def from_numpy(array: np.ndarray, dtype: DType | str | None = None,
-               backend: str | Backend | None = None) -> Tensor:
+def from_numpy(
+    array: np.ndarray, dtype: DType | str | None = None, backend: str | Backend | None = None
+) -> Tensor:
     """A tensor holding a copy of ``array`` (float64 becomes float32 unless told otherwise)."""
     array = np.asarray(array)
     target = _infer_dtype(array) if dtype is None else as_dtype(dtype)
@@ -42,7 +43,9 @@ def from_numpy(array: np.ndarray, dtype: DType | str | None = None,
     return Tensor._wrap(chosen.from_numpy(host), tuple(host.shape), target, chosen)
 
 
-def tensor(data: Any, dtype: DType | str | None = None, backend: str | Backend | None = None) -> Tensor:
+def tensor(
+    data: Any, dtype: DType | str | None = None, backend: str | Backend | None = None
+) -> Tensor:
     """A tensor from nested lists, scalars, numpy arrays or another Tensor (copied)."""
     if isinstance(data, Tensor):
         data = data.numpy()
@@ -61,19 +64,29 @@ def _shape(shape: tuple) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def full(shape: Sequence[int], value: float | int | bool, dtype: DType | str = DType.float32,
-         backend: str | Backend | None = None) -> Tensor:
+def full(
+    shape: Sequence[int],
+    value: float | int | bool,
+    dtype: DType | str = DType.float32,
+    backend: str | Backend | None = None,
+) -> Tensor:
     dtype = as_dtype(dtype)
     return from_numpy(np.full(_shape((shape,)), value, dtype=dtype.numpy), dtype, backend)
 
 
-def zeros(*shape: int | Sequence[int], dtype: DType | str = DType.float32,
-          backend: str | Backend | None = None) -> Tensor:
+def zeros(
+    *shape: int | Sequence[int],
+    dtype: DType | str = DType.float32,
+    backend: str | Backend | None = None,
+) -> Tensor:
     return full(_shape(shape), 0, dtype, backend)
 
 
-def ones(*shape: int | Sequence[int], dtype: DType | str = DType.float32,
-         backend: str | Backend | None = None) -> Tensor:
+def ones(
+    *shape: int | Sequence[int],
+    dtype: DType | str = DType.float32,
+    backend: str | Backend | None = None,
+) -> Tensor:
     return full(_shape(shape), 1, dtype, backend)
 
 
@@ -85,8 +98,13 @@ def ones_like(x: Tensor) -> Tensor:
     return full(x.shape, 1, x.dtype, x.backend)
 
 
-def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
-           dtype: DType | str | None = None, backend: str | Backend | None = None) -> Tensor:
+def arange(
+    start: int | float,
+    stop: int | float | None = None,
+    step: int | float = 1,
+    dtype: DType | str | None = None,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """Like numpy.arange; int64 for int arguments, float32 otherwise."""
     if stop is None:
         start, stop = 0, start
@@ -94,15 +112,25 @@ def arange(start: int | float, stop: int | float | None = None, step: int | floa
     return from_numpy(values, dtype, backend)
 
 
-def uniform(shape: Sequence[int], low: float = 0.0, high: float = 1.0, seed: int = 0,
-            backend: str | Backend | None = None) -> Tensor:
+def uniform(
+    shape: Sequence[int],
+    low: float = 0.0,
+    high: float = 1.0,
+    seed: int = 0,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """float32 values drawn uniformly from [low, high) by PCG64(seed)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     return from_numpy(rng.uniform(low, high, size=_shape((shape,))), DType.float32, backend)
 
 
-def normal(shape: Sequence[int], mean: float = 0.0, std: float = 1.0, seed: int = 0,
-           backend: str | Backend | None = None) -> Tensor:
+def normal(
+    shape: Sequence[int],
+    mean: float = 0.0,
+    std: float = 1.0,
+    seed: int = 0,
+    backend: str | Backend | None = None,
+) -> Tensor:
     """float32 values drawn from N(mean, std²) by PCG64(seed)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     return from_numpy(rng.normal(mean, std, size=_shape((shape,))), DType.float32, backend)

@@ -52,7 +52,9 @@ def as_dtype(value: DType | str | np.dtype | type) -> DType:
     try:
         np_dtype = np.dtype(value)
     except TypeError:
-        raise DTypeError(f"expected a dtype (float32, int64, bool, uint8), found {value!r}") from None
+        raise DTypeError(
+            f"expected a dtype (float32, int64, bool, uint8), found {value!r}"
+        ) from None
     if np_dtype in _FROM_NUMPY:
         return _FROM_NUMPY[np_dtype]
     if np_dtype.kind == "f":

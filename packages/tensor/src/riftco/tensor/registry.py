@@ -74,7 +74,11 @@ class _Registry:
                 continue
             available = reason is None
             self._infos[ep.name] = BackendInfo(
-                ep.name, available, reason or "", backend.describe() if available else "", source,
+                ep.name,
+                available,
+                reason or "",
+                backend.describe() if available else "",
+                source,
                 tuple(getattr(backend, "api_version", ())) or None,
                 getattr(backend, "runs_on_host", None),
             )

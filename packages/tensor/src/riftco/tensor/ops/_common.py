@@ -18,8 +18,9 @@ def check_same_backend(op: str, *tensors: Tensor) -> None:
     for t in tensors[1:]:
         if t._backend is not first and t._backend.name != first.name:
             names = ", ".join(f"{x._backend.name} {x._shape}" for x in tensors)
-            raise BackendMismatch(f"{op}: operands live on different backends ({names}); "
-                                  "move them with .to(name)")
+            raise BackendMismatch(
+                f"{op}: operands live on different backends ({names}); move them with .to(name)"
+            )
 
 
 def require_dtype(op: str, t: Tensor, *allowed: DType) -> None:
@@ -92,8 +93,10 @@ def scalar_like(op: str, value: object, like: Tensor) -> Tensor:
             raise DTypeError(f"{op}: an int scalar with a bool tensor")
     elif isinstance(value, (float, np.floating)):
         if not dtype.is_floating:
-            raise DTypeError(f"{op}: a float scalar ({value}) with a {dtype.value} tensor; "
-                             "convert the tensor with .astype(float32)")
+            raise DTypeError(
+                f"{op}: a float scalar ({value}) with a {dtype.value} tensor; "
+                "convert the tensor with .astype(float32)"
+            )
     else:
         raise TypeError(f"{op}: expected a Tensor or a Python scalar, found {type(value).__name__}")
     key = (id(like._backend), dtype, type(value), value)

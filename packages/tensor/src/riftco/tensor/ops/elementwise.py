@@ -13,15 +13,16 @@ F32, I64, BOOL = DType.float32, DType.int64, DType.bool
 def _unary(op: str, x: Tensor, allowed: tuple[DType, ...] = (F32,)) -> Tensor:
     if x._dtype not in allowed:
         require_dtype(op, x, *allowed)
-    return Tensor._wrap(x._backend.unary(op, x._data, x._shape, x._dtype), x._shape, x._dtype,
-                        x._backend)
+    return Tensor._wrap(
+        x._backend.unary(op, x._data, x._shape, x._dtype), x._shape, x._dtype, x._backend
+    )
 
 
 def neg(x: Tensor) -> Tensor:
     return _unary("neg", x, (F32, I64))
 
 
-def abs(x: Tensor) -> Tensor:  # noqa: A001 - mirrors numpy and torch
+def abs(x: Tensor) -> Tensor:
     return _unary("abs", x, (F32, I64))
 
 
@@ -79,8 +80,10 @@ def _operands(op: str, a: object, b: object) -> tuple[Tensor, Tensor]:
     if a._backend is not b._backend:
         check_same_backend(op, a, b)  # same name after rediscovery is fine
     if a._dtype is not b._dtype:
-        raise DTypeError(f"{op}: operands have dtypes {a._dtype.value} {a._shape} and "
-                         f"{b._dtype.value} {b._shape}; convert one with .astype()")
+        raise DTypeError(
+            f"{op}: operands have dtypes {a._dtype.value} {a._shape} and "
+            f"{b._dtype.value} {b._shape}; convert one with .astype()"
+        )
     return a, b
 
 
@@ -109,7 +112,7 @@ def div(a, b) -> Tensor:
     return _binary("div", a, b, (F32,))
 
 
-def pow(a, b) -> Tensor:  # noqa: A001 - mirrors numpy and torch
+def pow(a, b) -> Tensor:
     return _binary("pow", a, b, (F32,))
 
 
@@ -172,6 +175,7 @@ def where(cond: Tensor, a, b) -> Tensor:
     a, b = _operands("where", a, b)
     check_same_backend("where", cond, a)
     shape = broadcast_shapes("where", cond._shape, a._shape, b._shape)
-    data = a._backend.where(cond._data, cond._shape, a._data, a._shape, b._data, b._shape,
-                            shape, a._dtype)
+    data = a._backend.where(
+        cond._data, cond._shape, a._data, a._shape, b._data, b._shape, shape, a._dtype
+    )
     return Tensor._wrap(data, shape, a._dtype, a._backend)

@@ -18,8 +18,10 @@ def index_select(x: Tensor, axis: int, indices: Tensor) -> Tensor:
     if indices.ndim != 1:
         raise ShapeError(f"index_select: indices must be 1-D, found {indices._shape}")
     axis = normalize_axis("index_select", axis, x.ndim)
-    data = x._backend.index_select(x._data, x._shape, x._dtype, axis, indices._data, indices._shape[0])
-    shape = x._shape[:axis] + indices._shape + x._shape[axis + 1:]
+    data = x._backend.index_select(
+        x._data, x._shape, x._dtype, axis, indices._data, indices._shape[0]
+    )
+    shape = x._shape[:axis] + indices._shape + x._shape[axis + 1 :]
     return Tensor._wrap(data, shape, x._dtype, x._backend)
 
 
@@ -40,11 +42,15 @@ def index_add(base: Tensor, axis: int, indices: Tensor, src: Tensor) -> Tensor:
     require_dtype("index_add", src, F32)
     require_dtype("index_add", indices, I64)
     axis = normalize_axis("index_add", axis, base.ndim)
-    want = base._shape[:axis] + indices._shape + base._shape[axis + 1:]
+    want = base._shape[:axis] + indices._shape + base._shape[axis + 1 :]
     if indices.ndim != 1 or src._shape != want:
-        raise ShapeError(f"index_add: base {base._shape}, indices {indices._shape} and src "
-                         f"{src._shape} disagree along axis {axis} (src should be {want})")
-    data = base._backend.index_add(base._data, base._shape, axis, indices._data, src._data, src._shape)
+        raise ShapeError(
+            f"index_add: base {base._shape}, indices {indices._shape} and src "
+            f"{src._shape} disagree along axis {axis} (src should be {want})"
+        )
+    data = base._backend.index_add(
+        base._data, base._shape, axis, indices._data, src._data, src._shape
+    )
     return Tensor._wrap(data, base._shape, F32, base._backend)
 
 
@@ -75,6 +81,7 @@ def scatter_add(base: Tensor, axis: int, indices: Tensor, src: Tensor) -> Tensor
     require_dtype("scatter_add", src, F32)
     if src._shape != indices._shape:
         raise ShapeError(f"scatter_add: src {src._shape} must match indices {indices._shape}")
-    data = base._backend.scatter_add(base._data, base._shape, axis, indices._data, indices._shape,
-                                     src._data)
+    data = base._backend.scatter_add(
+        base._data, base._shape, axis, indices._data, indices._shape, src._data
+    )
     return Tensor._wrap(data, base._shape, F32, base._backend)

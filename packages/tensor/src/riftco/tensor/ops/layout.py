@@ -88,9 +88,11 @@ def narrow(x: Tensor, axis: int, start: int, length: int) -> Tensor:
     axis = normalize_axis("narrow", axis, x.ndim)
     n = x._shape[axis]
     if not (0 <= start and 0 <= length and start + length <= n):
-        raise ShapeError(f"narrow: [{start}, {start + length}) is outside axis {axis} of {x._shape}")
+        raise ShapeError(
+            f"narrow: [{start}, {start + length}) is outside axis {axis} of {x._shape}"
+        )
     strides = contiguous_strides(x._shape)
-    shape = x._shape[:axis] + (length,) + x._shape[axis + 1:]
+    shape = x._shape[:axis] + (length,) + x._shape[axis + 1 :]
     return _strided(x, shape, strides, start * strides[axis])
 
 
@@ -109,7 +111,7 @@ def getitem(x: Tensor, index) -> Tensor:
         raise ShapeError(f"getitem: {consumed} indices for a {x.ndim}-d tensor {x._shape}")
     if Ellipsis in items:
         at = items.index(Ellipsis)
-        items[at:at + 1] = [slice(None)] * (x.ndim - consumed)
+        items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
     else:
         items += [slice(None)] * (x.ndim - consumed)
     src = contiguous_strides(x._shape)
@@ -130,7 +132,9 @@ def getitem(x: Tensor, index) -> Tensor:
             offset += start * src[axis] if length else 0
         elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
             if not -n <= item < n:
-                raise ShapeError(f"getitem: index {item} is out of range for axis {axis} of {x._shape}")
+                raise ShapeError(
+                    f"getitem: index {item} is out of range for axis {axis} of {x._shape}"
+                )
             offset += (int(item) % n) * src[axis]
         else:
             raise TypeError(f"getitem: unsupported index {item!r}")
@@ -160,7 +164,9 @@ def sum_to_shape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     if target == x._shape:
         return x
     lead = x.ndim - len(target)
-    axes = list(range(lead)) + [lead + i for i, d in enumerate(target) if d == 1 and x._shape[lead + i] != 1]
+    axes = list(range(lead)) + [
+        lead + i for i, d in enumerate(target) if d == 1 and x._shape[lead + i] != 1
+    ]
     out = reduce_sum(x, axis=tuple(axes)) if axes else x
     return reshape(out, target)
 
@@ -176,7 +182,7 @@ def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
     axis = normalize_axis("squeeze", axis, x.ndim)
     if x._shape[axis] != 1:
         raise ShapeError(f"squeeze: axis {axis} of {x._shape} has size {x._shape[axis]}, not 1")
-    return reshape(x, x._shape[:axis] + x._shape[axis + 1:])
+    return reshape(x, x._shape[:axis] + x._shape[axis + 1 :])
 
 
 def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -202,8 +208,9 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         return first
     shape = list(first._shape)
     shape[axis] = sum(t._shape[axis] for t in tensors)
-    data = first._backend.concat([t._data for t in tensors], [t._shape for t in tensors],
-                                 first._dtype, axis)
+    data = first._backend.concat(
+        [t._data for t in tensors], [t._shape for t in tensors], first._dtype, axis
+    )
     return Tensor._wrap(data, tuple(shape), first._dtype, first._backend)
 
 
@@ -221,5 +228,6 @@ def astype(x: Tensor, dtype: DType | str) -> Tensor:
     dtype = as_dtype(dtype)
     if dtype is x._dtype:
         return x
-    return Tensor._wrap(x._backend.astype(x._data, x._shape, x._dtype, dtype), x._shape, dtype,
-                        x._backend)
+    return Tensor._wrap(
+        x._backend.astype(x._data, x._shape, x._dtype, dtype), x._shape, dtype, x._backend
+    )

@@ -26,8 +26,10 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     m, k = (a._shape[-1], a._shape[-2]) if transpose_a else a._shape[-2:]
     k2, n = (b._shape[-1], b._shape[-2]) if transpose_b else b._shape[-2:]
     if k != k2:
-        raise ShapeError(f"matmul: inner dims disagree: {a._shape}{'ᵀ' if transpose_a else ''} @ "
-                         f"{b._shape}{'ᵀ' if transpose_b else ''} ({k} vs {k2})")
+        raise ShapeError(
+            f"matmul: inner dims disagree: {a._shape}{'ᵀ' if transpose_a else ''} @ "
+            f"{b._shape}{'ᵀ' if transpose_b else ''} ({k} vs {k2})"
+        )
     batch = broadcast_shapes("matmul", a._shape[:-2], b._shape[:-2])
     data = a._backend.matmul(a._data, a._shape, b._data, b._shape, transpose_a, transpose_b)
     out = Tensor._wrap(data, (*batch, m, n), DType.float32, a._backend)

@@ -50,13 +50,13 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
         n = 1
         for a in run:
             n *= shape[a]
-        merged = shape[:first] + (n,) + shape[last + 1:]
+        merged = shape[:first] + (n,) + shape[last + 1 :]
         if merged != shape:
             data = backend.reshape(data, shape, merged)
         data = backend.reduce(kernel_op, data, merged, x._dtype, first)
         # Later runs combine partial results: squares and means were taken once.
         kernel_op = "sum" if op in ("sum_squares", "mean") else op
-        shape = merged[:first] + merged[first + 1:]
+        shape = merged[:first] + merged[first + 1 :]
         mean_count *= n
     result = Tensor._wrap(data, shape, x._dtype, backend)
     if op == "mean":
@@ -66,7 +66,7 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
     return result
 
 
-def sum(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def sum(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("sum", x, axis, keepdims, (F32, I64))
 
 
@@ -74,11 +74,11 @@ def mean(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("mean", x, axis, keepdims, (F32,))
 
 
-def max(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def max(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("max", x, axis, keepdims, (F32, I64))
 
 
-def min(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def min(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
     return _reduce("min", x, axis, keepdims, (F32, I64))
 
 
@@ -95,15 +95,16 @@ def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor
         flat = x.reshape(-1)
         if flat._shape[0] == 0:
             raise ShapeError("argmax: empty tensor")
-        out = Tensor._wrap(x._backend.argmax(flat._data, flat._shape, x._dtype, 0), (), I64,
-                           x._backend)
+        out = Tensor._wrap(
+            x._backend.argmax(flat._data, flat._shape, x._dtype, 0), (), I64, x._backend
+        )
         return out.reshape((1,) * x.ndim) if keepdims else out
     axis = normalize_axis("argmax", axis, x.ndim)
     if x._shape[axis] == 0:
         raise ShapeError(f"argmax: axis {axis} of {x._shape} is empty")
-    shape = x._shape[:axis] + x._shape[axis + 1:]
+    shape = x._shape[:axis] + x._shape[axis + 1 :]
     out = Tensor._wrap(x._backend.argmax(x._data, x._shape, x._dtype, axis), shape, I64, x._backend)
-    return out.reshape(x._shape[:axis] + (1,) + x._shape[axis + 1:]) if keepdims else out
+    return out.reshape(x._shape[:axis] + (1,) + x._shape[axis + 1 :]) if keepdims else out
 
 
 def _softmax(op: str, x: Tensor, axis: int, causal: bool, log: bool) -> Tensor:
@@ -113,8 +114,10 @@ def _softmax(op: str, x: Tensor, axis: int, causal: bool, log: bool) -> Tensor:
     axis = normalize_axis(op, axis, x.ndim)
     if causal:
         if axis != x.ndim - 1 or x.ndim < 2:
-            raise ShapeError(f"{op}: a causal mask needs [..., queries, keys] scores and axis=-1, "
-                             f"found shape {x._shape} and axis {axis}")
+            raise ShapeError(
+                f"{op}: a causal mask needs [..., queries, keys] scores and axis=-1, "
+                f"found shape {x._shape} and axis {axis}"
+            )
         if x._shape[-2] > x._shape[-1]:
             raise ShapeError(f"{op}: causal scores {x._shape} have more queries than keys")
     if axis != x.ndim - 1:
