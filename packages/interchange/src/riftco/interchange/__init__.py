@@ -1,0 +1,62 @@
+"""riftco.interchange: .rift bundles, SafeTensors, and Hugging Face directories.
+
+See the package README for the interface, the manifest format and its
+canonical form, and the ``riftco generate``/``convert``/``inspect`` commands.
+"""
+
+from __future__ import annotations
+
+from riftco.interchange.bundle import SUFFIX, Bundle, read_bundle, read_manifest, write_bundle
+from riftco.interchange.container import (
+    MAX_HEADER_BYTES,
+    SafetensorsFile,
+    TensorInfo,
+    atomic_write,
+    canonical_json,
+    content_id,
+    read_safetensors,
+    tensors_digest,
+    write_safetensors,
+)
+from riftco.interchange.errors import (
+    BundleError,
+    ContainerError,
+    ConversionError,
+    IntegrityError,
+    InterchangeError,
+    ManifestError,
+    WeightsError,
+)
+from riftco.interchange.manifest import FORMAT, FORMAT_VERSION, MANIFEST_KEY
+from riftco.interchange.safetensors_io import load_safetensors, save_safetensors
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MANIFEST_KEY",
+    "MAX_HEADER_BYTES",
+    "SUFFIX",
+    "Bundle",
+    "BundleError",
+    "ContainerError",
+    "ConversionError",
+    "IntegrityError",
+    "InterchangeError",
+    "ManifestError",
+    "SafetensorsFile",
+    "TensorInfo",
+    "WeightsError",
+    "atomic_write",
+    "canonical_json",
+    "content_id",
+    "load_safetensors",
+    "read_bundle",
+    "read_manifest",
+    "read_safetensors",
+    "save_safetensors",
+    "tensors_digest",
+    "write_bundle",
+    "write_safetensors",
+]
