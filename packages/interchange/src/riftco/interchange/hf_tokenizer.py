@@ -1,0 +1,268 @@
+"""Tokenizer files of a Hugging Face directory, both ways.
+
+Export writes ``tokenizer.json`` (riftco-text's exporter: byte-level BPE with the
+same ids), ``tokenizer_config.json`` (a ``PreTrainedTokenizerFast`` with the end
+token, the chat template rendered as Jinja for ``apply_chat_template``, and the
+exact riftco tokenizer state under ``riftco_tokenizer``).
+
+Import prefers that exact state when it agrees with ``tokenizer.json``. Otherwise
+it rebuilds the tokenizer from ``tokenizer.json`` when that file has riftco's
+layout: byte-level BPE whose ids ``0..255`` are the bytes in order and whose
+merge ``k`` makes id ``256 + k`` (or a byte vocabulary without merges), with
+special tokens right after. Any other layout (the original GPT-2 vocabulary,
+SentencePiece models) is refused with the reason; pass a tokenizer explicitly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from riftco.interchange.container import write_bytes_atomic
+from riftco.interchange.errors import ConversionError
+from riftco.text import (
+    BpeTokenizer,
+    ByteTokenizer,
+    ChatTemplate,
+    Tokenizer,
+    TokenizerError,
+    bytes_to_unicode,
+    to_hf_tokenizer_json,
+    tokenizer_from_state,
+)
+
+MAX_TOKENIZER_JSON_BYTES = 64 << 20
+STATE_KEY = "riftco_tokenizer"
+
+
+def write_tokenizer_files(tokenizer: Tokenizer, folder: Path, context_length: int) -> None:
+    """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``folder``."""
+    try:
+        document = to_hf_tokenizer_json(tokenizer)
+    except TokenizerError as exc:
+        raise ConversionError(f"tokenizer.json: {exc}") from None
+    config: dict[str, Any] = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": context_length,
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
+    }
+    if tokenizer.eos_token is not None:
+        config["eos_token"] = tokenizer.eos_token
+        config["bos_token"] = tokenizer.eos_token
+    if tokenizer.chat_template is not None:
+        config["chat_template"] = jinja_chat_template(tokenizer.chat_template)
+    config[STATE_KEY] = tokenizer.to_state()
+    write_json(folder / "tokenizer.json", document)
+    write_json(folder / "tokenizer_config.json", config)
+
+
+def read_tokenizer_files(folder: Path) -> Tokenizer:
+    """The tokenizer of a Hugging Face directory; raises ConversionError when it has none
+    that riftco can represent exactly."""
+    document = read_json(folder / "tokenizer.json", MAX_TOKENIZER_JSON_BYTES)
+    config_path = folder / "tokenizer_config.json"
+    config = read_json(config_path, MAX_TOKENIZER_JSON_BYTES) if config_path.exists() else {}
+    state = config.get(STATE_KEY)
+    if isinstance(state, Mapping):
+        try:
+            tokenizer = tokenizer_from_state(state)
+        except TokenizerError as exc:
+            raise ConversionError(f"tokenizer_config.json: {STATE_KEY}: {exc}") from None
+        if _same_ids(to_hf_tokenizer_json(tokenizer), document):
+            return tokenizer
+    return tokenizer_from_hf_json(document, config)
+
+
+def tokenizer_from_hf_json(document: Mapping[str, Any], config: Mapping[str, Any]) -> Tokenizer:
+    """Rebuild a riftco tokenizer from a ``tokenizer.json`` with riftco's id layout."""
+    model = document.get("model")
+    if not isinstance(model, Mapping) or model.get("type") != "BPE":
+        found = model.get("type") if isinstance(model, Mapping) else model
+        raise ConversionError(f"tokenizer.json: expected a BPE model; found {found!r}")
+    use_regex = _byte_level_regex(document)
+    for key in ("normalizer", "post_processor"):
+        if document.get(key) is not None:
+            raise ConversionError(f"tokenizer.json: {key} is not supported; found {document[key]}")
+    for key in ("unk_token", "continuing_subword_prefix", "end_of_word_suffix", "dropout"):
+        if model.get(key):
+            raise ConversionError(f"tokenizer.json: model.{key} is not supported")
+    if model.get("byte_fallback"):
+        raise ConversionError("tokenizer.json: model.byte_fallback is not supported")
+    vocab, merges = model.get("vocab"), model.get("merges")
+    if not isinstance(vocab, Mapping) or not isinstance(merges, list):
+        raise ConversionError("tokenizer.json: expected model.vocab (object), model.merges (list)")
+    by_id = _tokens_by_id(vocab)
+    special = _special_tokens(document.get("added_tokens", []), len(by_id))
+    eos = config.get("eos_token")
+    if isinstance(eos, Mapping):
+        eos = eos.get("content")
+    if eos not in special:
+        eos = "<|endoftext|>" if "<|endoftext|>" in special else None
+    template = _chat_template(config)
+    try:
+        if merges or use_regex:
+            pairs = _merges(merges, vocab, by_id)
+            return BpeTokenizer(
+                pairs,
+                pretokenize="gpt2" if use_regex else "none",
+                special_tokens=special,
+                eos_token=eos,
+                chat_template=template,
+            )
+        if all(isinstance(b, int) for b in by_id) and by_id == sorted(by_id):
+            return ByteTokenizer(
+                by_id, special_tokens=special, eos_token=eos, chat_template=template
+            )
+    except TokenizerError as exc:
+        raise ConversionError(f"tokenizer.json: {exc}") from None
+    raise ConversionError(
+        "tokenizer.json: expected ids 0-255 to be the 256 bytes in order and merge k to make "
+        "id 256 + k (riftco's layout); this vocabulary orders its ids differently, so pass "
+        "the tokenizer explicitly"
+    )
+
+
+def jinja_chat_template(template: ChatTemplate) -> str:
+    """``template`` as the Jinja text that ``transformers``' ``apply_chat_template`` runs."""
+    parts = ["{% for message in messages %}"]
+    for index, (role, fmt) in enumerate(template.roles.items()):
+        keyword = "if" if index == 0 else "elif"
+        parts.append(
+            f"{{% {keyword} message['role'] == {_literal(role)} %}}"
+            f"{{{{ {_literal(fmt.prefix)} + message['content'] + {_literal(fmt.suffix)} }}}}"
+        )
+    parts.append("{% else %}{{ raise_exception('unknown role ' + message['role']) }}")
+    parts.append("{% endif %}{% endfor %}")
+    parts.append(
+        f"{{% if add_generation_prompt %}}{{{{ {_literal(template.generation_prompt)} }}}}"
+        "{% endif %}"
+    )
+    return "".join(parts)
+
+
+def write_json(path: Path, document: Any) -> None:
+    write_bytes_atomic(path, json.dumps(document, ensure_ascii=False, indent=2).encode("utf-8"))
+
+
+def read_json(path: Path, limit: int) -> dict[str, Any]:
+    """A JSON object from ``path``, at most ``limit`` bytes, without NaN literals."""
+    try:
+        size = path.stat().st_size
+        raw = path.read_bytes() if size <= limit else b""
+    except OSError as exc:
+        raise ConversionError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size > limit:
+        raise ConversionError(f"{path}: expected at most {limit} bytes; found {size}")
+    try:
+        document = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ConversionError(f"{path}: expected UTF-8 JSON; {exc}") from None
+    if not isinstance(document, dict):
+        raise ConversionError(f"{path}: expected a JSON object; found {type(document).__name__}")
+    return document
+
+
+@cache
+def _unicode_to_byte() -> dict[str, int]:
+    return {char: byte for byte, char in enumerate(bytes_to_unicode())}
+
+
+def _token_bytes(token: str) -> bytes:
+    table = _unicode_to_byte()
+    try:
+        return bytes(table[c] for c in token)
+    except KeyError as exc:
+        raise ConversionError(
+            f"tokenizer.json: token {token!r} is not byte-level (character {exc.args[0]!r})"
+        ) from None
+
+
+def _tokens_by_id(vocab: Mapping[str, Any]) -> list[int] | list[bytes]:
+    ids = sorted(vocab.values()) if all(isinstance(i, int) for i in vocab.values()) else None
+    if ids != list(range(len(vocab))):
+        raise ConversionError("tokenizer.json: expected model.vocab ids 0, 1, ... without gaps")
+    by_id: list[Any] = [None] * len(vocab)
+    for token, token_id in vocab.items():
+        by_id[token_id] = _token_bytes(token)
+    if all(len(b) == 1 for b in by_id):
+        return [b[0] for b in by_id]
+    return by_id
+
+
+def _merges(merges: list[Any], vocab: Mapping[str, int], by_id: list[Any]) -> list[tuple[int, int]]:
+    if len(by_id) != 256 + len(merges) or any(by_id[b] not in (b, bytes([b])) for b in range(256)):
+        raise ConversionError(
+            "tokenizer.json: expected ids 0-255 to be the 256 bytes in order and merge k to "
+            "make id 256 + k (riftco's layout); this vocabulary orders its ids differently, "
+            "so pass the tokenizer explicitly"
+        )
+    pairs = []
+    for k, merge in enumerate(merges):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if vocab.get(left + right) != 256 + k or left not in vocab or right not in vocab:
+            raise ConversionError(
+                f"tokenizer.json: merge {k} ({left!r}, {right!r}) does not make id {256 + k}"
+            )
+        pairs.append((vocab[left], vocab[right]))
+    return pairs
+
+
+def _byte_level_regex(document: Mapping[str, Any]) -> bool:
+    pre = document.get("pre_tokenizer")
+    if not isinstance(pre, Mapping) or pre.get("type") != "ByteLevel":
+        raise ConversionError(f"tokenizer.json: expected a ByteLevel pre_tokenizer; found {pre}")
+    if pre.get("add_prefix_space"):
+        raise ConversionError("tokenizer.json: pre_tokenizer.add_prefix_space is not supported")
+    return bool(pre.get("use_regex", True))
+
+
+def _special_tokens(added: Any, first_id: int) -> list[str]:
+    if not isinstance(added, list):
+        raise ConversionError("tokenizer.json: expected added_tokens to be a list")
+    tokens = []
+    for k, entry in enumerate(
+        sorted(added, key=lambda e: e.get("id", -1) if isinstance(e, Mapping) else -1)
+    ):
+        if (
+            not isinstance(entry, Mapping)
+            or entry.get("id") != first_id + k
+            or not entry.get("special", True)
+        ):
+            raise ConversionError(
+                f"tokenizer.json: expected special added tokens with ids from {first_id} on; "
+                f"found {entry!r}"
+            )
+        tokens.append(entry["content"])
+    return tokens
+
+
+def _chat_template(config: Mapping[str, Any]) -> ChatTemplate | None:
+    state = config.get(STATE_KEY)
+    if isinstance(state, Mapping) and isinstance(state.get("chat_template"), Mapping):
+        try:
+            return ChatTemplate.from_state(state["chat_template"])
+        except TokenizerError:
+            return None
+    return None
+
+
+def _same_ids(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
+    def key(document: Mapping[str, Any]) -> tuple[Any, ...]:
+        model = document.get("model") or {}
+        merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+        added = sorted((t.get("id"), t.get("content")) for t in document.get("added_tokens") or [])
+        return model.get("vocab"), merges, added
+
+    return key(ours) == key(theirs)
+
+
+def _literal(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"found the non-standard constant {name}")
