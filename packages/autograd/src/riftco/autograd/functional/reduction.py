@@ -9,6 +9,7 @@ from riftco.tensor import float32, ops
 
 from ..grad_mode import state
 from ._base import Node, Tensor, Variable, constant, result, value_of
+from .binary import mul
 
 __all__ = ["argmax", "log_softmax", "max", "mean", "min", "softmax", "sum", "sum_squares"]
 
@@ -116,6 +117,9 @@ def mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Variable:
 
 def sum_squares(x: Any, axis: Axis = None, keepdims: bool = False) -> Variable:
     """Sum of squares (accumulated in float64 by the kernels)."""
+    if (isinstance(axis, (tuple, list)) and not axis) or (axis is None and value_of(x).ndim == 0):
+        # Nothing to reduce: riftco.tensor's sum_squares returns x itself here, not x².
+        return mul(x, x)
     return _reduce(SumSquaresNode, ops.sum_squares, x, axis, keepdims)
 
 

@@ -56,9 +56,9 @@ def grad(
     allow_unused: bool = True,
 ) -> list[Tensor | None]:
     """The gradients of ``outputs`` with respect to ``inputs``, returned rather than
-    accumulated: no ``grad`` is touched. ``inputs`` may be leaves or intermediates;
-    the traversal stops at them. An input the outputs do not depend on gets None
-    (or, with ``allow_unused=False``, a GradientError)."""
+    accumulated: no ``grad`` is touched. ``inputs`` may be leaves or intermediates.
+    An input the outputs do not depend on gets None (or, with ``allow_unused=False``,
+    a GradientError)."""
     single_out = isinstance(outputs, Variable)
     roots = [outputs] if single_out else list(outputs)
     if seeds is not None and (isinstance(seeds, Tensor) or single_out):
@@ -119,16 +119,16 @@ def _propagate(
     roots: list[Variable], seeds: list[Tensor], targets: list[Variable] | None, allow_unused: bool
 ) -> tuple[dict[Variable, Tensor], list | None, list[Node]]:
     """Run the VJPs. Without ``targets``: stage leaf and retained gradients. With
-    ``targets``: stop at them and return their gradients in order (gradients reaching
-    other leaves are staged too, so a caller can tell they were reached)."""
-    stop: dict[int, int] | None = None
+    ``targets``: also return the total gradient reaching each target, in order (leaves
+    that are not targets are staged, so a caller can tell they were reached)."""
+    wanted: dict[int, int] | None = None
     found: list[Any] | None = None
     if targets is not None:
-        stop = {}
+        wanted = {}
         for i, t in enumerate(targets):
             if not isinstance(t, Variable):
                 raise TypeError(f"grad: inputs must be Variables, found {type(t).__name__}")
-            stop.setdefault(id(t), i)
+            wanted.setdefault(id(t), i)
         found = [None] * len(targets)
 
     # Discovery: consumer counts and saved-value checks, before any VJP runs.
@@ -136,7 +136,7 @@ def _propagate(
     stack: list[Node] = []
     for root in roots:
         node = root._node
-        if node is not None and (stop is None or id(root) not in stop) and node not in deps:
+        if node is not None and node not in deps:
             deps[node] = 0
             stack.append(node)
     visited: list[Node] = []
@@ -152,7 +152,7 @@ def _propagate(
             node.check_saved()
         visited.append(node)
         for v in inputs:
-            if v is None or (stop is not None and id(v) in stop):
+            if v is None:
                 continue
             n = v._node
             if n is None:
@@ -167,7 +167,7 @@ def _propagate(
     staged: dict[Variable, Tensor] = {}
     pending: dict[Node, Any] = {}
     for root, seed in zip(roots, seeds):
-        _deliver(root, seed, stop, found, staged, pending)
+        _deliver(root, seed, wanted, found, staged, pending)
     ready = [n for n in deps if deps[n] == 0]
     while ready:
         node = ready.pop()
@@ -184,18 +184,19 @@ def _propagate(
         for v, gi in zip(inputs, grads):
             if v is None:
                 continue
-            if stop is not None and id(v) in stop:
-                if gi is not None:
-                    _deliver(v, gi, stop, found, staged, pending)
-                continue
             n = v._node
             if gi is not None:
-                _deliver(v, gi, stop, found, staged, pending)
+                _deliver(v, gi, wanted, found, staged, pending)
             if n is not None:
                 left = deps[n] - 1
                 deps[n] = left
                 if not left:
                     ready.append(n)
+    if found is not None:
+        for i, t in enumerate(targets):  # type: ignore[arg-type]
+            first = wanted[id(t)]  # type: ignore[index]
+            if first != i:  # the same variable listed twice
+                found[i] = found[first]
     if found is not None and not allow_unused:
         for i, g in enumerate(found):
             if g is None:
@@ -208,19 +209,20 @@ def _propagate(
 def _deliver(
     v: Variable,
     g: Tensor,
-    stop: dict[int, int] | None,
+    wanted: dict[int, int] | None,
     found: list | None,
     staged: dict[Variable, Tensor],
     pending: dict[Node, Any],
 ) -> None:
     """Add gradient ``g`` arriving at variable ``v`` to wherever it belongs."""
-    if stop is not None:
-        i = stop.get(id(v))
+    n = v._node
+    if wanted is not None:
+        i = wanted.get(id(v))
         if i is not None:
             old = found[i]  # type: ignore[index]
             found[i] = g if old is None else old + g  # type: ignore[index]
-            return
-    n = v._node
+            if n is None:
+                return
     if n is None:
         if v.requires_grad:
             old = staged.get(v)
@@ -235,7 +237,7 @@ def _deliver(
     else:
         old = pending.get(n)
         pending[n] = g if old is None else old + g
-    if v._retain and stop is None:
+    if v._retain and wanted is None:
         old = staged.get(v)
         staged[v] = g if old is None else old + g
 
