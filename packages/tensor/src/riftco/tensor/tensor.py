@@ -36,9 +36,9 @@ class Tensor:
         self._data, self._shape, self._dtype = made._data, made._shape, made._dtype
         self._backend, self._version = made._backend, 0
 
-    @classmethod
-    def _wrap(cls, data: Any, shape: Shape, dtype: DType, backend: Backend) -> Tensor:
-        t = object.__new__(cls)
+    @staticmethod
+    def _wrap(data: Any, shape: Shape, dtype: DType, backend: Backend) -> Tensor:
+        t = _new(Tensor)
         t._data = data
         t._shape = shape
         t._dtype = dtype
@@ -140,6 +140,9 @@ class Tensor:
     def _bump_version(self) -> None:
         """For backends' in-place capabilities (optimizer updates, caches)."""
         self._version += 1
+
+
+_new = object.__new__
 
 
 def _install_methods() -> None:

@@ -88,6 +88,18 @@ def _operands(op: str, a: object, b: object) -> tuple[Tensor, Tensor]:
 
 
 def _binary(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor:
+    # Fast path first: small models spend much of their time in op-call overhead.
+    if (
+        type(a) is Tensor
+        and type(b) is Tensor
+        and a._backend is b._backend
+        and a._dtype is b._dtype
+        and a._dtype in allowed
+    ):
+        sa, sb = a._shape, b._shape
+        shape = sa if sa == sb else broadcast_shapes(op, sa, sb)
+        data = a._backend.binary(op, a._data, sa, b._data, sb, shape, a._dtype)
+        return Tensor._wrap(data, shape, a._dtype, a._backend)
     a, b = _operands(op, a, b)
     if a._dtype not in allowed:
         require_dtype(op, a, *allowed)
