@@ -59,7 +59,18 @@ def result(value: Tensor, node: Node, inputs: tuple, saved: tuple = ()) -> Varia
     """A result recorded by ``node``, whose gradients flow to ``inputs``."""
     node.inputs = inputs
     node.saved = saved
-    return _make(value, node)
+    v = _new(Variable)  # what _make does, inlined: this runs once per recorded operation
+    v.value = value
+    v.grad = None
+    v.requires_grad = True
+    v.name = None
+    v._node = node
+    v._index = 0
+    v._retain = False
+    return v
+
+
+_new = object.__new__
 
 
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -185,13 +185,20 @@ def _propagate(
             if v is None:
                 continue
             n = v._node
+            if n is None:
+                if gi is not None:
+                    _deliver(v, gi, wanted, found, staged, pending)
+                continue
             if gi is not None:
-                _deliver(v, gi, wanted, found, staged, pending)
-            if n is not None:
-                left = deps[n] - 1
-                deps[n] = left
-                if not left:
-                    ready.append(n)
+                if wanted is None and not n.multi and not v._retain:
+                    old = pending.get(n)  # the common case of _deliver, inlined
+                    pending[n] = gi if old is None else old + gi
+                else:
+                    _deliver(v, gi, wanted, found, staged, pending)
+            left = deps[n] - 1
+            deps[n] = left
+            if not left:
+                ready.append(n)
     if found is not None:
         for i, t in enumerate(targets):  # type: ignore[arg-type]
             first = wanted[id(t)]  # type: ignore[index]

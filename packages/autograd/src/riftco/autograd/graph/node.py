@@ -9,6 +9,7 @@ from typing import Any
 from riftco.tensor import Tensor
 
 from ..errors import StaleGraphError
+from ..variable import Variable
 
 
 class Node:
@@ -79,16 +80,14 @@ def _describe(owner: Any, tensor: Tensor, position: int) -> str:
 
 def saved_values(*operands: Any) -> tuple[Any, ...]:
     """The ``saved`` records for operands (Variables or Tensors; scalars are skipped)."""
-    from ..variable import Variable
-
-    records: list[Any] = []
+    records: tuple[Any, ...] = ()
     for x in operands:
         if isinstance(x, Variable):
             t = x.value
             records += (x, t, t._version)
         elif isinstance(x, Tensor):
             records += (None, x, x._version)
-    return tuple(records)
+    return records
 
 
 __all__ = ["Node", "saved_values"]
