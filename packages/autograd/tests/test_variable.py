@@ -190,3 +190,11 @@ def test_to_another_backend_moves_gradients_back(make):
         assert x.grad.backend.name == x.backend.name
         np.testing.assert_allclose(x.grad.numpy(), 2.0 * x.numpy(), rtol=1e-6)
         assert x.to(x.backend) is x
+
+
+def test_iteration_yields_rows(make):
+    x = make((3, 2))
+    rows = list(x)
+    assert len(rows) == 3 and all(r.shape == (2,) for r in rows)
+    (rows[0] * 2.0 + rows[2]).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[2.0, 2.0], [0.0, 0.0], [1.0, 1.0]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,11 @@ class Variable:
 
     def __len__(self) -> int:
         return len(self.value)
+
+    def __iter__(self) -> Iterator[Variable]:
+        """The slices along the first axis (each one a recorded ``getitem``)."""
+        for i in range(len(self)):
+            yield self[i]  # type: ignore[index]
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, edgeitems=3)
