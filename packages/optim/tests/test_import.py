@@ -1,0 +1,5 @@
+import riftco.optim
+
+
+def test_version():
+    assert riftco.optim.__version__
