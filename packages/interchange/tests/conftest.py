@@ -49,3 +49,19 @@ def split_file():
 @pytest.fixture
 def join_file():
     return _join_file
+
+
+def _random_arrays(topology, seed: int = 0) -> dict[str, np.ndarray]:
+    from riftco.interchange.topology import expected_shapes
+
+    rng = np.random.default_rng(seed)
+    return {
+        name: (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        for name, shape in expected_shapes(topology).items()
+    }
+
+
+@pytest.fixture
+def random_arrays():
+    """``random_arrays(topology, seed)``: every parameter of ``topology``, random."""
+    return _random_arrays

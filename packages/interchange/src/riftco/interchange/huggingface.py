@@ -1,0 +1,185 @@
+"""Hugging Face model directories: GPT-2 and Llama, written and read.
+
+An exported directory holds ``config.json``, ``model.safetensors`` (float32,
+metadata ``format: pt``), ``tokenizer.json``, ``tokenizer_config.json`` and
+``generation_config.json``; ``transformers`` loads it as ``GPT2LMHeadModel`` or
+``LlamaForCausalLM``. Import reads such a directory, including ones written by
+``save_pretrained`` (weights in one ``model.safetensors`` or in shards listed by
+``model.safetensors.index.json``; float16 and bfloat16 widened to float32).
+Pickled checkpoints (``pytorch_model.bin``) are never loaded.
+
+These functions work on a :class:`Topology` and numpy arrays under riftco's
+parameter names; :mod:`riftco.interchange.models` connects them to models.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from riftco.interchange.container import read_safetensors, write_safetensors
+from riftco.interchange.errors import ConversionError
+from riftco.interchange.hf_gpt2 import (
+    arrays_from_gpt2,
+    gpt2_config,
+    gpt2_tensors,
+    topology_from_gpt2,
+)
+from riftco.interchange.hf_llama import (
+    arrays_from_llama,
+    llama_config,
+    llama_tensors,
+    topology_from_llama,
+)
+from riftco.interchange.hf_tokenizer import (
+    read_json,
+    read_tokenizer_files,
+    write_json,
+    write_tokenizer_files,
+)
+from riftco.interchange.topology import Topology, check_shapes
+from riftco.text import SpecialTokenError, Tokenizer
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_INDEX_BYTES = 16 << 20
+MAX_SHARDS = 4096
+_FLOAT_CODES = {"F32", "F16", "BF16", "F64"}
+
+
+@dataclass
+class HuggingFaceModel:
+    """What an imported directory holds, under riftco's names."""
+
+    topology: Topology
+    arrays: dict[str, np.ndarray] = field(repr=False)
+    tokenizer: Tokenizer | None
+    config: dict[str, Any] = field(repr=False)
+
+
+def export_huggingface(
+    folder: str | os.PathLike[str],
+    topology: Topology,
+    arrays: Mapping[str, np.ndarray],
+    tokenizer: Tokenizer | None,
+) -> Path:
+    """Write a directory that ``transformers`` loads; refuses what the target cannot represent."""
+    folder = Path(folder)
+    check_shapes(topology, {name: tuple(a.shape) for name, a in arrays.items()})
+    eos = _eos_id(tokenizer)
+    if topology.family == "gpt":
+        config, tensors = gpt2_config(topology, eos, eos), gpt2_tensors(topology, arrays)
+    else:
+        config, tensors = llama_config(topology, eos, eos), llama_tensors(topology, arrays)
+    if tokenizer is not None and tokenizer.vocab_size > topology.vocab_size:
+        raise ConversionError(
+            f"tokenizer: {tokenizer.vocab_size} ids do not fit the model's vocab_size {topology.vocab_size}"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    write_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
+    write_json(folder / "config.json", config)
+    generation = {"_from_model_config": True, "bos_token_id": eos, "eos_token_id": eos}
+    write_json(folder / "generation_config.json", generation)
+    if tokenizer is not None:
+        write_tokenizer_files(tokenizer, folder, topology.context_length)
+    return folder
+
+
+def import_huggingface(
+    folder: str | os.PathLike[str],
+    tokenizer: Tokenizer | None = None,
+    require_tokenizer: bool = True,
+) -> HuggingFaceModel:
+    """Read a GPT-2 or Llama directory; ``tokenizer`` overrides the directory's own."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConversionError(f"{folder}: expected a Hugging Face model directory")
+    config = read_json(folder / "config.json", MAX_CONFIG_BYTES)
+    kind = _kind(config)
+    try:
+        if kind == "gpt2":
+            topology = topology_from_gpt2(config)
+            arrays = arrays_from_gpt2(topology, read_weights(folder))
+        else:
+            topology = topology_from_llama(config)
+            arrays = arrays_from_llama(topology, read_weights(folder))
+        check_shapes(topology, {name: tuple(a.shape) for name, a in arrays.items()})
+    except ConversionError as exc:
+        raise ConversionError(f"{folder}: {exc}") from None
+    except ValueError as exc:  # shape errors from the weights themselves
+        raise ConversionError(f"{folder}: {exc}") from None
+    if tokenizer is None and (require_tokenizer or (folder / "tokenizer.json").exists()):
+        tokenizer = read_tokenizer_files(folder)
+    return HuggingFaceModel(topology, arrays, tokenizer, config)
+
+
+def read_weights(folder: Path) -> dict[str, np.ndarray]:
+    """Every tensor of the directory's safetensors weights, as float32 copies."""
+    single, index = folder / "model.safetensors", folder / "model.safetensors.index.json"
+    if single.exists():
+        files = [single]
+    elif index.exists():
+        files = _shards(folder, read_json(index, MAX_INDEX_BYTES))
+    else:
+        pickled = [p.name for p in folder.glob("*.bin")]
+        hint = (
+            f" (found {', '.join(pickled)}: pickled checkpoints are never loaded)"
+            if pickled
+            else ""
+        )
+        raise ConversionError(f"expected model.safetensors or model.safetensors.index.json{hint}")
+    tensors: dict[str, np.ndarray] = {}
+    for path in files:
+        stored = read_safetensors(path)
+        for name, info in stored.tensors.items():
+            if info.dtype not in _FLOAT_CODES:
+                raise ConversionError(
+                    f"{path.name}: {name}: expected floating-point weights; found {info.dtype}"
+                )
+            if name in tensors:
+                raise ConversionError(f"{path.name}: {name} appears in more than one shard")
+            tensors[name] = np.asarray(stored.array(name), dtype=np.float32).copy()
+    return tensors
+
+
+def _shards(folder: Path, index: Mapping[str, Any]) -> list[Path]:
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, Mapping):
+        raise ConversionError("model.safetensors.index.json: expected a weight_map object")
+    names = sorted({str(v) for v in weight_map.values()})
+    if len(names) > MAX_SHARDS:
+        raise ConversionError(f"model.safetensors.index.json: expected at most {MAX_SHARDS} shards")
+    paths = []
+    for name in names:
+        if Path(name).name != name or not name.endswith(".safetensors"):
+            raise ConversionError(
+                f"model.safetensors.index.json: expected shard file names; found {name!r}"
+            )
+        paths.append(folder / name)
+    return paths
+
+
+def _kind(config: Mapping[str, Any]) -> str:
+    model_type = config.get("model_type")
+    architectures = config.get("architectures") or []
+    if model_type == "gpt2" or "GPT2LMHeadModel" in architectures:
+        return "gpt2"
+    if model_type == "llama" or "LlamaForCausalLM" in architectures:
+        return "llama"
+    raise ConversionError(
+        f"config.json: expected model_type 'gpt2' or 'llama'; found {model_type!r} "
+        f"(architectures {architectures})"
+    )
+
+
+def _eos_id(tokenizer: Tokenizer | None) -> int | None:
+    if tokenizer is None:
+        return None
+    try:
+        return tokenizer.eos_id
+    except SpecialTokenError:
+        return None

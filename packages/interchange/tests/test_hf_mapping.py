@@ -1,0 +1,225 @@
+"""GPT-2 and Llama directories as files: names, layouts, refusals, ignored buffers, tied heads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import safetensors.numpy
+
+from riftco.interchange import ConversionError
+from riftco.interchange.huggingface import export_huggingface, import_huggingface
+from riftco.interchange.topology import Topology
+
+GPT = Topology(
+    "gpt",
+    vocab_size=300,
+    context_length=16,
+    d_model=8,
+    n_layers=2,
+    n_heads=2,
+    n_kv_heads=2,
+    d_ff=32,
+)
+LLAMA = Topology(
+    "llama",
+    vocab_size=300,
+    context_length=16,
+    d_model=8,
+    n_layers=2,
+    n_heads=2,
+    n_kv_heads=1,
+    d_ff=24,
+    norm_eps=1e-6,
+    linear_bias=False,
+    rope_theta=500.0,
+)
+CASES = [
+    GPT,
+    replace(GPT, tie_embeddings=True),
+    replace(GPT, gelu="exact"),
+    LLAMA,
+    replace(LLAMA, tie_embeddings=True),
+]
+
+
+@pytest.mark.parametrize(
+    "topology", CASES, ids=lambda t: f"{t.family}-tied{t.tie_embeddings}-{t.gelu}"
+)
+def test_round_trip(tmp_path, topology, random_arrays, tokenizer):
+    arrays = random_arrays(topology)
+    export_huggingface(tmp_path, topology, arrays, tokenizer)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    }
+    back = import_huggingface(tmp_path)
+    assert back.topology == topology
+    assert back.tokenizer == tokenizer
+    assert set(back.arrays) == set(arrays)
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(back.arrays[name], array, err_msg=name)
+
+
+def test_gpt2_layout(tmp_path, random_arrays):
+    arrays = random_arrays(GPT)
+    export_huggingface(tmp_path, GPT, arrays, None)
+    stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    c_attn = stored["transformer.h.0.attn.c_attn.weight"]
+    assert c_attn.shape == (8, 24)  # Conv1D: [in, out], outputs [q | k | v]
+    np.testing.assert_array_equal(c_attn[:, 8:16], arrays["blocks.0.attention.key.weight"].T)
+    np.testing.assert_array_equal(
+        stored["transformer.h.1.mlp.c_fc.weight"], arrays["blocks.1.feed_forward.expand.weight"].T
+    )
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert (
+        config["architectures"] == ["GPT2LMHeadModel"]
+        and config["activation_function"] == "gelu_new"
+    )
+    assert config["tie_word_embeddings"] is False and "lm_head.weight" in stored
+
+
+def test_tied_export_omits_the_head(tmp_path, random_arrays):
+    topology = replace(GPT, tie_embeddings=True)
+    export_huggingface(tmp_path, topology, random_arrays(topology), None)
+    assert "lm_head.weight" not in safetensors.numpy.load_file(tmp_path / "model.safetensors")
+
+
+def test_bias_free_gpt_exports_zero_biases(tmp_path, random_arrays):
+    topology = replace(GPT, linear_bias=False)
+    export_huggingface(tmp_path, topology, random_arrays(topology), None)
+    stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    assert not stored["transformer.h.0.attn.c_attn.bias"].any()
+
+
+@pytest.mark.parametrize(
+    ("topology", "match"),
+    [
+        (replace(GPT, head_bias=True), "no language-model head bias"),
+        (replace(GPT, sliding_window=4), "sliding-window"),
+        (replace(LLAMA, sliding_window=4), "sliding-window"),
+    ],
+)
+def test_export_refuses_what_the_target_cannot_represent(tmp_path, topology, match, random_arrays):
+    with pytest.raises(ConversionError, match=match):
+        export_huggingface(tmp_path / "out", topology, random_arrays(topology), None)
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_checks_the_arrays_against_the_topology(tmp_path, random_arrays):
+    arrays = random_arrays(GPT)
+    del arrays["blocks.1.attention.key.bias"]
+    with pytest.raises(ValueError, match="missing blocks.1.attention.key.bias"):
+        export_huggingface(tmp_path, GPT, arrays, None)
+
+
+def _edit_config(folder, **changes):
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    ("topology", "key", "value"),
+    [
+        (GPT, "scale_attn_by_inverse_layer_idx", True),
+        (GPT, "reorder_and_upcast_attn", True),
+        (GPT, "scale_attn_weights", False),
+        (GPT, "add_cross_attention", True),
+        (LLAMA, "rope_scaling", {"rope_type": "linear", "factor": 2.0}),
+        (LLAMA, "attention_bias", True),
+        (LLAMA, "mlp_bias", True),
+        (LLAMA, "hidden_act", "gelu"),
+    ],
+)
+def test_import_refuses_unsupported_keys_by_name(tmp_path, random_arrays, topology, key, value):
+    export_huggingface(tmp_path, topology, random_arrays(topology), None)
+    _edit_config(tmp_path, **{key: value})
+    with pytest.raises(ConversionError, match=f"{key}=.* is not supported"):
+        import_huggingface(tmp_path, require_tokenizer=False)
+
+
+def test_import_refuses_other_rope_types_and_models(tmp_path, random_arrays):
+    export_huggingface(tmp_path, LLAMA, random_arrays(LLAMA), None)
+    _edit_config(tmp_path, rope_parameters={"rope_type": "yarn", "rope_theta": 1.0, "factor": 4.0})
+    with pytest.raises(ConversionError, match="rope_parameters=.* is not supported"):
+        import_huggingface(tmp_path, require_tokenizer=False)
+    _edit_config(tmp_path, model_type="bert", architectures=["BertModel"])
+    with pytest.raises(ConversionError, match="expected model_type 'gpt2' or 'llama'"):
+        import_huggingface(tmp_path, require_tokenizer=False)
+
+
+def test_import_ignores_buffers_and_the_optional_prefix(tmp_path, random_arrays):
+    arrays = random_arrays(GPT)
+    export_huggingface(tmp_path, GPT, arrays, None)
+    stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    renamed = {k.removeprefix("transformer."): v for k, v in stored.items()}
+    renamed["h.0.attn.bias"] = np.tril(np.ones((1, 1, 16, 16), np.float32))
+    renamed["h.0.attn.masked_bias"] = np.array(-1e4, np.float32)
+    safetensors.numpy.save_file(renamed, tmp_path / "model.safetensors")
+    back = import_huggingface(tmp_path, require_tokenizer=False)
+    np.testing.assert_array_equal(
+        back.arrays["blocks.0.attention.query.weight"], arrays["blocks.0.attention.query.weight"]
+    )
+
+
+def test_import_untied_needs_a_head_and_refuses_strays(tmp_path, random_arrays):
+    export_huggingface(tmp_path, GPT, random_arrays(GPT), None)
+    stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    head = stored.pop("lm_head.weight")
+    safetensors.numpy.save_file(stored, tmp_path / "model.safetensors")
+    with pytest.raises(ConversionError, match="expected lm_head.weight"):
+        import_huggingface(tmp_path, require_tokenizer=False)
+    stored.update({"lm_head.weight": head, "transformer.h.0.extra": head})
+    safetensors.numpy.save_file(stored, tmp_path / "model.safetensors")
+    with pytest.raises(
+        ConversionError, match="unexpected transformer.h.0.extra|unexpected h.0.extra"
+    ):
+        import_huggingface(tmp_path, require_tokenizer=False)
+
+
+def test_import_reads_shards_and_half_precision(tmp_path, random_arrays):
+    export_huggingface(tmp_path, LLAMA, random_arrays(LLAMA), None)
+    stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
+    (tmp_path / "model.safetensors").unlink()
+    names = sorted(stored)
+    halves = {
+        "model-00001-of-00002.safetensors": names[::2],
+        "model-00002-of-00002.safetensors": names[1::2],
+    }
+    for shard, members in halves.items():
+        safetensors.numpy.save_file(
+            {n: stored[n].astype(np.float16) for n in members}, tmp_path / shard
+        )
+    index = {"weight_map": {n: shard for shard, members in halves.items() for n in members}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    back = import_huggingface(tmp_path, require_tokenizer=False)
+    np.testing.assert_allclose(
+        back.arrays["final_norm.weight"], stored["model.norm.weight"], atol=1e-3
+    )
+    assert back.arrays["final_norm.weight"].dtype == np.float32
+
+
+def test_import_never_loads_pickles(tmp_path, random_arrays):
+    export_huggingface(tmp_path, GPT, random_arrays(GPT), None)
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "pytorch_model.bin").write_bytes(b"\x80\x04not really")
+    with pytest.raises(ConversionError, match="pickled checkpoints are never loaded"):
+        import_huggingface(tmp_path, require_tokenizer=False)
+
+
+def test_import_rejects_shard_paths_outside_the_folder(tmp_path, random_arrays):
+    export_huggingface(tmp_path, GPT, random_arrays(GPT), None)
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "../x.safetensors"}})
+    )
+    with pytest.raises(ConversionError, match="expected shard file names"):
+        import_huggingface(tmp_path, require_tokenizer=False)
