@@ -12,7 +12,6 @@ from typing import Any
 
 from riftco.tensor import Tensor
 
-from ..grad_mode import state
 from ..graph.node import Node, saved_values
 from ..variable import Variable, _make
 
@@ -21,8 +20,6 @@ __all__ = [
     "Tensor",
     "Variable",
     "constant",
-    "grad_target",
-    "recording",
     "result",
     "saved_values",
     "sum_to",
@@ -33,21 +30,6 @@ __all__ = [
 def value_of(x: Any) -> Any:
     """The tensor (or scalar) an operand stands for."""
     return x.value if isinstance(x, Variable) else x
-
-
-def grad_target(x: Any) -> Variable | None:
-    """The operand itself when gradients must flow to it, else None."""
-    return x if isinstance(x, Variable) and x.requires_grad else None
-
-
-def recording(*targets: Variable | None) -> bool:
-    """True when an operation over these operands must record a node."""
-    if not state.enabled:
-        return False
-    for t in targets:
-        if t is not None:
-            return True
-    return False
 
 
 def constant(value: Tensor) -> Variable:

@@ -105,7 +105,7 @@ class TanhNode(_Unary):
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:
         out = self.out
-        return (ops.mul(g, ops.sub(1.0, ops.mul(out, out))),)
+        return (ops.sub(g, ops.mul(ops.mul(g, out), out)),)  # g (1 - out²)
 
 
 class SigmoidNode(_Unary):
@@ -115,7 +115,7 @@ class SigmoidNode(_Unary):
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:
         out = self.out
-        return (ops.mul(g, ops.mul(out, ops.sub(1.0, out))),)
+        return (ops.mul(g, ops.sub(out, ops.mul(out, out))),)  # g out (1 - out)
 
 
 class ReluNode(_Unary):
