@@ -70,7 +70,7 @@ def test_gradient_on_another_backend_is_refused():
     from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
 
     with extra_entry_points(REFERENCE_ENTRY_POINT):
-        x = ag.Variable(rt.ones((2,)), requires_grad=True)
+        x = ag.Variable(rt.ones((2,), backend="cpu"), requires_grad=True)
         y = custom_gradient(x.value, [x], lambda g: [g.to("reference")])
         with pytest.raises(GradientError, match="backend 'reference', expected 'cpu'"):
             y.sum().backward()
