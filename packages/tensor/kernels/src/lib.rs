@@ -6,14 +6,20 @@
 //! into fixed-size pieces whose results are combined in index order, so the
 //! output is bit-identical whatever the thread count.
 
+pub mod activation_grad;
 pub mod adam;
+pub mod attention;
 pub mod binary;
+pub mod flash;
 pub mod index;
 pub mod layout;
+pub mod loss;
 pub mod matmul;
 pub mod math;
+pub mod norm;
 pub mod pool;
 pub mod reduce;
+pub mod rotary;
 pub mod softmax;
 pub mod strided;
 pub mod unary;

@@ -6,6 +6,7 @@
 //! `riftco.tensor.errors.KernelError` (a `RiftcoError`).
 
 mod convert;
+mod nn_ops;
 mod ops;
 mod optim_ops;
 
@@ -21,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BUILD_ID", &BUILD_ID_MARKER["RIFTCO_BUILD_ID:".len()..])?;
     m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
     optim_ops::register(m)?;
+    nn_ops::register(m)?;
     ops::register(m)
 }

@@ -89,6 +89,22 @@ from .ops import (
     transpose,
     where,
 )
+from .ops.fused import (
+    activation_backward,
+    attention,
+    attention_backward,
+    attention_varlen,
+    attention_with_stats,
+    layer_norm,
+    layer_norm_backward,
+    layer_norm_with_stats,
+    rms_norm,
+    rms_norm_backward,
+    rms_norm_with_stats,
+    rotary,
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+)
 from .registry import BackendInfo, backends, get_backend, reset_discovery
 from .tensor import Tensor, _install_methods
 
@@ -193,4 +209,20 @@ __all__ = [
     "where",
     "zeros",
     "zeros_like",
+]
+__all__ += [
+    "activation_backward",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "attention_with_stats",
+    "layer_norm",
+    "layer_norm_backward",
+    "layer_norm_with_stats",
+    "rms_norm",
+    "rms_norm_backward",
+    "rms_norm_with_stats",
+    "rotary",
+    "softmax_cross_entropy",
+    "softmax_cross_entropy_backward",
 ]

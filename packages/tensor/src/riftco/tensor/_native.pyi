@@ -38,3 +38,70 @@ def adam_update(
     step: list[int],
     grad_scale: float,
 ) -> int | None: ...
+def layer_norm(
+    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def layer_norm_backward(
+    dy: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    mean: np.ndarray,
+    rstd: np.ndarray,
+    with_bias: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]: ...
+def rms_norm(
+    x: np.ndarray, weight: np.ndarray | None, eps: float
+) -> tuple[np.ndarray, np.ndarray]: ...
+def rms_norm_backward(
+    dy: np.ndarray, x: np.ndarray, weight: np.ndarray | None, rstd: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]: ...
+def activation_backward(op: str, x: np.ndarray, dy: np.ndarray) -> np.ndarray: ...
+def cross_entropy(
+    logits: np.ndarray, targets: np.ndarray, ignore_index: int
+) -> tuple[np.ndarray, np.ndarray]: ...
+def cross_entropy_backward(
+    logits: np.ndarray, targets: np.ndarray, lse: np.ndarray, grad: np.ndarray, ignore_index: int
+) -> np.ndarray: ...
+def rotary(x: np.ndarray, positions: np.ndarray, theta: float, inverse: bool) -> np.ndarray: ...
+def attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, window: int
+) -> tuple[np.ndarray, np.ndarray]: ...
+def attention_backward(
+    dout: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    probs: np.ndarray,
+    scale: float,
+    causal: bool,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def flash_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, window: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def flash_attention_backward(
+    dout: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    out: np.ndarray,
+    row_max: np.ndarray,
+    row_sum: np.ndarray,
+    scale: float,
+    causal: bool,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+def attention_varlen(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    q_starts: list[int],
+    q_counts: list[int],
+    kv_starts: list[int],
+    kv_lengths: list[int],
+    scale: float,
+    window: int,
+) -> np.ndarray: ...
+def set_num_threads(threads: int) -> None: ...
+def num_threads() -> int: ...
+def _panic_for_test() -> None: ...

@@ -24,7 +24,7 @@ from .errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 1)
+BACKEND_API_VERSION = (1, 2)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -38,6 +38,14 @@ CAPABILITIES: dict[str, int] = {
     ).split()
 }
 CAPABILITIES["adam_update"] = 1
+CAPABILITIES.update(
+    dict.fromkeys(
+        "layer_norm layer_norm_backward rms_norm rms_norm_backward activation_backward "
+        "cross_entropy cross_entropy_backward rotary attention attention_backward "
+        "flash_attention flash_attention_backward attention_varlen".split(),
+        2,
+    )
+)
 
 
 class Backend:
@@ -221,3 +229,164 @@ class Backend:
         Results do not depend on the page layout or the thread count.
         """
         raise self._missing("adam_update")
+
+    # -- fused neural-network kernels ------------------------------------------
+    # Rows are the leading axes flattened; the last axis is normalized. Statistics
+    # come back as float32 storages shaped like the rows (``shape[:-1]``).
+    def layer_norm(
+        self, x: Storage, shape: Shape, weight: Storage | None, bias: Storage | None, eps: float
+    ) -> tuple[Storage, Storage, Storage]:
+        """``y = (x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (biased
+        variance; ``weight``/``bias`` ``[d]`` or None). Returns ``(y, mean, rstd)``."""
+        raise self._missing("layer_norm")
+
+    def layer_norm_backward(
+        self,
+        dy: Storage,
+        x: Storage,
+        shape: Shape,
+        weight: Storage | None,
+        mean: Storage,
+        rstd: Storage,
+        with_bias: bool,
+    ) -> tuple[Storage, Storage | None, Storage | None]:
+        """``(dx, dweight, dbias)`` of :meth:`layer_norm`; ``dweight`` is None without a
+        weight, ``dbias`` None unless ``with_bias``. Parameter gradients sum over rows."""
+        raise self._missing("layer_norm_backward")
+
+    def rms_norm(
+        self, x: Storage, shape: Shape, weight: Storage | None, eps: float
+    ) -> tuple[Storage, Storage]:
+        """``y = x / sqrt(mean(x^2) + eps) * weight`` over the last axis. Returns ``(y, rstd)``."""
+        raise self._missing("rms_norm")
+
+    def rms_norm_backward(
+        self, dy: Storage, x: Storage, shape: Shape, weight: Storage | None, rstd: Storage
+    ) -> tuple[Storage, Storage | None]:
+        """``(dx, dweight)`` of :meth:`rms_norm` (``dweight`` None without a weight)."""
+        raise self._missing("rms_norm_backward")
+
+    def activation_backward(self, op: str, x: Storage, dy: Storage, shape: Shape) -> Storage:
+        """``dx = dy * op'(x)`` for ``op`` in gelu gelu_tanh silu (float32)."""
+        raise self._missing("activation_backward")
+
+    def cross_entropy(
+        self, logits: Storage, shape: Shape, targets: Storage, ignore_index: int
+    ) -> tuple[Storage, Storage]:
+        """Softmax cross-entropy of ``logits [n, classes]`` against int64 ``targets [n]``.
+
+        Returns ``(losses [n], lse [n])``: ``lse`` the log-sum-exp of each row and
+        ``losses = lse - logits[row, target]``, 0 where ``target == ignore_index``.
+        A target outside ``[0, classes)`` that is not ``ignore_index`` raises."""
+        raise self._missing("cross_entropy")
+
+    def cross_entropy_backward(
+        self,
+        logits: Storage,
+        shape: Shape,
+        targets: Storage,
+        lse: Storage,
+        grad: Storage,
+        ignore_index: int,
+    ) -> Storage:
+        """``dlogits = (exp(logits - lse) - onehot(targets)) * grad[:, None]``, 0 on ignored
+        rows; the probabilities are recomputed from the logits."""
+        raise self._missing("cross_entropy_backward")
+
+    def rotary(
+        self, x: Storage, shape: Shape, positions: Storage, theta: float, inverse: bool
+    ) -> Storage:
+        """Rotary embedding of ``x [..., heads, head_dim]`` (split-half form) at int64
+        ``positions`` shaped ``shape[:-2]``: pair ``(i, i + head_dim/2)`` turns by
+        ``pos * theta**(-2i/head_dim)`` (by its negative when ``inverse``, the adjoint)."""
+        raise self._missing("rotary")
+
+    # Attention: ``q [B, T, H, Dh]``, ``k``/``v`` ``[B, S, Hkv, Dh]``; query head h reads
+    # key/value head ``h // (H // Hkv)``. With ``causal`` query i sits at position
+    # ``S - T + i`` and sees keys up to it; ``window`` w > 0 (causal only) also hides
+    # keys w or more positions back. Hidden keys get probability exactly 0.
+    def attention(
+        self,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+    ) -> tuple[Storage, Storage]:
+        """Materialized attention: ``(out [B, T, H, Dh], probs [B, H, T, S])`` with
+        ``probs = softmax(scale * q k^T)`` under the mask."""
+        raise self._missing("attention")
+
+    def attention_backward(
+        self,
+        dout: Storage,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        probs: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+    ) -> tuple[Storage, Storage, Storage]:
+        """``(dq, dk, dv)`` of :meth:`attention` from its saved probabilities."""
+        raise self._missing("attention_backward")
+
+    def flash_attention(
+        self,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+    ) -> tuple[Storage, Storage, Storage]:
+        """Exact attention in tiles with an online softmax: ``(out, row_max, row_sum)``,
+        the statistics ``[B, H, T]`` being each row's score maximum and
+        ``sum(exp(score - max))``. Memory is linear in the sequence length."""
+        raise self._missing("flash_attention")
+
+    def flash_attention_backward(
+        self,
+        dout: Storage,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        out: Storage,
+        row_max: Storage,
+        row_sum: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+    ) -> tuple[Storage, Storage, Storage]:
+        """``(dq, dk, dv)`` of :meth:`flash_attention`, recomputing probabilities per tile."""
+        raise self._missing("flash_attention_backward")
+
+    def attention_varlen(
+        self,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        q_starts: Sequence[int],
+        q_counts: Sequence[int],
+        kv_starts: Sequence[int],
+        kv_lengths: Sequence[int],
+        scale: float,
+        window: int,
+    ) -> Storage:
+        """Causal attention of packed ragged sequences (incremental decoding):
+        ``q [N, H, Dh]``, ``k``/``v`` ``[M, Hkv, Dh]``. Sequence j owns query rows
+        ``q_starts[j] : +q_counts[j]`` (covering every row once) and key rows
+        ``kv_starts[j] : +kv_lengths[j]``; its queries are its last ``q_counts[j]``
+        positions. Returns ``out [N, H, Dh]``."""
+        raise self._missing("attention_varlen")

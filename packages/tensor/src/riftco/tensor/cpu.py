@@ -115,6 +115,61 @@ class CpuBackend(Backend):
             grad_scale,
         )
 
+    def layer_norm(self, x, shape, weight, bias, eps):
+        return _native.layer_norm(x, weight, bias, eps)
+
+    def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
+        return _native.layer_norm_backward(dy, x, weight, mean, rstd, with_bias)
+
+    def rms_norm(self, x, shape, weight, eps):
+        return _native.rms_norm(x, weight, eps)
+
+    def rms_norm_backward(self, dy, x, shape, weight, rstd):
+        return _native.rms_norm_backward(dy, x, weight, rstd)
+
+    def activation_backward(self, op, x, dy, shape):
+        return _native.activation_backward(op, x, dy)
+
+    def cross_entropy(self, logits, shape, targets, ignore_index):
+        return _native.cross_entropy(logits, targets, ignore_index)
+
+    def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
+        return _native.cross_entropy_backward(logits, targets, lse, grad, ignore_index)
+
+    def rotary(self, x, shape, positions, theta, inverse):
+        return _native.rotary(x, positions, theta, inverse)
+
+    def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return _native.attention(q, k, v, scale, causal, window)
+
+    def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        return _native.attention_backward(dout, q, k, v, probs, scale, causal, window)
+
+    def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return _native.flash_attention(q, k, v, scale, causal, window)
+
+    def flash_attention_backward(
+        self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
+        return _native.flash_attention_backward(
+            dout, q, k, v, out, row_max, row_sum, scale, causal, window
+        )
+
+    def attention_varlen(
+        self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
+    ):
+        return _native.attention_varlen(
+            q,
+            k,
+            v,
+            list(q_starts),
+            list(q_counts),
+            list(kv_starts),
+            list(kv_lengths),
+            scale,
+            window,
+        )
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

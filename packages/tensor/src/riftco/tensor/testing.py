@@ -266,6 +266,226 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
                 _a(page)[...] = new
         return None
 
+    # -- fused neural-network kernels, in float64 ------------------------------
+    def layer_norm(self, x, shape, weight, bias, eps):
+        a = _a(x).astype(np.float64)
+        mean = a.mean(axis=-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(((a - mean) ** 2).mean(axis=-1, keepdims=True) + eps)
+        y = _affine((a - mean) * rstd, weight, bias)
+        return _box(_f32(y)), _box(_f32(mean[..., 0])), _box(_f32(rstd[..., 0]))
+
+    def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
+        return _norm_backward(dy, x, weight, mean, rstd, with_bias)
+
+    def rms_norm(self, x, shape, weight, eps):
+        a = _a(x).astype(np.float64)
+        rstd = 1.0 / np.sqrt((a * a).mean(axis=-1, keepdims=True) + eps)
+        return _box(_f32(_affine(a * rstd, weight, None))), _box(_f32(rstd[..., 0]))
+
+    def rms_norm_backward(self, dy, x, shape, weight, rstd):
+        dx, dw, _ = _norm_backward(dy, x, weight, None, rstd, False)
+        return dx, dw
+
+    def activation_backward(self, op, x, dy, shape):
+        a = _a(x).astype(np.float64)
+        if op == "gelu":
+            pdf = np.exp(-0.5 * a * a) / math.sqrt(2 * math.pi)
+            grad = 0.5 * (1.0 + _ERF(a / math.sqrt(2.0))) + a * pdf
+        elif op == "gelu_tanh":
+            c = math.sqrt(2.0 / math.pi)
+            t = np.tanh(c * (a + 0.044715 * a**3))
+            grad = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * c * (1.0 + 3 * 0.044715 * a * a)
+        elif op == "silu":
+            sig = 1.0 / (1.0 + np.exp(-a))
+            grad = sig * (1.0 + a * (1.0 - sig))
+        else:
+            raise KernelError(f"activation_backward: unknown activation {op!r}")
+        return _box(_f32(grad * _a(dy)))
+
+    def cross_entropy(self, logits, shape, targets, ignore_index):
+        x, t = _a(logits).astype(np.float64), _ce_targets(targets, shape[-1], ignore_index)
+        lse = _logsumexp(x)
+        kept = t != ignore_index
+        picked = np.take_along_axis(x, np.where(kept, t, 0)[:, None], axis=-1)[:, 0]
+        return _box(_f32(np.where(kept, lse - picked, 0.0))), _box(_f32(lse))
+
+    def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
+        x, t = _a(logits).astype(np.float64), _ce_targets(targets, shape[-1], ignore_index)
+        kept = t != ignore_index
+        d = np.exp(x - _a(lse).astype(np.float64)[:, None])
+        d[np.arange(len(t))[kept], t[kept]] -= 1.0
+        return _box(_f32(d * np.where(kept, _a(grad), 0.0)[:, None]))
+
+    def rotary(self, x, shape, positions, theta, inverse):
+        a, pos = _a(x).astype(np.float64), _a(positions)
+        if (pos < 0).any():
+            raise KernelError("rotary: negative position")
+        half = shape[-1] // 2
+        inv_freq = 1.0 / np.float32(theta) ** (np.arange(half, dtype=np.float32) * 2 / shape[-1])
+        angle = (pos.astype(np.float32)[..., None] * inv_freq.astype(np.float32)).astype(np.float64)
+        cos, sin = np.cos(angle)[..., None, :], np.sin(angle)[..., None, :] * (-1 if inverse else 1)
+        x1, x2 = a[..., :half], a[..., half:]
+        return _box(_f32(np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)))
+
+    def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        probs, _, _ = _attention_probs(q, k, q_shape, kv_shape, scale, causal, window)
+        return _box(_f32(_attention_out(probs, v, q_shape))), _box(_f32(probs))
+
+    def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        return _attention_grads(_a(probs).astype(np.float64), dout, q, k, v, scale)
+
+    def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        probs, row_max, row_sum = _attention_probs(q, k, q_shape, kv_shape, scale, causal, window)
+        out = _attention_out(probs, v, q_shape)
+        return _box(_f32(out)), _box(_f32(row_max)), _box(_f32(row_sum))
+
+    def flash_attention_backward(
+        self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
+        scores, mask = _attention_scores(q, k, scale, causal, window)
+        m, sm = _a(row_max).astype(np.float64), _a(row_sum).astype(np.float64)
+        probs = np.where(mask, np.exp(scores - m[..., None]) / sm[..., None], 0.0)
+        return _attention_grads(probs, dout, q, k, v, scale)
+
+    def attention_varlen(
+        self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
+    ):
+        covered = 0
+        for start, count in sorted(zip(q_starts, q_counts)):
+            if start != covered:
+                raise KernelError("attention_varlen: segments must cover the query rows once")
+            covered += count
+        if covered != q_shape[0]:
+            raise KernelError("attention_varlen: segments must cover the query rows once")
+        out = np.zeros(q_shape, np.float32)
+        for qs, qn, ks, kn in zip(q_starts, q_counts, kv_starts, kv_lengths, strict=True):
+            if qn > kn or ks + kn > kv_shape[0]:
+                raise KernelError(f"attention_varlen: segment ({qs}, {qn}, {ks}, {kn}) is invalid")
+            seg_q = _box(_a(q)[qs : qs + qn][None])
+            seg_k, seg_v = _box(_a(k)[ks : ks + kn][None]), _box(_a(v)[ks : ks + kn][None])
+            probs, _, _ = _attention_probs(
+                seg_q, seg_k, (1, qn, *q_shape[1:]), (1, kn, *kv_shape[1:]), scale, True, window
+            )
+            out[qs : qs + qn] = _attention_out(probs, seg_v, (1, qn, *q_shape[1:]))[0]
+        return _box(out)
+
+
+def _f32(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _affine(y: np.ndarray, weight, bias) -> np.ndarray:
+    if weight is not None:
+        y = y * _a(weight)
+    if bias is not None:
+        y = y + _a(bias)
+    return y
+
+
+def _norm_backward(dy, x, weight, mean, rstd, with_bias):
+    a, g0 = _a(x).astype(np.float64), _a(dy).astype(np.float64)
+    centered = a - (_a(mean).astype(np.float64)[..., None] if mean is not None else 0.0)
+    r = _a(rstd).astype(np.float64)[..., None]
+    xhat = centered * r
+    g = g0 * _a(weight) if weight is not None else g0
+    inner = g - xhat * (g * xhat).mean(axis=-1, keepdims=True)
+    if mean is not None:
+        inner = inner - g.mean(axis=-1, keepdims=True)
+    rows = tuple(range(a.ndim - 1))
+    dw = _box(_f32((g0 * xhat).sum(axis=rows))) if weight is not None else None
+    db = _box(_f32(g0.sum(axis=rows))) if with_bias else None
+    return _box(_f32(inner * r)), dw, db
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    return (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+def _ce_targets(targets, classes: int, ignore_index: int) -> np.ndarray:
+    t = _a(targets)
+    bad = (t != ignore_index) & ((t < 0) | (t >= classes))
+    if bad.any():
+        raise KernelError(
+            f"cross_entropy: target {int(t[bad][0])} is out of range for {classes} classes"
+        )
+    return t
+
+
+def attention_mask(t: int, s: int, causal: bool, window: int) -> np.ndarray:
+    """True where query q (of t, at position s - t + q) may see key k (of s)."""
+    if not causal:
+        return np.ones((t, s), dtype=bool)
+    pos = np.arange(t)[:, None] + (s - t)
+    keys = np.arange(s)[None, :]
+    visible = keys <= pos
+    if window:
+        visible &= pos - keys < window
+    return visible
+
+
+def _heads(x, group: int) -> np.ndarray:
+    """``[B, S, Hkv, Dh]`` -> ``[B, H, S, Dh]`` with each key/value head repeated."""
+    return np.repeat(np.swapaxes(_a(x).astype(np.float64), 1, 2), group, axis=1)
+
+
+def _attention_scores(q, k, scale, causal, window):
+    qh = np.swapaxes(_a(q).astype(np.float64), 1, 2)
+    kh = _heads(k, qh.shape[1] // _a(k).shape[2])
+    scores = scale * qh @ np.swapaxes(kh, -1, -2)
+    mask = attention_mask(scores.shape[-2], scores.shape[-1], causal, window)
+    return scores, mask
+
+
+def _attention_probs(q, k, q_shape, kv_shape, scale, causal, window):
+    scores, mask = _attention_scores(q, k, scale, causal, window)
+    masked = np.where(mask, scores, -np.inf)
+    row_max = masked.max(axis=-1, initial=-np.inf)
+    e = np.where(mask, np.exp(masked - row_max[..., None]), 0.0)
+    row_sum = e.sum(axis=-1)
+    return e / row_sum[..., None], row_max, row_sum
+
+
+def _attention_out(probs: np.ndarray, v, q_shape) -> np.ndarray:
+    vh = _heads(v, q_shape[2] // _a(v).shape[2])
+    return np.swapaxes(probs @ vh, 1, 2)
+
+
+def _attention_grads(probs, dout, q, k, v, scale):
+    h, hkv = _a(q).shape[2], _a(k).shape[2]
+    group = h // hkv
+    qh = np.swapaxes(_a(q).astype(np.float64), 1, 2)
+    doh = np.swapaxes(_a(dout).astype(np.float64), 1, 2)
+    kh, vh = _heads(k, group), _heads(v, group)
+    dv = np.swapaxes(probs, -1, -2) @ doh
+    dp = doh @ np.swapaxes(vh, -1, -2)
+    ds = probs * (dp - (probs * dp).sum(axis=-1, keepdims=True))
+    dq = scale * ds @ kh
+    dk = scale * np.swapaxes(ds, -1, -2) @ qh
+
+    def fold(g):  # sum the query heads of each group -> [B, S, Hkv, Dh]
+        b, _, s, dh = g.shape
+        return np.swapaxes(g.reshape(b, hkv, group, s, dh).sum(axis=2), 1, 2)
+
+    return _box(_f32(np.swapaxes(dq, 1, 2))), _box(_f32(fold(dk))), _box(_f32(fold(dv)))
+
+
+def create_reference_backend() -> NumpyReferenceBackend:
+    return NumpyReferenceBackend()
+
+
+REFERENCE_ENTRY_POINT = EntryPoint(
+    name="reference", value="riftco.tensor.testing:create_reference_backend", group=registry.GROUP
+)
+
+
+@contextlib.contextmanager
+def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None]:
+    """Make discovery see ``eps`` (in addition to, or instead of, the installed ones)."""
+    original = registry.entry_points
+
+    def patched(*, group: str):
+        found = [] if replace else list(original(group=group))
         return found + [ep for ep in eps if ep.group == group]
 
     registry.entry_points = patched

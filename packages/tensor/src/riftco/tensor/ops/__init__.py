@@ -1,5 +1,6 @@
 """Every tensor op, defined once: shape and dtype checks, output shape, dispatch."""
 
+from . import fused
 from ._common import broadcast_shapes, check_same_backend
 from .elementwise import (
     abs,
@@ -30,6 +31,22 @@ from .elementwise import (
     sub,
     tanh,
     where,
+)
+from .fused import (
+    activation_backward,
+    attention,
+    attention_backward,
+    attention_varlen,
+    attention_with_stats,
+    layer_norm,
+    layer_norm_backward,
+    layer_norm_with_stats,
+    rms_norm,
+    rms_norm_backward,
+    rms_norm_with_stats,
+    rotary,
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
 )
 from .indexing import embedding, gather, index_add, index_select, scatter_add
 from .layout import (
@@ -110,4 +127,21 @@ __all__ = [
     "transpose",
     "unsqueeze",
     "where",
+]
+__all__ += [
+    "activation_backward",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "attention_with_stats",
+    "fused",
+    "layer_norm",
+    "layer_norm_backward",
+    "layer_norm_with_stats",
+    "rms_norm",
+    "rms_norm_backward",
+    "rms_norm_with_stats",
+    "rotary",
+    "softmax_cross_entropy",
+    "softmax_cross_entropy_backward",
 ]

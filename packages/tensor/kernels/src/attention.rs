@@ -1,0 +1,377 @@
+//! Scaled dot-product attention over `[rows, heads, head_dim]` layouts, and
+//! the materialized kernels (which keep the probabilities `[B, H, T, S]`).
+//!
+//! Queries are `[batch * queries, heads, head_dim]` and keys and values
+//! `[batch * keys, kv_heads, head_dim]`, exactly as the projections produce
+//! them, so nothing is transposed. Query head `h` reads key/value head
+//! `h / (heads / kv_heads)` (grouped-query attention). With `causal`, query
+//! `i` of a sequence with `q` queries over `s` keys sits at position
+//! `s - q + i` and sees keys `0..=s - q + i`; a `window` of `w` further hides
+//! keys `w` or more positions back. Hidden keys get exactly zero probability.
+//!
+//! Each task owns whole output rows of one head (and, for gradients, whole
+//! key/value rows of one key/value head), so results are bit-identical for
+//! any thread count.
+
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use crate::pool::{install, num_threads};
+use crate::{ensure, math, multiversion, Result};
+
+/// Query rows per block.
+pub(crate) const BQ: usize = 64;
+
+/// Head layout, scale and masking shared by every attention kernel.
+#[derive(Debug, Clone, Copy)]
+pub struct Heads {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    pub causal: bool,
+    /// Hide keys `window` or more positions before the query (0: no window; causal only).
+    pub window: usize,
+}
+
+/// One sequence: `q_len` query rows from `q_row`, `kv_len` key rows from `kv_row`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub q_row: usize,
+    pub q_len: usize,
+    pub kv_row: usize,
+    pub kv_len: usize,
+}
+
+/// The segments of a dense batch: sequence `b` has queries `b*T..` and keys `b*S..`.
+pub fn batch_segments(batch: usize, queries: usize, keys: usize) -> Vec<Segment> {
+    (0..batch)
+        .map(|b| Segment { q_row: b * queries, q_len: queries, kv_row: b * keys, kv_len: keys })
+        .collect()
+}
+
+impl Heads {
+    pub(crate) fn check(&self) -> Result<()> {
+        ensure!(self.heads > 0 && self.kv_heads > 0 && self.head_dim > 0, "attention: empty head layout {self:?}");
+        ensure!(self.heads % self.kv_heads == 0, "attention: {} query heads are not a multiple of {} key/value heads", self.heads, self.kv_heads);
+        ensure!(self.window == 0 || self.causal, "attention: a sliding window needs causal masking");
+        ensure!(self.scale.is_finite(), "attention: scale {} is not finite", self.scale);
+        Ok(())
+    }
+
+    pub(crate) fn q_stride(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    pub(crate) fn kv_stride(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    pub(crate) fn group(&self) -> usize {
+        self.heads / self.kv_heads
+    }
+
+    /// Keys `[lo, hi)` that query `i` of `seg` sees.
+    #[inline]
+    pub(crate) fn keys(&self, seg: &Segment, i: usize) -> (usize, usize) {
+        if !self.causal {
+            return (0, seg.kv_len);
+        }
+        let hi = seg.kv_len - seg.q_len + i + 1;
+        let lo = if self.window > 0 { hi.saturating_sub(self.window) } else { 0 };
+        (lo, hi)
+    }
+
+    /// Queries `[lo, hi)` that see at least one of the keys `[s0, s1)`.
+    pub(crate) fn queries(&self, seg: &Segment, s0: usize, s1: usize) -> (usize, usize) {
+        if !self.causal {
+            return (0, seg.q_len);
+        }
+        let offset = seg.kv_len - seg.q_len;
+        let lo = s0.saturating_sub(offset).min(seg.q_len);
+        let hi = if self.window > 0 { (s1 + self.window - 1).saturating_sub(offset).min(seg.q_len) } else { seg.q_len };
+        (lo, hi.max(lo))
+    }
+
+    /// Validate the segments against the operand sizes: the query rows are
+    /// covered exactly once and every key row exists.
+    pub(crate) fn check_segments(&self, segs: &[Segment], q: usize, k: usize, v: usize) -> Result<()> {
+        self.check()?;
+        let (qs, ks) = (self.q_stride(), self.kv_stride());
+        ensure!(q % qs == 0 && k % ks == 0 && k == v, "attention: {q} query, {k} key and {v} value elements for {self:?}");
+        let (q_rows, kv_rows) = (q / qs, k / ks);
+        let mut order: Vec<&Segment> = segs.iter().collect();
+        order.sort_by_key(|s| s.q_row);
+        let mut next = 0;
+        for s in order {
+            ensure!(s.q_row == next, "attention: segments must cover the {q_rows} query rows once; row {next} is not where a segment starts ({s:?})");
+            ensure!(s.kv_row + s.kv_len <= kv_rows, "attention: segment {s:?} reads past {kv_rows} key rows");
+            ensure!(!self.causal || s.q_len <= s.kv_len, "attention: causal segment {s:?} has more queries than keys");
+            next += s.q_len;
+        }
+        ensure!(next == q_rows, "attention: segments cover {next} of {q_rows} query rows");
+        Ok(())
+    }
+}
+
+pub(crate) fn parallel(work: usize) -> bool {
+    work >= 1 << 18 && num_threads() > 1
+}
+
+/// A pointer that tasks share; each task writes only elements no other task touches.
+#[derive(Clone, Copy)]
+pub(crate) struct Shared(*mut f32);
+
+// SAFETY: tasks write disjoint elements through it (see each use).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    pub(crate) fn new(x: &mut [f32]) -> Self {
+        Shared(x.as_mut_ptr())
+    }
+
+    #[inline]
+    pub(crate) fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY (of later use): callers keep offsets inside the slice this came from.
+        self.0.wrapping_add(offset)
+    }
+}
+
+/// A strided matrix operand: pointer, row stride and column stride (elements).
+#[derive(Clone, Copy)]
+pub(crate) struct Mat(pub *const f32, pub usize, pub usize);
+
+/// `dst[m x n]` (row stride `dst_rs`) `= (accumulate ? dst : 0) + alpha * lhs @ rhs`.
+///
+/// # Safety
+/// Every element addressed lies inside the allocation its pointer points into,
+/// and no other thread touches the `dst` elements during the call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn gemm_into(m: usize, n: usize, k: usize, dst: *mut f32, dst_rs: usize, accumulate: bool, lhs: Mat, rhs: Mat, alpha: f32) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                std::slice::from_raw_parts_mut(dst.add(r * dst_rs), n).fill(0.0);
+            }
+        }
+        return;
+    }
+    gemm::gemm(
+        m, n, k,
+        dst, 1, dst_rs as isize,
+        accumulate,
+        lhs.0, lhs.2 as isize, lhs.1 as isize,
+        rhs.0, rhs.2 as isize, rhs.1 as isize,
+        1.0f32, alpha,
+        false, false, false,
+        Parallelism::None,
+    );
+}
+
+multiversion! {
+    pub(crate) fn max_of(x: &[f32]) -> f32 {
+        let mut lanes = [f32::NEG_INFINITY; 8];
+        let chunks = x.chunks_exact(8);
+        let tail = chunks.remainder();
+        for c in chunks {
+            for j in 0..8 {
+                lanes[j] = lanes[j].max(c[j]);
+            }
+        }
+        let mut m = f32::NEG_INFINITY;
+        for v in lanes.into_iter().chain(tail.iter().copied()) {
+            m = m.max(v);
+        }
+        m
+    }
+}
+
+multiversion! {
+    /// `x[j] = exp(x[j] - shift)`; returns the sum.
+    pub(crate) fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        let mut chunks = x.chunks_exact_mut(8);
+        for c in &mut chunks {
+            for j in 0..8 {
+                c[j] = math::exp(c[j] - shift);
+                lanes[j] += c[j];
+            }
+        }
+        let mut sum = 0.0f32;
+        for v in lanes {
+            sum += v;
+        }
+        for v in chunks.into_remainder() {
+            *v = math::exp(*v - shift);
+            sum += *v;
+        }
+        sum
+    }
+}
+
+multiversion! {
+    pub(crate) fn scale_in_place(x: &mut [f32], s: f32) {
+        for v in x.iter_mut() {
+            *v *= s;
+        }
+    }
+}
+
+multiversion! {
+    pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+        let (ta, tb) = (ca.remainder(), cb.remainder());
+        for (x, y) in ca.zip(cb) {
+            for j in 0..8 {
+                lanes[j] = x[j].mul_add(y[j], lanes[j]);
+            }
+        }
+        let mut s = 0.0f32;
+        for v in lanes {
+            s += v;
+        }
+        for (x, y) in ta.iter().zip(tb) {
+            s = x.mul_add(*y, s);
+        }
+        s
+    }
+}
+
+multiversion! {
+    /// `dp[j] = p[j] * (dp[j] - delta)`: the softmax backward of one row.
+    pub(crate) fn softmax_grad(p: &[f32], dp: &mut [f32], delta: f32) {
+        for (d, &pv) in dp.iter_mut().zip(p) {
+            *d = pv * (*d - delta);
+        }
+    }
+}
+
+fn check_batch(h: &Heads, batch: usize, queries: usize, keys: usize, q: usize, k: usize, v: usize) -> Result<Vec<Segment>> {
+    ensure!(
+        q == batch * queries * h.q_stride() && k == batch * keys * h.kv_stride() && v == k,
+        "attention: {q} query, {k} key and {v} value elements for batch {batch}, {queries} queries, {keys} keys and {h:?}"
+    );
+    let segs = batch_segments(batch, queries, keys);
+    h.check_segments(&segs, q, k, v)?;
+    Ok(segs)
+}
+
+/// Attention that keeps its probabilities: `out` `[B*T, H, Dh]`, `probs` `[B, H, T, S]`.
+#[allow(clippy::too_many_arguments)]
+pub fn materialized_forward(h: &Heads, batch: usize, queries: usize, keys: usize, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32], probs: &mut [f32]) -> Result<()> {
+    let segs = check_batch(h, batch, queries, keys, q.len(), k.len(), v.len())?;
+    ensure!(out.len() == q.len(), "attention: output of {} elements for {} queries", out.len(), q.len());
+    ensure!(probs.len() == batch * h.heads * queries * keys, "attention: {} probabilities for [{batch}, {}, {queries}, {keys}]", probs.len(), h.heads);
+    if queries * keys == 0 {
+        out.fill(0.0);
+        return Ok(());
+    }
+    let out = Shared::new(out);
+    let body = |(t, p): (usize, &mut [f32])| {
+        let (b, head) = (t / h.heads, t % h.heads);
+        // SAFETY: task (b, head) writes only its own rows' head slice of `out`.
+        unsafe { forward_head(h, &segs[b], head, q, k, v, out, p) };
+    };
+    if parallel(q.len() * keys) {
+        install(|| probs.par_chunks_mut(queries * keys).enumerate().for_each(body));
+    } else {
+        probs.chunks_mut(queries * keys).enumerate().for_each(body);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn forward_head(h: &Heads, seg: &Segment, head: usize, q: &[f32], k: &[f32], v: &[f32], out: Shared, p: &mut [f32]) {
+    let (dh, qs, ks, s) = (h.head_dim, h.q_stride(), h.kv_stride(), seg.kv_len);
+    let g = head / h.group();
+    let qp = q.as_ptr().add(seg.q_row * qs + head * dh);
+    let kp = k.as_ptr().add(seg.kv_row * ks + g * dh);
+    let vp = v.as_ptr().add(seg.kv_row * ks + g * dh);
+    for r0 in (0..seg.q_len).step_by(BQ) {
+        let r1 = (r0 + BQ).min(seg.q_len);
+        let (a, b) = (h.keys(seg, r0).0, h.keys(seg, r1 - 1).1);
+        let block = p.as_mut_ptr().add(r0 * s);
+        gemm_into(r1 - r0, b - a, dh, block.add(a), s, false, Mat(qp.add(r0 * qs), qs, 1), Mat(kp.add(a * ks), 1, ks), h.scale);
+        for r in r0..r1 {
+            let (lo, hi) = h.keys(seg, r);
+            let row = &mut p[r * s..(r + 1) * s];
+            row[..lo].fill(0.0);
+            row[hi..].fill(0.0);
+            let visible = &mut row[lo..hi];
+            let m = max_of(visible);
+            let sum = exp_sum(visible, m);
+            scale_in_place(visible, 1.0 / sum);
+        }
+        let dst = out.at((seg.q_row + r0) * qs + head * dh);
+        gemm_into(r1 - r0, dh, b - a, dst, qs, false, Mat(p.as_ptr().add(r0 * s + a), s, 1), Mat(vp.add(a * ks), ks, 1), 1.0);
+    }
+}
+
+/// Gradients of [`materialized_forward`] from the saved probabilities.
+#[allow(clippy::too_many_arguments)]
+pub fn materialized_backward(
+    h: &Heads, batch: usize, queries: usize, keys: usize,
+    q: &[f32], k: &[f32], v: &[f32], probs: &[f32], dout: &[f32],
+    dq: &mut [f32], dk: &mut [f32], dv: &mut [f32],
+) -> Result<()> {
+    let segs = check_batch(h, batch, queries, keys, q.len(), k.len(), v.len())?;
+    ensure!(probs.len() == batch * h.heads * queries * keys, "attention backward: {} probabilities for [{batch}, {}, {queries}, {keys}]", probs.len(), h.heads);
+    ensure!(dout.len() == q.len() && dq.len() == q.len() && dk.len() == k.len() && dv.len() == v.len(), "attention backward: gradient sizes disagree with the operands");
+    dq.fill(0.0);
+    dk.fill(0.0);
+    dv.fill(0.0);
+    if queries * keys == 0 {
+        return Ok(());
+    }
+    let (dq, dk, dv) = (Shared::new(dq), Shared::new(dk), Shared::new(dv));
+    let body = |t: usize| {
+        let (b, g) = (t / h.kv_heads, t % h.kv_heads);
+        // SAFETY: task (b, g) writes the dq rows of g's query heads and the dk/dv rows of g in sequence b only.
+        unsafe { backward_group(h, &segs[b], b, g, q, k, v, probs, dout, dq, dk, dv) };
+    };
+    let tasks = batch * h.kv_heads;
+    if parallel(q.len() * keys) {
+        install(|| (0..tasks).into_par_iter().for_each(body));
+    } else {
+        (0..tasks).for_each(body);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn backward_group(
+    h: &Heads, seg: &Segment, b: usize, g: usize,
+    q: &[f32], k: &[f32], v: &[f32], probs: &[f32], dout: &[f32],
+    dq: Shared, dk: Shared, dv: Shared,
+) {
+    let (dh, qs, ks, s) = (h.head_dim, h.q_stride(), h.kv_stride(), seg.kv_len);
+    let kv_off = seg.kv_row * ks + g * dh;
+    let (kp, vp) = (k.as_ptr().add(kv_off), v.as_ptr().add(kv_off));
+    let mut scratch = vec![0.0f32; BQ * s];
+    for head in g * h.group()..(g + 1) * h.group() {
+        let q_off = seg.q_row * qs + head * dh;
+        let (qp, dop) = (q.as_ptr().add(q_off), dout.as_ptr().add(q_off));
+        let pb = &probs[(b * h.heads + head) * seg.q_len * s..][..seg.q_len * s];
+        for r0 in (0..seg.q_len).step_by(BQ) {
+            let (r1, br) = ((r0 + BQ).min(seg.q_len), (r0 + BQ).min(seg.q_len) - r0);
+            let (a, e) = (h.keys(seg, r0).0, h.keys(seg, r1 - 1).1);
+            let w = e - a;
+            let pp = pb.as_ptr().add(r0 * s + a);
+            gemm_into(w, dh, br, dv.at(kv_off + a * ks), ks, true, Mat(pp, 1, s), Mat(dop.add(r0 * qs), qs, 1), 1.0);
+            gemm_into(br, w, dh, scratch.as_mut_ptr(), w, false, Mat(dop.add(r0 * qs), qs, 1), Mat(vp.add(a * ks), 1, ks), 1.0);
+            for r in 0..br {
+                let prow = &pb[(r0 + r) * s + a..(r0 + r) * s + e];
+                let dprow = &mut scratch[r * w..(r + 1) * w];
+                let delta = dot(prow, dprow);
+                softmax_grad(prow, dprow, delta);
+            }
+            gemm_into(br, dh, w, dq.at(q_off + r0 * qs), qs, false, Mat(scratch.as_ptr(), w, 1), Mat(kp.add(a * ks), ks, 1), h.scale);
+            gemm_into(w, dh, br, dk.at(kv_off + a * ks), ks, true, Mat(scratch.as_ptr(), 1, w), Mat(qp.add(r0 * qs), qs, 1), h.scale);
+        }
+    }
+}

@@ -1,0 +1,399 @@
+"""Fused neural-network ops: normalization, activation gradients, softmax
+cross-entropy, rotary embedding and attention (materialized and Flash).
+
+Each forward op that autograd differentiates has a ``*_with_stats`` form that
+also returns what its backward op needs, so a caller keeps nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..dtypes import DType
+from ..errors import ShapeError
+from ..tensor import Tensor
+from ._common import check_same_backend, require_dtype, require_tensor
+
+F32, I64 = DType.float32, DType.int64
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
+ATTENTION_METHODS = ("flash", "materialized")
+
+
+def _wrap(data, shape, like: Tensor, dtype: DType = F32) -> Tensor:
+    return Tensor._wrap(data, tuple(shape), dtype, like._backend)
+
+
+def _floats(op: str, *tensors: Tensor | None) -> list[Tensor]:
+    present = [require_tensor(op, t) for t in tensors if t is not None]
+    check_same_backend(op, *present)
+    for t in present:
+        require_dtype(op, t, F32)
+    return present
+
+
+def _param(op: str, what: str, p: Tensor | None, d: int) -> object:
+    if p is None:
+        return None
+    if p._shape != (d,):
+        raise ShapeError(f"{op}: {what} must be [{d}], found {p._shape}")
+    return p._data
+
+
+def _rows(op: str, x: Tensor) -> tuple[int, ...]:
+    if x.ndim == 0 or x._shape[-1] == 0:
+        raise ShapeError(f"{op}: expected [..., d] with d > 0, found {x._shape}")
+    return x._shape[:-1]
+
+
+def _same(op: str, name: str, t: Tensor, shape: tuple[int, ...]) -> None:
+    if t._shape != tuple(shape):
+        raise ShapeError(f"{op}: {name} must have shape {tuple(shape)}, found {t._shape}")
+
+
+# -- normalization --------------------------------------------------------------
+def layer_norm_with_stats(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(y, mean, rstd)``: layer norm over the last axis and its per-row statistics."""
+    _floats("layer_norm", x, weight, bias)
+    rows, d = _rows("layer_norm", x), x._shape[-1]
+    w, b = _param("layer_norm", "weight", weight, d), _param("layer_norm", "bias", bias, d)
+    y, mean, rstd = x._backend.layer_norm(x._data, x._shape, w, b, float(eps))
+    return _wrap(y, x._shape, x), _wrap(mean, rows, x), _wrap(rstd, rows, x)
+
+
+def layer_norm(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last axis."""
+    return layer_norm_with_stats(x, weight, bias, eps)[0]
+
+
+def layer_norm_backward(
+    grad: Tensor,
+    x: Tensor,
+    weight: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+    with_bias: bool = True,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """``(dx, dweight, dbias)`` of :func:`layer_norm` from its statistics."""
+    _floats("layer_norm_backward", grad, x, weight, mean, rstd)
+    rows, d = _rows("layer_norm_backward", x), x._shape[-1]
+    _same("layer_norm_backward", "grad", grad, x._shape)
+    _same("layer_norm_backward", "mean", mean, rows)
+    _same("layer_norm_backward", "rstd", rstd, rows)
+    w = _param("layer_norm_backward", "weight", weight, d)
+    dx, dw, db = x._backend.layer_norm_backward(
+        grad._data, x._data, x._shape, w, mean._data, rstd._data, bool(with_bias)
+    )
+    return (
+        _wrap(dx, x._shape, x),
+        None if dw is None else _wrap(dw, (d,), x),
+        None if db is None else _wrap(db, (d,), x),
+    )
+
+
+def rms_norm_with_stats(
+    x: Tensor, weight: Tensor | None = None, eps: float = 1e-6
+) -> tuple[Tensor, Tensor]:
+    """``(y, rstd)``: RMS norm over the last axis and its per-row reciprocal RMS."""
+    _floats("rms_norm", x, weight)
+    rows, d = _rows("rms_norm", x), x._shape[-1]
+    y, rstd = x._backend.rms_norm(
+        x._data, x._shape, _param("rms_norm", "weight", weight, d), float(eps)
+    )
+    return _wrap(y, x._shape, x), _wrap(rstd, rows, x)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis."""
+    return rms_norm_with_stats(x, weight, eps)[0]
+
+
+def rms_norm_backward(
+    grad: Tensor, x: Tensor, weight: Tensor | None, rstd: Tensor
+) -> tuple[Tensor, Tensor | None]:
+    """``(dx, dweight)`` of :func:`rms_norm` from its statistics."""
+    _floats("rms_norm_backward", grad, x, weight, rstd)
+    rows, d = _rows("rms_norm_backward", x), x._shape[-1]
+    _same("rms_norm_backward", "grad", grad, x._shape)
+    _same("rms_norm_backward", "rstd", rstd, rows)
+    w = _param("rms_norm_backward", "weight", weight, d)
+    dx, dw = x._backend.rms_norm_backward(grad._data, x._data, x._shape, w, rstd._data)
+    return _wrap(dx, x._shape, x), None if dw is None else _wrap(dw, (d,), x)
+
+
+# -- activations ----------------------------------------------------------------
+def activation_backward(op: str, x: Tensor, grad: Tensor) -> Tensor:
+    """``grad * op'(x)`` for ``op`` in gelu, gelu_tanh, silu."""
+    if op not in ACTIVATIONS:
+        raise ValueError(f"activation_backward: op must be one of {ACTIVATIONS}, found {op!r}")
+    _floats("activation_backward", x, grad)
+    _same("activation_backward", "grad", grad, x._shape)
+    return _wrap(x._backend.activation_backward(op, x._data, grad._data, x._shape), x._shape, x)
+
+
+# -- loss -----------------------------------------------------------------------
+def _check_logits(op: str, logits: Tensor, targets: Tensor) -> None:
+    _floats(op, logits)
+    require_tensor(op, targets)
+    check_same_backend(op, logits, targets)
+    require_dtype(op, targets, I64)
+    if logits.ndim != 2 or targets._shape != logits._shape[:1] or logits._shape[1] == 0:
+        raise ShapeError(
+            f"{op}: expected logits [n, classes] and targets [n], "
+            f"found {logits._shape} and {targets._shape}"
+        )
+
+
+def softmax_cross_entropy(
+    logits: Tensor, targets: Tensor, ignore_index: int = -100
+) -> tuple[Tensor, Tensor]:
+    """``(losses [n], lse [n])`` of softmax cross-entropy per row: ``lse - logits[target]``,
+    0 where the target is ``ignore_index``; ``lse`` is what the backward op needs."""
+    _check_logits("softmax_cross_entropy", logits, targets)
+    losses, lse = logits._backend.cross_entropy(
+        logits._data, logits._shape, targets._data, int(ignore_index)
+    )
+    n = logits._shape[:1]
+    return _wrap(losses, n, logits), _wrap(lse, n, logits)
+
+
+def softmax_cross_entropy_backward(
+    grad: Tensor, logits: Tensor, targets: Tensor, lse: Tensor, ignore_index: int = -100
+) -> Tensor:
+    """``(softmax(logits) - onehot(targets)) * grad[:, None]`` (0 on ignored rows),
+    recomputing the probabilities from the logits and ``lse``."""
+    _check_logits("softmax_cross_entropy_backward", logits, targets)
+    _floats("softmax_cross_entropy_backward", grad, lse, logits)
+    _same("softmax_cross_entropy_backward", "grad", grad, logits._shape[:1])
+    _same("softmax_cross_entropy_backward", "lse", lse, logits._shape[:1])
+    data = logits._backend.cross_entropy_backward(
+        logits._data, logits._shape, targets._data, lse._data, grad._data, int(ignore_index)
+    )
+    return _wrap(data, logits._shape, logits)
+
+
+# -- positions ------------------------------------------------------------------
+def rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, inverse: bool = False) -> Tensor:
+    """Rotary embedding (split-half form) of ``x [..., heads, head_dim]`` at int64
+    ``positions`` shaped like ``x.shape[:-2]``; ``inverse`` turns back (the adjoint)."""
+    _floats("rotary", x)
+    require_tensor("rotary", positions)
+    check_same_backend("rotary", x, positions)
+    require_dtype("rotary", positions, I64)
+    if x.ndim < 2 or x._shape[-1] % 2 or positions._shape != x._shape[:-2]:
+        raise ShapeError(
+            f"rotary: expected x [..., heads, even head_dim] and positions "
+            f"x.shape[:-2], found {x._shape} and {positions._shape}"
+        )
+    data = x._backend.rotary(x._data, x._shape, positions._data, float(theta), bool(inverse))
+    return _wrap(data, x._shape, x)
+
+
+# -- attention ------------------------------------------------------------------
+def _check_attention(
+    op: str, q: Tensor, k: Tensor, v: Tensor, causal: bool, window: int, dense: bool = True
+) -> None:
+    _floats(op, q, k, v)
+    rank = 4 if dense else 3
+    ok = (
+        q.ndim == rank
+        and k._shape == v._shape
+        and k.ndim == rank
+        and q._shape[-1] == k._shape[-1]
+        and q._shape[-1] > 0
+        and k._shape[-2] > 0
+        and q._shape[-2] % k._shape[-2] == 0
+        and (not dense or q._shape[0] == k._shape[0])
+    )
+    layout = "[B, T, H, Dh] and [B, S, Hkv, Dh]" if dense else "[N, H, Dh] and [M, Hkv, Dh]"
+    if not ok:
+        raise ShapeError(
+            f"{op}: expected q, k/v as {layout} with H a multiple of Hkv, found "
+            f"{q._shape}, {k._shape} and {v._shape}"
+        )
+    if dense and causal and q._shape[1] > k._shape[1]:
+        raise ShapeError(
+            f"{op}: causal attention with more queries ({q._shape[1]}) than keys ({k._shape[1]})"
+        )
+    if window < 0 or (window and not causal):
+        raise ValueError(
+            f"{op}: window must be 0 (none) or positive with causal masking, found {window}"
+        )
+
+
+def _scale(q: Tensor, scale: float | None) -> float:
+    return 1.0 / math.sqrt(q._shape[-1]) if scale is None else float(scale)
+
+
+def attention_with_stats(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float | None = None,
+    causal: bool = True,
+    window: int = 0,
+    method: str = "flash",
+) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """``(out [B, T, H, Dh], stats)`` of ``softmax(scale q k^T) v`` over ``q [B, T, H, Dh]``
+    and ``k``/``v`` ``[B, S, Hkv, Dh]`` (grouped heads). ``stats`` is ``(probs,)``
+    ``[B, H, T, S]`` for ``materialized`` and ``(row_max, row_sum)`` ``[B, H, T]`` for
+    ``flash``. Query i sits at position ``S - T + i``; hidden keys get probability 0."""
+    if method not in ATTENTION_METHODS:
+        raise ValueError(f"attention: method must be one of {ATTENTION_METHODS}, found {method!r}")
+    _check_attention("attention", q, k, v, causal, window)
+    b, t, h, _ = q._shape
+    s = k._shape[1]
+    args = (
+        q._data,
+        k._data,
+        v._data,
+        q._shape,
+        k._shape,
+        _scale(q, scale),
+        bool(causal),
+        int(window),
+    )
+    if method == "flash":
+        out, row_max, row_sum = q._backend.flash_attention(*args)
+        return _wrap(out, q._shape, q), (_wrap(row_max, (b, h, t), q), _wrap(row_sum, (b, h, t), q))
+    out, probs = q._backend.attention(*args)
+    return _wrap(out, q._shape, q), (_wrap(probs, (b, h, t, s), q),)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float | None = None,
+    causal: bool = True,
+    window: int = 0,
+    method: str = "flash",
+) -> Tensor:
+    """Scaled dot-product attention; see :func:`attention_with_stats`."""
+    out, _ = attention_with_stats(q, k, v, scale=scale, causal=causal, window=window, method=method)
+    return out
+
+
+def attention_backward(
+    grad: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    stats: Sequence[Tensor],
+    *,
+    scale: float | None = None,
+    causal: bool = True,
+    window: int = 0,
+    method: str = "flash",
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dq, dk, dv)`` of :func:`attention` from its output and statistics."""
+    if method not in ATTENTION_METHODS:
+        raise ValueError(
+            f"attention_backward: method must be one of {ATTENTION_METHODS}, found {method!r}"
+        )
+    _check_attention("attention_backward", q, k, v, causal, window)
+    _floats("attention_backward", grad, out, *stats)
+    _same("attention_backward", "grad", grad, q._shape)
+    b, t, h, _ = q._shape
+    s = k._shape[1]
+    sc, be = _scale(q, scale), q._backend
+    if method == "flash":
+        if len(stats) != 2:
+            raise ValueError("attention_backward: flash statistics are (row_max, row_sum)")
+        _same("attention_backward", "row_max", stats[0], (b, h, t))
+        _same("attention_backward", "row_sum", stats[1], (b, h, t))
+        _same("attention_backward", "out", out, q._shape)
+        dq, dk, dv = be.flash_attention_backward(
+            grad._data,
+            q._data,
+            k._data,
+            v._data,
+            out._data,
+            stats[0]._data,
+            stats[1]._data,
+            q._shape,
+            k._shape,
+            sc,
+            bool(causal),
+            int(window),
+        )
+    else:
+        if len(stats) != 1:
+            raise ValueError("attention_backward: materialized statistics are (probs,)")
+        _same("attention_backward", "probs", stats[0], (b, h, t, s))
+        dq, dk, dv = be.attention_backward(
+            grad._data,
+            q._data,
+            k._data,
+            v._data,
+            stats[0]._data,
+            q._shape,
+            k._shape,
+            sc,
+            bool(causal),
+            int(window),
+        )
+    return _wrap(dq, q._shape, q), _wrap(dk, k._shape, q), _wrap(dv, v._shape, q)
+
+
+def attention_varlen(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    q_starts: Sequence[int],
+    q_counts: Sequence[int],
+    kv_starts: Sequence[int],
+    kv_lengths: Sequence[int],
+    *,
+    scale: float | None = None,
+    window: int = 0,
+) -> Tensor:
+    """Causal attention of packed ragged sequences, for incremental decoding.
+
+    ``q [N, H, Dh]`` holds every sequence's new queries; ``k``/``v`` ``[M, Hkv, Dh]`` a
+    key/value buffer. Sequence j owns query rows ``q_starts[j]`` to
+    ``q_starts[j] + q_counts[j]`` (the segments cover every row once) and key rows
+    ``kv_starts[j]`` to ``kv_starts[j] + kv_lengths[j]``; its queries are its last
+    ``q_counts[j]`` positions. Returns ``[N, H, Dh]``."""
+    _check_attention("attention_varlen", q, k, v, True, window, dense=False)
+    lists = [list(map(int, x)) for x in (q_starts, q_counts, kv_starts, kv_lengths)]
+    if len({len(x) for x in lists}) != 1:
+        raise ShapeError(f"attention_varlen: segment lists of lengths {[len(x) for x in lists]}")
+    for j, (qs, qn, ks, kn) in enumerate(zip(*lists)):
+        if min(qs, qn, ks, kn) < 0 or qn > kn or qs + qn > q._shape[0] or ks + kn > k._shape[0]:
+            raise ShapeError(
+                f"attention_varlen: segment {j} (queries {qs}+{qn}, keys {ks}+{kn}) "
+                f"does not fit q {q._shape} and k {k._shape}"
+            )
+    data = q._backend.attention_varlen(
+        q._data, k._data, v._data, q._shape, k._shape, *lists, _scale(q, scale), int(window)
+    )
+    return _wrap(data, q._shape, q)
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "ATTENTION_METHODS",
+    "activation_backward",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "attention_with_stats",
+    "layer_norm",
+    "layer_norm_backward",
+    "layer_norm_with_stats",
+    "rms_norm",
+    "rms_norm_backward",
+    "rms_norm_with_stats",
+    "rotary",
+    "softmax_cross_entropy",
+    "softmax_cross_entropy_backward",
+]

@@ -1,0 +1,101 @@
+"""Activation gradients, softmax cross-entropy and rotary embedding against numpy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from tensor_helpers import close, on, rand
+
+import riftco.tensor as rt
+
+ERF = np.vectorize(math.erf)
+ACTIVATIONS = {
+    "gelu": lambda x: 0.5 * x * (1 + ERF(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(ACTIVATIONS))
+def test_activation_backward(backend, op):
+    x, dy = rand((3, 50), 1, -6, 6), rand((3, 50), 2)
+    wide, h = x.astype(np.float64), 1e-5
+    f = ACTIVATIONS[op]
+    want = (f(wide + h) - f(wide - h)) / (2 * h) * dy
+    close(rt.activation_backward(op, on(backend, x), on(backend, dy)), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="activation_backward"):
+        rt.activation_backward("relu", on(backend, x), on(backend, dy))
+
+
+def np_cross_entropy(x, t, ignore):
+    x = x.astype(np.float64)
+    lse = np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1)) + x.max(-1)
+    kept = t != ignore
+    picked = x[np.arange(len(t)), np.where(kept, t, 0)]
+    return np.where(kept, lse - picked, 0.0), lse
+
+
+@pytest.mark.parametrize("n,classes", [(5, 3), (64, 1000), (1, 1)])
+def test_cross_entropy_forward_and_backward(backend, n, classes):
+    x = rand((n, classes), 3, -8, 8)
+    t = np.random.default_rng(0).integers(0, classes, n)
+    t[::3] = -100
+    losses, lse = rt.softmax_cross_entropy(on(backend, x), on(backend, t))
+    want_loss, want_lse = np_cross_entropy(x, t, -100)
+    close(losses, want_loss, rtol=1e-5, atol=1e-5)
+    close(lse, want_lse, rtol=1e-5, atol=1e-5)
+    g = rand((n,), 4)
+    d = rt.softmax_cross_entropy_backward(on(backend, g), on(backend, x), on(backend, t), lse)
+    wide = x.astype(np.float64)
+    p = np.exp(wide - want_lse[:, None])
+    kept = t != -100
+    p[np.arange(n)[kept], t[kept]] -= 1
+    close(d, p * np.where(kept, g, 0)[:, None], rtol=1e-4, atol=1e-6)
+
+
+def test_cross_entropy_ignore_index_and_errors(backend):
+    x = on(backend, rand((2, 4)))
+    losses, _ = rt.softmax_cross_entropy(x, on(backend, np.array([7, 1])), ignore_index=7)
+    assert losses.numpy()[0] == 0.0
+    with pytest.raises(rt.KernelError, match="out of range"):
+        rt.softmax_cross_entropy(x, on(backend, np.array([4, 1])))
+    with pytest.raises(rt.ShapeError):
+        rt.softmax_cross_entropy(x, on(backend, np.array([0, 1, 2])))
+    with pytest.raises(rt.DTypeError):
+        rt.softmax_cross_entropy(x, on(backend, np.array([0.0, 1.0], np.float32)))
+
+
+def np_rotary(x, pos, theta):
+    """Llama's rotate_half form, with float32 frequencies as transformers computes them."""
+    dh = x.shape[-1]
+    inv_freq = 1.0 / (np.float32(theta) ** (np.arange(0, dh, 2, dtype=np.float32) / dh))
+    angle = pos.astype(np.float32)[..., None] * inv_freq
+    emb = np.concatenate([angle, angle], -1)[..., None, :].astype(np.float64)
+    rotated = np.concatenate([-x[..., dh // 2 :], x[..., : dh // 2]], -1)
+    return x * np.cos(emb) + rotated * np.sin(emb)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3, 8), (7, 2, 64), (1, 1, 2)], ids=str)
+def test_rotary_matches_rotate_half(backend, shape):
+    x = rand(shape, 5)
+    pos = np.random.default_rng(1).integers(0, 4096, shape[:-2])
+    y = rt.rotary(on(backend, x), on(backend, pos), theta=10000.0)
+    close(y, np_rotary(x.astype(np.float64), pos, 10000.0), rtol=1e-4, atol=1e-4)
+    # The inverse is the adjoint: <R x, z> == <x, R^-1 z>.
+    z = rand(shape, 6)
+    back = rt.rotary(on(backend, z), on(backend, pos), theta=10000.0, inverse=True)
+    lhs = float((y.numpy().astype(np.float64) * z).sum())
+    rhs = float((x.astype(np.float64) * back.numpy()).sum())
+    assert abs(lhs - rhs) < 1e-3 * max(1.0, abs(lhs))
+
+
+def test_rotary_errors(backend):
+    x = on(backend, rand((2, 3, 4)))
+    with pytest.raises(rt.ShapeError, match="rotary"):
+        rt.rotary(x, on(backend, np.zeros((3,), np.int64)))
+    with pytest.raises(rt.ShapeError, match="rotary"):
+        rt.rotary(on(backend, rand((2, 3, 5))), on(backend, np.zeros((2,), np.int64)))
+    with pytest.raises(rt.KernelError, match="negative"):
+        rt.rotary(x, on(backend, np.array([0, -1])))
