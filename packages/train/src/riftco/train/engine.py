@@ -1,0 +1,304 @@
+"""The training engine: forward, loss, backward, clip, update, on a fresh graph each step.
+
+After every step the engine publishes an immutable ``TrainingMetric`` to its callbacks;
+it evaluates on held-out batches before training (step 0), every ``eval_every`` steps
+and at the last step. ``state_dict()`` and ``load_state_dict()`` cover everything an
+exact resume needs besides the weights' file format (see ``checkpoint``): step, tokens,
+elapsed time, the loss moving average, the optimizer, and the batch source.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+import riftco.tensor as rt
+from riftco.autograd import Parameter, Variable, no_grad
+from riftco.train.batches import Batch, BatchSource
+from riftco.train.errors import ResumeMismatch, TrainError
+from riftco.train.losses import weighted_cross_entropy
+from riftco.train.metrics import MovingAverage, TrainingMetric, perplexity
+
+STATE_VERSION = 1
+
+LossFunction = Callable[[Variable, rt.Tensor, rt.Tensor], Variable]
+Callback = Callable[[TrainingMetric], None]
+
+
+class LanguageModel(Protocol):
+    """What the engine needs of a model: logits ``[B, T, V]`` from ids ``[B, T]``."""
+
+    def __call__(self, ids: rt.Tensor) -> Variable: ...
+
+    def named_parameters(self) -> Iterable[tuple[str, Parameter]]: ...
+
+
+class Optimizer(Protocol):
+    step_count: int
+
+    def set_lr(self, lr: float) -> None: ...
+
+    def zero_grad(self) -> None: ...
+
+    def step(self) -> Any: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Schedule(Protocol):
+    def lr_at(self, step: int) -> float: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+
+class Trainer:
+    """Runs one stage (``pretraining`` or ``post_training``) of training.
+
+    ``validation`` is a fixed list of held-out batches (empty: no evaluation).
+    ``callbacks`` receive every metric, training and validation, in order.
+    """
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        optimizer: Optimizer,
+        schedule: Schedule,
+        source: BatchSource,
+        *,
+        stage: str,
+        total_steps: int,
+        validation: Sequence[Batch] = (),
+        eval_every: int = 0,
+        loss_function: LossFunction = weighted_cross_entropy,
+        callbacks: Sequence[Callback] = (),
+        moving_average_decay: float = 0.9,
+        backend: Any = None,
+    ) -> None:
+        if total_steps < 0:
+            raise ValueError(f"total_steps must be >= 0, found {total_steps}")
+        self.model, self.optimizer, self.schedule, self.source = model, optimizer, schedule, source
+        self.stage, self.total_steps = stage, total_steps
+        self.validation = list(validation)
+        self.eval_every = eval_every
+        self.loss_function = loss_function
+        self.callbacks = list(callbacks)
+        self.backend = backend
+        self.parameters = dict(model.named_parameters())
+        self.step = 0
+        self.tokens = 0
+        self.seconds = 0.0
+        self.average = MovingAverage(moving_average_decay)
+        self.history: list[TrainingMetric] = []
+        self._evaluated_at: int | None = None
+
+    # -- one step ---------------------------------------------------------------
+    def _tensor(self, array: np.ndarray) -> rt.Tensor:
+        return rt.from_numpy(array, backend=self.backend) if self.backend else rt.from_numpy(array)
+
+    def _loss(self, batch: Batch) -> Variable:
+        logits = self.model(self._tensor(batch.inputs))
+        return self.loss_function(logits, self._tensor(batch.targets), self._tensor(batch.weights))
+
+    def train_step(self) -> TrainingMetric:
+        """Draw a batch, build a fresh graph, backpropagate, clip and update."""
+        _set_mode(self.model, training=True)
+        started = time.perf_counter()
+        batch = self.source.next_batch()
+        self.optimizer.zero_grad()
+        loss = self._loss(batch)
+        value = float(loss.item())
+        if not math.isfinite(value):
+            raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
+        loss.backward()
+        lr = self.schedule.lr_at(self.step + 1)
+        self.optimizer.set_lr(lr)
+        stats = self.optimizer.step()
+        elapsed = time.perf_counter() - started
+        self.step += 1
+        self.tokens += batch.tokens
+        self.seconds += elapsed
+        metric = TrainingMetric(
+            stage=self.stage,
+            phase="train",
+            step=self.step,
+            loss=value,
+            perplexity=perplexity(value),
+            moving_average_loss=self.average.update(value),
+            gradient_norm=float(stats.gradient_norm),
+            clip_scale=float(stats.clip_scale),
+            learning_rate=float(lr),
+            tokens=self.tokens,
+            seconds=self.seconds,
+            tokens_per_second=batch.tokens / elapsed if elapsed > 0 else 0.0,
+        )
+        self._publish(metric)
+        return metric
+
+    def evaluate(self) -> TrainingMetric | None:
+        """Mean loss over the held-out batches (weighted by loss tokens); None without any."""
+        if not self.validation:
+            return None
+        _set_mode(self.model, training=False)
+        started = time.perf_counter()
+        total, count, tokens = 0.0, 0, 0
+        with no_grad():
+            for batch in self.validation:
+                n = batch.loss_tokens
+                if n:
+                    total += float(self._loss(batch).item()) * n
+                    count += n
+                    tokens += batch.tokens
+        _set_mode(self.model, training=True)
+        elapsed = time.perf_counter() - started
+        loss = total / max(count, 1)
+        metric = TrainingMetric(
+            stage=self.stage,
+            phase="validation",
+            step=self.step,
+            loss=loss,
+            perplexity=perplexity(loss),
+            moving_average_loss=None,
+            gradient_norm=None,
+            clip_scale=None,
+            learning_rate=None,
+            tokens=self.tokens,
+            seconds=self.seconds,
+            tokens_per_second=tokens / elapsed if elapsed > 0 else 0.0,
+        )
+        self._evaluated_at = self.step
+        self._publish(metric)
+        return metric
+
+    def _publish(self, metric: TrainingMetric) -> None:
+        self.history.append(metric)
+        for callback in self.callbacks:
+            callback(metric)
+
+    # -- the loop -----------------------------------------------------------------
+    def run(
+        self,
+        *,
+        until: int | None = None,
+        checkpoint: Callable[[Trainer], Any] | None = None,
+        checkpoint_every: int = 0,
+        stop: Callable[[], bool] | None = None,
+    ) -> str:
+        """Train to ``total_steps`` (or to step ``until``); returns ``"finished"``,
+        ``"paused"`` (reached ``until``) or ``"interrupted"`` (``stop()`` turned true).
+
+        ``checkpoint(trainer)`` runs every ``checkpoint_every`` steps, at the end, and
+        when stopped early, so an interrupted run can resume where it stopped.
+        """
+        end = self.total_steps if until is None else min(until, self.total_steps)
+        if self.step == 0 and self._evaluated_at is None:
+            self.evaluate()
+        saved_at = None
+        while self.step < end:
+            self.train_step()
+            due = self.eval_every and self.step % self.eval_every == 0
+            if due or self.step == self.total_steps:
+                self.evaluate()
+            if checkpoint and (
+                (checkpoint_every and self.step % checkpoint_every == 0)
+                or self.step == self.total_steps
+            ):
+                checkpoint(self)
+                saved_at = self.step
+            if stop is not None and stop():
+                if checkpoint and saved_at != self.step:
+                    checkpoint(self)
+                return "interrupted"
+        if self.step >= self.total_steps:
+            return "finished"
+        if checkpoint and saved_at != self.step:
+            checkpoint(self)
+        return "paused"
+
+    # -- state ------------------------------------------------------------------
+    def weights(self) -> dict[str, np.ndarray]:
+        """Every parameter as a float32 numpy copy, by qualified name."""
+        return {
+            name: np.array(p.value.numpy(), dtype=np.float32) for name, p in self.parameters.items()
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The engine's progress, the optimizer's state and the batch source's position."""
+        return {
+            "engine": {
+                "version": STATE_VERSION,
+                "stage": self.stage,
+                "step": self.step,
+                "total_steps": self.total_steps,
+                "tokens": self.tokens,
+                "seconds": self.seconds,
+                "evaluated_at": self._evaluated_at,
+                "moving_average": self.average.state_dict(),
+                "schedule": self.schedule.state_dict(),
+            },
+            "optimizer": self.optimizer.state_dict(),
+            "source": self.source.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any], weights: dict[str, np.ndarray]) -> None:
+        """Restore a ``state_dict()`` and the weights; all or nothing.
+
+        Raises ``ResumeMismatch`` (changing nothing) when the weights do not fit the model,
+        the stage differs, or the source or optimizer refuse their state.
+        """
+        engine = state["engine"]
+        if engine.get("version") != STATE_VERSION or engine.get("stage") != self.stage:
+            raise ResumeMismatch(
+                f"the checkpoint is of stage {engine.get('stage')!r} (engine state version "
+                f"{engine.get('version')!r}); this run is {self.stage!r} (version {STATE_VERSION})"
+            )
+        _check_weights(self.parameters, weights)
+        rollback = (self.source.state_dict(), self.optimizer.state_dict())
+        try:
+            self.source.load_state_dict(state["source"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except Exception as exc:
+            self.source.load_state_dict(rollback[0])
+            self.optimizer.load_state_dict(rollback[1])
+            if isinstance(exc, ResumeMismatch):
+                raise
+            raise ResumeMismatch(f"the checkpoint's optimizer state does not fit: {exc}") from exc
+        for name, p in self.parameters.items():
+            p.value.assign_(
+                rt.from_numpy(np.ascontiguousarray(weights[name]), backend=p.value.backend)
+            )
+        self.step, self.tokens = int(engine["step"]), int(engine["tokens"])
+        self.seconds = float(engine["seconds"])
+        self._evaluated_at = engine["evaluated_at"]
+        self.average.load_state_dict(engine["moving_average"])
+
+
+def _check_weights(parameters: dict[str, Parameter], weights: dict[str, np.ndarray]) -> None:
+    missing = sorted(set(parameters) - set(weights))
+    unexpected = sorted(set(weights) - set(parameters))
+    if missing or unexpected:
+        raise ResumeMismatch(
+            f"the checkpoint's weights do not fit the model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    for name, p in parameters.items():
+        found = weights[name]
+        if tuple(found.shape) != tuple(p.value.shape) or found.dtype != np.float32:
+            raise ResumeMismatch(
+                f"the checkpoint's weight {name!r} is {found.dtype} {tuple(found.shape)}; "
+                f"the model expects float32 {tuple(p.value.shape)}"
+            )
+
+
+def _set_mode(model: Any, training: bool) -> None:
+    method = getattr(model, "train" if training else "eval", None)
+    if callable(method):
+        method()
+
+
+__all__ = ["Callback", "LanguageModel", "LossFunction", "Trainer"]
