@@ -72,14 +72,24 @@ def test_grad_returns_without_accumulating(make):
     x, w = make((2, 3), seed=1), make((3,), seed=2)
     h = x * w
     y = h.sum()
-    gx, gh = ag.grad(y, [x, h])
+    gx, gh = ag.grad(y, [x, h], retain_graph=True)
     np.testing.assert_allclose(gx.numpy(), np.broadcast_to(w.numpy(), (2, 3)))
     np.testing.assert_array_equal(gh.numpy(), np.ones((2, 3)))
     assert x.grad is None and w.grad is None
     unused = make((1,), seed=3)
-    assert ag.grad(y, [unused])[0] is None
+    assert ag.grad(y, [unused], retain_graph=True)[0] is None
     with pytest.raises(GradientError, match="do not depend"):
         ag.grad(y, [unused], allow_unused=False)
+    (gw,) = ag.grad([y], [w], seeds=[None])
+    np.testing.assert_allclose(gw.numpy(), x.numpy().sum(axis=0), rtol=1e-6)
+    with pytest.raises(GradientError, match="freed"):
+        ag.grad(y, w)
+
+
+def test_module_level_backward_takes_one_variable(make):
+    x = make((2,))
+    ag.backward((x * 3.0).sum())
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
 
 
 def test_ten_thousand_operation_chain(make):

@@ -23,12 +23,13 @@ from .node import Node
 
 
 def backward(
-    roots: Sequence[Variable],
-    seeds: Sequence[Tensor | None] | None = None,
+    roots: Variable | Sequence[Variable],
+    seeds: Tensor | Sequence[Tensor | None] | None = None,
     retain_graph: bool = False,
 ) -> None:
-    """Accumulate the gradients of ``roots`` (weighted by ``seeds``) into every leaf
-    (and retained intermediate) that requires them, all or nothing."""
+    """Accumulate the gradients of ``roots`` (weighted by ``seeds``, one per root; None
+    for a single-element root) into every leaf (and retained intermediate) that
+    requires them, all or nothing."""
     roots, seeds = _roots_and_seeds("backward", roots, seeds)
     staged, _, visited = _propagate(roots, seeds, None, True)
     updates = []
@@ -52,18 +53,14 @@ def grad(
     outputs: Variable | Sequence[Variable],
     inputs: Variable | Sequence[Variable],
     seeds: Tensor | Sequence[Tensor | None] | None = None,
-    retain_graph: bool = True,
+    retain_graph: bool = False,
     allow_unused: bool = True,
 ) -> list[Tensor | None]:
     """The gradients of ``outputs`` with respect to ``inputs``, returned rather than
     accumulated: no ``grad`` is touched. ``inputs`` may be leaves or intermediates.
     An input the outputs do not depend on gets None (or, with ``allow_unused=False``,
-    a GradientError)."""
-    single_out = isinstance(outputs, Variable)
-    roots = [outputs] if single_out else list(outputs)
-    if seeds is not None and (isinstance(seeds, Tensor) or single_out):
-        seeds = [seeds]  # type: ignore[list-item]
-    roots, seed_list = _roots_and_seeds("grad", roots, seeds)  # type: ignore[arg-type]
+    a GradientError). The graph is freed afterwards unless ``retain_graph``."""
+    roots, seed_list = _roots_and_seeds("grad", outputs, seeds)
     targets = [inputs] if isinstance(inputs, Variable) else list(inputs)
     _, found, visited = _propagate(roots, seed_list, targets, allow_unused)
     if not retain_graph:
@@ -72,9 +69,10 @@ def grad(
     return found  # type: ignore[return-value]
 
 
-def _roots_and_seeds(
-    op: str, roots: Sequence[Variable], seeds: Sequence[Tensor | None] | None
-) -> tuple[list, list]:
+def _roots_and_seeds(op: str, roots: Any, seeds: Any) -> tuple[list, list]:
+    if isinstance(roots, Variable):
+        roots = [roots]
+        seeds = [seeds]
     roots = list(roots)
     seeds = [None] * len(roots) if seeds is None else list(seeds)
     if len(seeds) != len(roots):
