@@ -111,8 +111,26 @@ def test_scalars_and_reflected_operators(backend):
     close(i + 1, [2, 3])
     with pytest.raises(rt.DTypeError, match="float scalar"):
         i + 0.5
-    with pytest.raises(TypeError, match="expected a Tensor or a Python scalar"):
+    with pytest.raises(TypeError, match="unsupported operand"):
         t + "a"
+    with pytest.raises(TypeError, match="expected a Tensor or a Python scalar"):
+        rt.add(t, "a")
+
+
+class Wrapper:
+    """Stands for a type (an autograd Variable, say) with its own reflected operators."""
+
+    def __radd__(self, other):
+        return "wrapper radd"
+
+    def __rmatmul__(self, other):
+        return "wrapper rmatmul"
+
+
+def test_unknown_operands_defer_to_their_reflected_methods(backend):
+    t = on(backend, rand((2, 2)))
+    assert t + Wrapper() == "wrapper radd"
+    assert t @ Wrapper() == "wrapper rmatmul"
 
 
 @pytest.mark.parametrize(("sa", "sb"), BROADCAST_PAIRS, ids=str)

@@ -169,3 +169,12 @@ def test_assign_bumps_version(backend):
     close(t, np.ones((2, 2)))
     with pytest.raises(rt.ShapeError, match="assign_"):
         t.assign_(on(backend, np.ones((3,), np.float32)))
+
+
+def test_iteration_stops_at_the_end(backend):
+    x = rand((3, 2))
+    rows = list(on(backend, x))
+    assert len(rows) == 3
+    close(rows[2], x[2])
+    with pytest.raises(IndexError):
+        on(backend, x)[3]

@@ -100,3 +100,10 @@ def test_softmax_errors(backend):
         on(backend, rand((4, 3))).softmax(causal=True)
     with pytest.raises(rt.DTypeError, match="softmax"):
         on(backend, np.ones((2, 2), np.int64)).softmax()
+
+
+def test_reducing_over_no_axis(backend):
+    t = on(backend, np.array(3.0, np.float32))
+    assert t.sum_squares().item() == 9.0
+    assert t.sum().item() == 3.0
+    close(on(backend, rand((2, 2))).sum_squares(axis=()), rand((2, 2)) ** 2)

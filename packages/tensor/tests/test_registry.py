@@ -134,3 +134,13 @@ def test_backends_command(capsys):
     out = capsys.readouterr().out
     assert "cpu" in out and "available" in out
     assert "cuda" in out and "unavailable" in out and "libcuda.so.1 missing" in out
+
+
+def test_scalar_operands_survive_rediscovery():
+    # A new backend object may reuse a dead one's id; cached scalars must not leak across.
+    for _ in range(20):
+        with extra_entry_points(REFERENCE_ENTRY_POINT):
+            r = rt.tensor([1.0, 2.0], backend="reference")
+            assert (r + 1.0).tolist() == [2.0, 3.0]
+        c = rt.tensor([1.0, 2.0])
+        assert (c + 1.0).tolist() == [2.0, 3.0]

@@ -11,6 +11,10 @@ class ShapeError(RiftcoError, ValueError):
     """Operand shapes that an op cannot accept; the message names the op and the shapes."""
 
 
+class IndexOutOfRange(ShapeError, IndexError):
+    """An integer index outside its axis (an IndexError, so iteration stops)."""
+
+
 class DTypeError(RiftcoError, TypeError):
     """Operand dtypes that an op cannot accept."""
 
@@ -36,6 +40,7 @@ __all__ = [
     "BackendUnavailable",
     "CapabilityMissing",
     "DTypeError",
+    "IndexOutOfRange",
     "KernelError",
     "RiftcoError",
     "ShapeError",

@@ -149,8 +149,28 @@ def _install_methods() -> None:
     """Attach the op functions as methods and Python operators."""
     from . import ops
 
+    operand_types = (Tensor, int, float, np.number, np.bool_)
+
+    def forward(fn):
+        # Unknown operands (a Variable, say) get NotImplemented, so Python tries
+        # their reflected method.
+        def method(self, other):
+            if not isinstance(other, operand_types):
+                return NotImplemented
+            return fn(self, other)
+
+        method.__name__ = fn.__name__
+        method.__doc__ = fn.__doc__
+        return method
+
     def reflected(fn):
-        return lambda self, other: fn(other, self)
+        def method(self, other):
+            if not isinstance(other, operand_types):
+                return NotImplemented
+            return fn(other, self)
+
+        method.__name__ = fn.__name__
+        return method
 
     methods = {
         "reshape": ops.reshape,
@@ -208,26 +228,26 @@ def _install_methods() -> None:
         "__neg__": ops.neg,
         "__abs__": ops.abs,
         "__invert__": ops.logical_not,
-        "__add__": ops.add,
-        "__sub__": ops.sub,
-        "__mul__": ops.mul,
-        "__truediv__": ops.div,
-        "__pow__": ops.pow,
-        "__matmul__": ops.matmul,
+        "__add__": forward(ops.add),
+        "__sub__": forward(ops.sub),
+        "__mul__": forward(ops.mul),
+        "__truediv__": forward(ops.div),
+        "__pow__": forward(ops.pow),
+        "__matmul__": forward(ops.matmul),
         "__radd__": reflected(ops.add),
         "__rsub__": reflected(ops.sub),
         "__rmul__": reflected(ops.mul),
         "__rtruediv__": reflected(ops.div),
         "__rpow__": reflected(ops.pow),
         "__rmatmul__": reflected(ops.matmul),
-        "__eq__": ops.eq,
-        "__ne__": ops.ne,
-        "__lt__": ops.lt,
-        "__le__": ops.le,
-        "__gt__": ops.gt,
-        "__ge__": ops.ge,
-        "__and__": ops.logical_and,
-        "__or__": ops.logical_or,
+        "__eq__": forward(ops.eq),
+        "__ne__": forward(ops.ne),
+        "__lt__": forward(ops.lt),
+        "__le__": forward(ops.le),
+        "__gt__": forward(ops.gt),
+        "__ge__": forward(ops.ge),
+        "__and__": forward(ops.logical_and),
+        "__or__": forward(ops.logical_or),
     }
     for name, fn in methods.items():
         setattr(Tensor, name, fn)

@@ -99,7 +99,8 @@ def scalar_like(op: str, value: object, like: Tensor) -> Tensor:
             )
     else:
         raise TypeError(f"{op}: expected a Tensor or a Python scalar, found {type(value).__name__}")
-    key = (id(like._backend), dtype, type(value), value)
+    # Keyed by the backend object itself (not its id, which a new backend may reuse).
+    key = (like._backend, dtype, type(value), value)
     data = _SCALARS.get(key)
     if data is None:
         data = like._backend.from_numpy(np.array(value, dtype=dtype.numpy))

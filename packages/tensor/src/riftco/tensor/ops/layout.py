@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..dtypes import DType, as_dtype
-from ..errors import ShapeError
+from ..errors import IndexOutOfRange, ShapeError
 from ..tensor import Tensor
 from ._common import (
     Shape,
@@ -132,7 +132,7 @@ def getitem(x: Tensor, index) -> Tensor:
             offset += start * src[axis] if length else 0
         elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
             if not -n <= item < n:
-                raise ShapeError(
+                raise IndexOutOfRange(
                     f"getitem: index {item} is out of range for axis {axis} of {x._shape}"
                 )
             offset += (int(item) % n) * src[axis]

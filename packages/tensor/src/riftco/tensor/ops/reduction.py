@@ -32,7 +32,7 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
     kept = tuple(1 if i in axes else d for i, d in enumerate(x._shape))
     out_shape = kept if keepdims else tuple(d for i, d in enumerate(x._shape) if i not in axes)
     if not axes:
-        return x
+        return x * x if op == "sum_squares" else x
     data, shape = x._data, x._shape
     # Merge runs of adjacent reduced axes so one kernel call handles each run;
     # reduce runs from the last to the first so earlier axis numbers stay valid.
