@@ -99,3 +99,18 @@ def test_rotary_errors(backend):
         rt.rotary(on(backend, rand((2, 3, 5))), on(backend, np.zeros((2,), np.int64)))
     with pytest.raises(rt.KernelError, match="negative"):
         rt.rotary(x, on(backend, np.array([0, -1])))
+
+
+def test_write_rows_in_place(backend):
+    dst = on(backend, np.zeros((5, 2, 3), np.float32))
+    src = rand((2, 2, 3), 9)
+    before = dst.version
+    rt.write_rows_(dst, on(backend, np.array([4, 1])), on(backend, src))
+    want = np.zeros((5, 2, 3), np.float32)
+    want[[4, 1]] = src
+    close(dst, want)
+    assert dst.version == before + 1
+    with pytest.raises(rt.KernelError, match="out of range"):
+        rt.write_rows_(dst, on(backend, np.array([5, 0])), on(backend, src))
+    with pytest.raises(rt.ShapeError):
+        rt.write_rows_(dst, on(backend, np.array([0])), on(backend, src))

@@ -104,6 +104,7 @@ from .ops.fused import (
     rotary,
     softmax_cross_entropy,
     softmax_cross_entropy_backward,
+    write_rows_,
 )
 from .registry import BackendInfo, backends, get_backend, reset_discovery
 from .tensor import Tensor, _install_methods
@@ -225,4 +226,5 @@ __all__ += [
     "rotary",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
+    "write_rows_",
 ]

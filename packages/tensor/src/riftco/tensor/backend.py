@@ -42,7 +42,7 @@ CAPABILITIES.update(
     dict.fromkeys(
         "layer_norm layer_norm_backward rms_norm rms_norm_backward activation_backward "
         "cross_entropy cross_entropy_backward rotary attention attention_backward "
-        "flash_attention flash_attention_backward attention_varlen".split(),
+        "flash_attention flash_attention_backward attention_varlen write_rows".split(),
         2,
     )
 )
@@ -390,3 +390,12 @@ class Backend:
         ``kv_starts[j] : +kv_lengths[j]``; its queries are its last ``q_counts[j]``
         positions. Returns ``out [N, H, Dh]``."""
         raise self._missing("attention_varlen")
+
+    def write_rows(
+        self, dst: Storage, shape: Shape, dtype: DType, rows: Storage, src: Storage
+    ) -> None:
+        """Overwrite rows ``rows[i]`` (axis 0) of ``dst`` in place with ``src[i]``
+        (key/value-cache writes). ``rows`` is int64 ``[n]``, distinct and in range;
+        ``src`` is ``[n, *shape[1:]]`` of ``dtype``. Nothing is written if any row is
+        out of range."""
+        raise self._missing("write_rows")

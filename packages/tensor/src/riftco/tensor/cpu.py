@@ -13,6 +13,7 @@ import numpy as np
 from . import _native
 from .backend import Backend, Shape
 from .dtypes import DType
+from .errors import KernelError
 
 
 class CpuBackend(Backend):
@@ -169,6 +170,11 @@ class CpuBackend(Backend):
             scale,
             window,
         )
+
+    def write_rows(self, dst, shape, dtype, rows, src):
+        if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
+            raise KernelError(f"write_rows: rows {rows.tolist()} out of range for {shape[0]} rows")
+        dst[rows] = src
 
 
 def create_backend() -> CpuBackend:

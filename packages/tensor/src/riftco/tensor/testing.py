@@ -369,6 +369,9 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
             out[qs : qs + qn] = _attention_out(probs, seg_v, (1, qn, *q_shape[1:]))[0]
         return _box(out)
 
+    def write_rows(self, dst, shape, dtype, rows, src):
+        _a(dst)[_checked("write_rows", rows, shape[0])] = _a(src)
+
 
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)

@@ -47,6 +47,7 @@ from .fused import (
     rotary,
     softmax_cross_entropy,
     softmax_cross_entropy_backward,
+    write_rows_,
 )
 from .indexing import embedding, gather, index_add, index_select, scatter_add
 from .layout import (
@@ -144,4 +145,5 @@ __all__ += [
     "rotary",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
+    "write_rows_",
 ]

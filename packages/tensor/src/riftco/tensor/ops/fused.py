@@ -379,6 +379,25 @@ def attention_varlen(
     return _wrap(data, q._shape, q)
 
 
+# -- in-place writes -------------------------------------------------------------
+def write_rows_(dst: Tensor, rows: Tensor, src: Tensor) -> Tensor:
+    """Overwrite rows ``rows[i]`` of ``dst`` (along axis 0) with ``src[i]``, in place,
+    and bump ``dst``'s version; for key/value caches. ``rows`` is 1-D int64 (distinct)."""
+    for t in (dst, rows, src):
+        require_tensor("write_rows_", t)
+    check_same_backend("write_rows_", dst, rows, src)
+    require_dtype("write_rows_", rows, I64)
+    if src._dtype is not dst._dtype:
+        require_dtype("write_rows_", src, dst._dtype)
+    if dst.ndim == 0 or rows.ndim != 1 or src._shape != rows._shape + dst._shape[1:]:
+        raise ShapeError(
+            f"write_rows_: rows {rows._shape} and src {src._shape} do not fit dst {dst._shape}"
+        )
+    dst._backend.write_rows(dst._data, dst._shape, dst._dtype, rows._data, src._data)
+    dst._bump_version()
+    return dst
+
+
 __all__ = [
     "ACTIVATIONS",
     "ATTENTION_METHODS",
@@ -396,4 +415,5 @@ __all__ = [
     "rotary",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
+    "write_rows_",
 ]
