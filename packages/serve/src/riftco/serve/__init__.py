@@ -1,0 +1,51 @@
+"""riftco.serve: paged key/value caches, continuous batching and an OpenAI-compatible server."""
+
+from .app import create_app
+from .config import ServerConfig
+from .engine import (
+    ChatMessage,
+    Engine,
+    EngineStats,
+    Finished,
+    GenerationRequest,
+    GenerationStream,
+    SamplingOptions,
+    TextDelta,
+)
+from .errors import (
+    CacheError,
+    GenerationFailed,
+    InvalidField,
+    ModelNotFound,
+    NotReady,
+    Overloaded,
+    PoolExhausted,
+    RequestError,
+    ServeError,
+    UnsupportedParameter,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheError",
+    "ChatMessage",
+    "Engine",
+    "EngineStats",
+    "Finished",
+    "GenerationFailed",
+    "GenerationRequest",
+    "GenerationStream",
+    "InvalidField",
+    "ModelNotFound",
+    "NotReady",
+    "Overloaded",
+    "PoolExhausted",
+    "RequestError",
+    "SamplingOptions",
+    "ServeError",
+    "ServerConfig",
+    "TextDelta",
+    "UnsupportedParameter",
+    "create_app",
+]

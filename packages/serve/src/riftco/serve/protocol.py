@@ -1,0 +1,289 @@
+"""OpenAI request bodies to `GenerationRequest`s, with OpenAI-style errors.
+
+Fields we implement are validated (wrong types and ranges raise `InvalidField`,
+422). Parameters that would change the result and that we do not implement
+(``n`` > 1, ``logprobs``, ``echo``, penalties, tools, ...) raise
+`UnsupportedParameter` (400) naming them; harmless bookkeeping fields (``user``,
+``metadata``, ...) are accepted and ignored; anything else is unrecognized (400).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import ServerConfig
+from .engine import ChatMessage, GenerationRequest, SamplingOptions
+from .errors import InvalidField, RequestError, UnsupportedParameter
+
+#: Accepted and ignored: they do not change what is generated.
+IGNORED = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls"})
+
+_SAMPLING = frozenset(
+    {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "repetition_penalty"}
+)
+_COMMON = _SAMPLING | {"model", "stream", "stream_options"}
+COMPLETION_FIELDS = _COMMON | {"prompt"}
+CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens"}
+
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_MESSAGES = 1024
+
+
+def _default(value: Any) -> bool:
+    return value is None or value is False or value == 0 or value == [] or value == {}
+
+
+#: Unsupported parameters, each with the test that its value leaves the result unchanged.
+UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
+    "n": lambda v: v is None or (type(v) is int and v == 1),
+    "best_of": lambda v: v is None or (type(v) is int and v == 1),
+    "logprobs": lambda v: v is None or v is False,
+    "top_logprobs": _default,
+    "echo": _default,
+    "suffix": lambda v: v is None or v == "",
+    "logit_bias": _default,
+    "presence_penalty": _default,
+    "frequency_penalty": _default,
+    "tools": _default,
+    "tool_choice": lambda v: v is None or v == "none",
+    "functions": _default,
+    "function_call": lambda v: v is None or v == "none",
+    "response_format": lambda v: v is None or v == {"type": "text"},
+    "prediction": _default,
+    "modalities": lambda v: v is None or v == ["text"],
+    "audio": _default,
+    "reasoning_effort": lambda v: v is None,
+    "web_search_options": lambda v: v is None,
+}
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    """A validated request: what to generate, and how to answer."""
+
+    model: str
+    generation: GenerationRequest
+    stream: bool
+    include_usage: bool
+
+
+def parse_completion(body: Any, config: ServerConfig) -> ParsedRequest:
+    """Validate a ``/v1/completions`` body."""
+    fields = _check_fields(body, COMPLETION_FIELDS)
+    prompt = _prompt(fields.get("prompt"))
+    return _build(
+        fields, config, GenerationRequest(prompt=prompt, options=_options(fields, config))
+    )
+
+
+def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
+    """Validate a ``/v1/chat/completions`` body."""
+    fields = _check_fields(body, CHAT_FIELDS)
+    if "max_completion_tokens" in fields and fields["max_completion_tokens"] is not None:
+        if fields.get("max_tokens") is not None:
+            raise InvalidField(
+                "Give max_tokens or max_completion_tokens, not both", param="max_tokens"
+            )
+        fields = {**fields, "max_tokens": fields["max_completion_tokens"]}
+    messages = _messages(fields.get("messages"))
+    request = GenerationRequest(messages=messages, options=_options(fields, config))
+    return _build(fields, config, request)
+
+
+def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise RequestError(
+            f"The request body must be a JSON object, found {type(body).__name__}",
+            code="invalid_body",
+        )
+    unsupported = [k for k, ok in UNSUPPORTED.items() if k in body and not ok(body[k])]
+    if unsupported:
+        raise UnsupportedParameter(
+            f"Unsupported parameter(s): {', '.join(unsupported)}; this server does not "
+            "implement them and they would change the result",
+            param=unsupported[0],
+            code="unsupported_parameter",
+        )
+    unknown = sorted(
+        k for k in body if k not in known and k not in IGNORED and k not in UNSUPPORTED
+    )
+    if unknown:
+        raise UnsupportedParameter(
+            f"Unrecognized request argument(s) supplied: {', '.join(unknown)}",
+            param=unknown[0],
+            code="unrecognized_parameter",
+        )
+    return body
+
+
+def _build(
+    fields: Mapping[str, Any], config: ServerConfig, request: GenerationRequest
+) -> ParsedRequest:
+    model = fields.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidField("'model' is required and must be a non-empty string", param="model")
+    stream = _bool(fields, "stream", False)
+    options = fields.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not stream:
+            raise InvalidField(
+                "'stream_options' is only allowed with stream: true", param="stream_options"
+            )
+        if not isinstance(options, dict) or set(options) - {"include_usage"}:
+            raise InvalidField(
+                "'stream_options' must be an object with only 'include_usage'",
+                param="stream_options",
+            )
+        include_usage = _bool(options, "include_usage", False, param="stream_options.include_usage")
+    return ParsedRequest(model, request, stream, include_usage)
+
+
+def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingOptions:
+    max_tokens = _int(fields, "max_tokens", config.default_max_tokens, 1, config.max_tokens_limit)
+    temperature = _number(fields, "temperature", 1.0, 0.0, 2.0)
+    top_p = _number(fields, "top_p", 1.0, 0.0, 1.0)
+    if top_p <= 0.0:
+        raise InvalidField("'top_p' must be greater than 0", param="top_p")
+    top_k = _int(fields, "top_k", 0, -1, 1 << 31)
+    penalty = _number(fields, "repetition_penalty", 1.0, 0.0, 100.0)
+    if penalty <= 0.0:
+        raise InvalidField(
+            "'repetition_penalty' must be greater than 0", param="repetition_penalty"
+        )
+    seed = _int(fields, "seed", None, -(1 << 63), (1 << 64) - 1)
+    return SamplingOptions(
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=max(top_k, 0),
+        seed=None if seed is None else seed % (1 << 64),
+        repetition_penalty=penalty,
+        stop=_stop(fields.get("stop"), config),
+    )
+
+
+def _prompt(value: Any) -> str | tuple[int, ...]:
+    # OpenAI accepts a batch of prompts; one prompt per request is what we serve.
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
+        value = value[0]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(type(t) is int and t >= 0 for t in value):
+        return tuple(value)
+    if (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(p, (str, list)) for p in value)
+    ):
+        raise UnsupportedParameter(
+            "A list of several prompts is not supported; send one prompt per request",
+            param="prompt",
+            code="unsupported_parameter",
+        )
+    raise InvalidField(
+        "'prompt' must be a string or a non-empty list of non-negative token ids", param="prompt"
+    )
+
+
+def _messages(value: Any) -> tuple[ChatMessage, ...]:
+    if not isinstance(value, list) or not value:
+        raise InvalidField("'messages' must be a non-empty list", param="messages")
+    if len(value) > MAX_MESSAGES:
+        raise InvalidField(f"'messages' holds more than {MAX_MESSAGES} messages", param="messages")
+    out = []
+    for i, message in enumerate(value):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise InvalidField(f"{where} must be an object", param=where)
+        role = message.get("role")
+        if role in ("tool", "function") or "tool_calls" in message or "function_call" in message:
+            raise UnsupportedParameter(
+                f"{where}: tool and function messages are not supported",
+                param=f"{where}.role",
+                code="unsupported_parameter",
+            )
+        if role not in CHAT_ROLES:
+            raise InvalidField(
+                f"{where}.role must be one of {', '.join(CHAT_ROLES)}, found {role!r}",
+                param=f"{where}.role",
+            )
+        out.append(ChatMessage(CHAT_ROLES[role], _content(message.get("content"), where)))
+    return tuple(out)
+
+
+def _content(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for j, part in enumerate(value):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise UnsupportedParameter(
+                    f"{where}.content[{j}]: only text content parts are supported",
+                    param=f"{where}.content",
+                    code="unsupported_parameter",
+                )
+            if not isinstance(part.get("text"), str):
+                raise InvalidField(
+                    f"{where}.content[{j}].text must be a string", param=f"{where}.content"
+                )
+            texts.append(part["text"])
+        return "".join(texts)
+    raise InvalidField(
+        f"{where}.content must be a string or a list of text parts", param=f"{where}.content"
+    )
+
+
+def _stop(value: Any, config: ServerConfig) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise InvalidField("'stop' must be a non-empty string or a list of them", param="stop")
+    if len(stops) > config.max_stop_strings:
+        raise InvalidField(
+            f"'stop' holds more than {config.max_stop_strings} strings", param="stop"
+        )
+    if any(len(s) > config.max_stop_length for s in stops):
+        raise InvalidField(
+            f"'stop' strings are limited to {config.max_stop_length} characters", param="stop"
+        )
+    return tuple(dict.fromkeys(stops))
+
+
+def _bool(fields: Mapping[str, Any], name: str, default: bool, param: str | None = None) -> bool:
+    value = fields.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidField(f"'{name}' must be a boolean", param=param or name)
+    return value
+
+
+def _int(fields: Mapping[str, Any], name: str, default: Any, lo: int, hi: int) -> Any:
+    value = fields.get(name)
+    if value is None:
+        return default
+    if type(value) is not int:
+        raise InvalidField(f"'{name}' must be an integer, found {value!r}", param=name)
+    if not lo <= value <= hi:
+        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {value}", param=name)
+    return value
+
+
+def _number(fields: Mapping[str, Any], name: str, default: float, lo: float, hi: float) -> float:
+    value = fields.get(name)
+    if value is None:
+        return default
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise InvalidField(f"'{name}' must be a number, found {value!r}", param=name)
+    if not lo <= value <= hi:
+        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {value}", param=name)
+    return float(value)
+
+
+__all__ = ["ParsedRequest", "parse_chat", "parse_completion"]
