@@ -23,15 +23,14 @@ def sum_of_squares(grad: Tensor) -> float:
     """The sum of the squares of ``grad``'s elements, as a float64 that does not overflow."""
     if grad.size == 0:
         return 0.0
-    flat = grad.reshape(-1)
-    total = float(rt.sum_squares(flat).item())
+    total = float(rt.sum_squares(grad))
     if _TINY <= total < math.inf:
         return total
     # Overflow, underflow, all zeros or a non-finite element: scale by the largest magnitude.
-    largest = float(rt.max(rt.abs(flat)).item())
+    largest = float(rt.max(rt.abs(grad)))
     if largest == 0.0 or not math.isfinite(largest):
         return largest * largest
-    return largest * largest * float(rt.sum_squares(flat / largest).item())
+    return largest * largest * float(rt.sum_squares(grad / largest))
 
 
 def global_grad_norm(grads: Iterable[Tensor]) -> float:
