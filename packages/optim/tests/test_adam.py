@@ -227,3 +227,27 @@ def test_bad_arguments_are_refused():
     w.grad = rt.ones(2)
     with pytest.raises(rt.ShapeError, match="gradient of shape"):
         opt.step()
+
+
+def test_moments_must_follow_their_parameter():
+    w = Parameter(rt.ones(2, 3))
+    opt = Adam([w])
+    w.grad = rt.ones(2, 3)
+    opt.step()
+    w.value, w.grad = rt.ones(3, 2), rt.ones(3, 2)
+    with pytest.raises(rt.ShapeError, match="replaced"):
+        opt.step()
+    assert opt.step_count == 1
+
+
+def test_moments_must_live_on_the_parameters_backend():
+    from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+
+    w = Parameter(rt.ones(4))
+    opt = Adam([w])
+    w.grad = rt.ones(4)
+    opt.step()
+    with extra_entry_points(REFERENCE_ENTRY_POINT):
+        w.value, w.grad = w.value.to("reference"), w.grad.to("reference")
+        with pytest.raises(rt.BackendMismatch, match="moments on cpu"):
+            opt.step()

@@ -107,7 +107,7 @@ class Adam:
         self.defaults = check_hyperparameters(where, defaults)
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
             raise ValueError(f"{where}: page_size must be a positive int, found {page_size!r}")
-        self.max_grad_norm = _check_max_norm(max_grad_norm)
+        self.max_grad_norm = max_grad_norm
         self.paged = bool(paged)
         self.page_size = page_size
         self.param_groups: list[dict[str, Any]] = make_groups(where, params, self.defaults)
@@ -116,6 +116,15 @@ class Adam:
         self._step = 0
 
     # -- facts ----------------------------------------------------------------
+    @property
+    def max_grad_norm(self) -> float | None:
+        """The clipping threshold of the global gradient norm (None: no clipping)."""
+        return self._max_grad_norm
+
+    @max_grad_norm.setter
+    def max_grad_norm(self, value: float | None) -> None:
+        self._max_grad_norm = _check_max_norm(value)
+
     @property
     def step_count(self) -> int:
         """Successful steps so far."""
@@ -146,6 +155,8 @@ class Adam:
 
     def step(self) -> AdamStepStats:
         """Clip and apply the gradients; all-or-nothing.
+
+        A step in which no parameter has a gradient changes nothing but the step count.
 
         Raises ``NonFiniteUpdate`` (leaving everything unchanged) when the gradient
         norm or any new parameter or moment value would not be finite.
@@ -196,9 +207,21 @@ class Adam:
         page_size = self.page_size if self.paged else None
         states = []
         for e in entries:
+            value = e.param.value
             old = self._state.get(e.index)
             if old is None:
-                old = _ParamState(0, Moments.zeros(e.param.value.shape, backend, page_size))
+                old = _ParamState(0, Moments.zeros(value.shape, backend, page_size))
+            elif old.moments.shape != value.shape:
+                raise ShapeError(
+                    f"{type(self).__name__}: {_label(e.index, e.param)} has moments of shape "
+                    f"{old.moments.shape}; was the parameter replaced?"
+                )
+            elif old.moments.backend.name != backend.name:
+                raise BackendMismatch(
+                    f"{type(self).__name__}: {_label(e.index, e.param)} lives on "
+                    f"{backend.name}, its moments on {old.moments.backend.name}; "
+                    "move parameters before the first step or reload the optimizer state"
+                )
             states.append(old)
         sizes = [e.param.value.size for e in entries]
         kernel_page_size = self.page_size if self.paged else max(1, *sizes)

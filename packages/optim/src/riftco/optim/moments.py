@@ -46,6 +46,10 @@ class Moments:
         v = [rt.from_numpy(p, backend=backend) for p in np.split(exp_avg_sq.reshape(-1), bounds)]
         return cls(shape, m, v)
 
+    @property
+    def backend(self) -> Backend:
+        return self.m[0].backend
+
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Host copies of both moments, shaped like the parameter."""
         return _join(self.m, self.shape), _join(self.v, self.shape)
@@ -59,7 +63,7 @@ def _count(shape: tuple[int, ...]) -> int:
 
 
 def _join(pages: list[Tensor], shape: tuple[int, ...]) -> np.ndarray:
-    return np.concatenate([p.numpy() for p in pages]).astype(np.float32).reshape(shape)
+    return np.concatenate([p.numpy() for p in pages]).reshape(shape)
 
 
 __all__ = ["Moments", "page_lengths"]
