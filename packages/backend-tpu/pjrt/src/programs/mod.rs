@@ -1,0 +1,1 @@
+//! The program of each backend capability, for given shapes and dtypes.
