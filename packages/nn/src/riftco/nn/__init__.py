@@ -1,0 +1,64 @@
+"""riftco.nn: modules, the GPT and Llama decoder topologies, fused attention,
+key/value caches and token sampling, over riftco.tensor and riftco.autograd.
+
+    >>> import riftco.nn as nn
+    >>> model = nn.DecoderOnlyTransformer(nn.TransformerConfig.preset("llama", size="tiny"))
+    >>> loss = model.loss(tokens, targets)
+    >>> loss.backward()
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from riftco.autograd import Parameter
+
+from . import functional
+from .attention import CausalSelfAttention
+from .cache import ContiguousKVCache, DecodeStep, KVCache
+from .config import PRESETS, SIZES, TransformerConfig
+from .errors import CacheError, ConfigError, StateDictError
+from .feed_forward import FeedForward, SwiGLU
+from .functional import cross_entropy
+from .generation import GenerationResult, SamplingConfig, generate, sample_next, sequence_rng
+from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
+from .module import LoadResult, Module, ModuleList, ParameterList
+from .transformer import DecoderOnlyTransformer, LanguageModelHead, TransformerBlock, initialize
+
+__all__ = [
+    "GELU",
+    "PRESETS",
+    "SIZES",
+    "CacheError",
+    "CausalSelfAttention",
+    "ConfigError",
+    "ContiguousKVCache",
+    "DecodeStep",
+    "DecoderOnlyTransformer",
+    "Dropout",
+    "Embedding",
+    "FeedForward",
+    "GenerationResult",
+    "KVCache",
+    "LanguageModelHead",
+    "LayerNorm",
+    "Linear",
+    "LoadResult",
+    "Module",
+    "ModuleList",
+    "Parameter",
+    "ParameterList",
+    "RMSNorm",
+    "SamplingConfig",
+    "SiLU",
+    "StateDictError",
+    "SwiGLU",
+    "TransformerBlock",
+    "TransformerConfig",
+    "cross_entropy",
+    "functional",
+    "generate",
+    "initialize",
+    "sample_next",
+    "sequence_rng",
+]

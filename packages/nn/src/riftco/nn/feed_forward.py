@@ -1,0 +1,63 @@
+"""Position-wise feed-forward layers: GELU (GPT) and SwiGLU (Llama)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from riftco.tensor import Backend
+
+from . import functional as F
+from .config import TransformerConfig
+from .layers import Linear
+from .module import Module
+
+
+class FeedForward(Module):
+    """``project(gelu(expand(x)))``; ``gelu`` is ``exact`` or ``tanh``."""
+
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        *,
+        gelu: str = "tanh",
+        bias: bool = True,
+        backend: str | Backend | None = None,
+    ) -> None:
+        super().__init__()
+        self.expand = Linear(d_model, d_ff, bias, backend=backend)
+        self.project = Linear(d_ff, d_model, bias, seed=2, backend=backend)
+        self.approximate = "none" if gelu == "exact" else "tanh"
+
+    def forward(self, x: Any) -> Any:
+        return self.project(F.gelu(self.expand(x), self.approximate))
+
+    def extra_repr(self) -> str:
+        return f"gelu={'exact' if self.approximate == 'none' else 'tanh'}"
+
+
+class SwiGLU(Module):
+    """``down(silu(gate(x)) * up(x))``."""
+
+    def __init__(
+        self, d_model: int, d_ff: int, *, bias: bool = False, backend: str | Backend | None = None
+    ) -> None:
+        super().__init__()
+        self.gate = Linear(d_model, d_ff, bias, backend=backend)
+        self.up = Linear(d_model, d_ff, bias, seed=2, backend=backend)
+        self.down = Linear(d_ff, d_model, bias, seed=4, backend=backend)
+
+    def forward(self, x: Any) -> Any:
+        return self.down(F.swiglu(self.gate(x), self.up(x)))
+
+
+def feed_forward_for(config: TransformerConfig, backend: str | Backend | None = None) -> Module:
+    """The feed-forward layer a configuration selects."""
+    if config.feed_forward == "swiglu":
+        return SwiGLU(config.d_model, config.d_ff, bias=config.linear_bias, backend=backend)
+    return FeedForward(
+        config.d_model, config.d_ff, gelu=config.gelu, bias=config.linear_bias, backend=backend
+    )
+
+
+__all__ = ["FeedForward", "SwiGLU", "feed_forward_for"]

@@ -1,0 +1,246 @@
+"""The fused kernels of riftco.tensor as differentiable functions.
+
+Each function takes Variables (recording one ``custom_gradient`` node whose VJP is
+the fused backward kernel) or plain Tensors (running the forward kernel alone, as
+inference and incremental decoding do). Parameters are Variables either way; with
+Tensor inputs only their values are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import riftco.tensor as rt
+from riftco.autograd import Variable, custom_gradient
+from riftco.tensor import Tensor
+
+Operand = Any  # a Variable or a Tensor
+
+
+def _value(x: Any) -> Any:
+    return x.value if isinstance(x, Variable) else x
+
+
+def _variable(x: Any) -> Variable:
+    return x if isinstance(x, Variable) else Variable(x)
+
+
+def _needs(x: Any) -> bool:
+    return isinstance(x, Variable) and x.requires_grad
+
+
+def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
+    """``x @ weight.T + bias`` over the last axis of ``x``; ``weight`` is ``[out, in]``.
+    The leading axes are flattened, so the weight gradient is one matrix product."""
+    w, b = _value(weight), _value(bias)
+    xv = _value(x)
+    lead = xv._shape[:-1]
+    x2 = xv.reshape(-1, xv._shape[-1]) if xv.ndim != 2 else xv
+    y2 = rt.matmul(x2, w, transpose_b=True)
+    if b is not None:
+        y2 = y2 + b
+    y = y2.reshape(*lead, w._shape[0]) if xv.ndim != 2 else y2
+    if type(x) is Tensor:
+        return y
+    inputs = [_variable(x), _variable(weight)] + ([_variable(bias)] if bias is not None else [])
+    need_x, need_w = _needs(x), _needs(weight)
+    need_b = bias is not None and _needs(bias)
+    shape = xv._shape
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        g2 = g.reshape(-1, g._shape[-1]) if g.ndim != 2 else g
+        dx = rt.matmul(g2, w).reshape(shape) if need_x else None
+        dw = rt.matmul(g2, x2, transpose_a=True) if need_w else None
+        grads = [dx, dw]
+        if bias is not None:
+            grads.append(g2.sum(axis=0) if need_b else None)
+        return grads
+
+    return custom_gradient(y, inputs, vjp)
+
+
+def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Operand:
+    """Layer normalization over the last axis (fused forward and backward)."""
+    w, b = _value(weight), _value(bias)
+    xv = _value(x)
+    if type(x) is Tensor:
+        return rt.layer_norm(xv, w, b, eps)
+    y, mean, rstd = rt.layer_norm_with_stats(xv, w, b, eps)
+    params = [p for p in (weight, bias) if p is not None]
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        dx, dw, db = rt.layer_norm_backward(g, xv, w, mean, rstd, with_bias=b is not None)
+        return [dx] + [d for d in (dw, db) if d is not None]
+
+    return custom_gradient(y, [_variable(x), *map(_variable, params)], vjp)
+
+
+def rms_norm(x: Operand, weight: Any = None, eps: float = 1e-6) -> Operand:
+    """RMS normalization over the last axis (fused forward and backward)."""
+    w = _value(weight)
+    xv = _value(x)
+    if type(x) is Tensor:
+        return rt.rms_norm(xv, w, eps)
+    y, rstd = rt.rms_norm_with_stats(xv, w, eps)
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        dx, dw = rt.rms_norm_backward(g, xv, w, rstd)
+        return [dx] if weight is None else [dx, dw]
+
+    inputs = [_variable(x)] + ([_variable(weight)] if weight is not None else [])
+    return custom_gradient(y, inputs, vjp)
+
+
+def gelu(x: Operand, approximate: str = "none") -> Operand:
+    """GELU, exact (``"none"``) or GPT-2's tanh form (``"tanh"``)."""
+    xv = _value(x)
+    y = rt.gelu(xv, approximate=approximate)
+    if type(x) is Tensor:
+        return y
+    op = "gelu" if approximate == "none" else "gelu_tanh"
+    return custom_gradient(y, [x], lambda g: [rt.activation_backward(op, xv, g)])
+
+
+def silu(x: Operand) -> Operand:
+    xv = _value(x)
+    y = rt.silu(xv)
+    if type(x) is Tensor:
+        return y
+    return custom_gradient(y, [x], lambda g: [rt.activation_backward("silu", xv, g)])
+
+
+def swiglu(gate: Operand, up: Operand) -> Operand:
+    """``silu(gate) * up``, as one node."""
+    gv, uv = _value(gate), _value(up)
+    s = rt.silu(gv)
+    y = s * uv
+    if type(gate) is Tensor and type(up) is Tensor:
+        return y
+    need_g, need_u = _needs(gate), _needs(up)
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        dg = rt.activation_backward("silu", gv, g * uv) if need_g else None
+        du = g * s if need_u else None
+        return [dg, du]
+
+    return custom_gradient(y, [_variable(gate), _variable(up)], vjp)
+
+
+def rotary(x: Operand, positions: Tensor, theta: float = 10000.0) -> Operand:
+    """Rotary position embedding of ``x [..., heads, head_dim]`` at ``positions``."""
+    xv = _value(x)
+    y = rt.rotary(xv, positions, theta)
+    if type(x) is Tensor:
+        return y
+    return custom_gradient(y, [x], lambda g: [rt.rotary(g, positions, theta, inverse=True)])
+
+
+def attention(
+    q: Operand,
+    k: Operand,
+    v: Operand,
+    *,
+    causal: bool = True,
+    window: int = 0,
+    method: str = "flash",
+    scale: float | None = None,
+) -> Operand:
+    """Attention over ``q [B, T, H, Dh]`` and ``k``/``v`` ``[B, S, Hkv, Dh]``: ``flash``
+    keeps per-row statistics and recomputes in backward, ``materialized`` keeps the
+    probabilities."""
+    qv, kv, vv = _value(q), _value(k), _value(v)
+    kw = {"causal": causal, "window": window, "method": method, "scale": scale}
+    if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
+        return rt.attention(qv, kv, vv, **kw)
+    out, stats = rt.attention_with_stats(qv, kv, vv, **kw)
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        return list(rt.attention_backward(g, qv, kv, vv, out, stats, **kw))
+
+    return custom_gradient(out, [_variable(q), _variable(k), _variable(v)], vjp)
+
+
+def cross_entropy(
+    logits: Operand, targets: Any, *, mask: Any = None, ignore_index: int = -100
+) -> Operand:
+    """Mean softmax cross-entropy over the positions kept: ``logits [..., V]`` against
+    int64 ``targets [...]``; positions whose target is ``ignore_index`` or whose
+    ``mask`` (bool, shaped like ``targets``) is False do not count. With no position
+    kept the loss is 0 (and so are its gradients)."""
+    lv = _value(logits)
+    t = (
+        targets
+        if isinstance(targets, Tensor)
+        else rt.tensor(np.asarray(targets), dtype=rt.int64, backend=lv.backend)
+    )
+    t = _value(t).reshape(-1)
+    if mask is not None:
+        m = (
+            mask
+            if isinstance(mask, Tensor)
+            else rt.tensor(np.asarray(mask, dtype=bool), backend=lv.backend)
+        )
+        t = rt.where(
+            _value(m).reshape(-1),
+            t,
+            rt.full(t.shape, ignore_index, dtype=rt.int64, backend=lv.backend),
+        )
+    l2 = lv.reshape(-1, lv._shape[-1])
+    losses, lse = rt.softmax_cross_entropy(l2, t, ignore_index)
+    kept = int(np.count_nonzero(t.numpy() != ignore_index))
+    scale = 1.0 / kept if kept else 0.0
+    loss = losses.sum() * scale
+    if type(logits) is Tensor:
+        return loss
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        rows = (g * scale).broadcast_to(t._shape).contiguous_copy()
+        d = rt.softmax_cross_entropy_backward(rows, l2, t, lse, ignore_index)
+        return [d.reshape(lv._shape)]
+
+    return custom_gradient(loss, [logits], vjp)
+
+
+def dropout(x: Operand, p: float, seed: int) -> Operand:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``;
+    the mask is drawn by PCG64(``seed``)."""
+    if p <= 0.0:
+        return x
+    xv = _value(x)
+    keep = rt.uniform(xv.shape, seed=seed, backend=xv.backend) >= p
+    mask = keep.astype(rt.float32) * (1.0 / (1.0 - p))
+    return x * mask
+
+
+def positions_for(batch: int, length: int, backend: Any, start: int = 0) -> Tensor:
+    """int64 positions ``[batch, length]`` counting from ``start``."""
+    row = np.arange(start, start + length, dtype=np.int64)
+    return rt.from_numpy(
+        np.ascontiguousarray(np.broadcast_to(row, (batch, length))), backend=backend
+    )
+
+
+def concat_positions(starts: Sequence[int], counts: Sequence[int], backend: Any) -> Tensor:
+    """int64 positions of packed ragged sequences: ``start_j .. start_j + count_j``."""
+    parts = [np.arange(s, s + n, dtype=np.int64) for s, n in zip(starts, counts)]
+    flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return rt.from_numpy(flat, backend=backend)
+
+
+__all__ = [
+    "attention",
+    "concat_positions",
+    "cross_entropy",
+    "dropout",
+    "gelu",
+    "layer_norm",
+    "linear",
+    "positions_for",
+    "rms_norm",
+    "rotary",
+    "silu",
+    "swiglu",
+]

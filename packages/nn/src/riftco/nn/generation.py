@@ -1,0 +1,146 @@
+"""Token-level generation shared by training, bundles and serving: greedy (ties to
+the lowest id), temperature, top-k and top-p sampling, seeded per sequence, stop ids
+and a token budget, over a key/value cache."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .cache import ContiguousKVCache
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """``temperature`` 0 is greedy. ``top_k`` keeps the k most likely tokens, ``top_p``
+    the smallest most-likely set whose probability reaches p (both after temperature;
+    ties broken toward lower ids). ``seed`` seeds sequence j's generator with
+    ``SeedSequence([seed, j])`` (PCG64); None draws fresh entropy. Generation stops at
+    any of ``stop_ids`` (not included in the tokens) or after ``max_new_tokens``."""
+
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop_ids: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 0:
+            raise ConfigError(
+                f"SamplingConfig.max_new_tokens must be a non-negative int, found "
+                f"{self.max_new_tokens!r}"
+            )
+        if not np.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(
+                f"SamplingConfig.temperature must be >= 0, found {self.temperature!r}"
+            )
+        if self.top_k is not None and (not isinstance(self.top_k, int) or self.top_k <= 0):
+            raise ConfigError(
+                f"SamplingConfig.top_k must be None or a positive int, found {self.top_k!r}"
+            )
+        if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(
+                f"SamplingConfig.top_p must be None or in (0, 1], found {self.top_p!r}"
+            )
+        object.__setattr__(self, "stop_ids", tuple(int(s) for s in self.stop_ids))
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The new tokens of one sequence and why generation ended: ``stop`` (a stop id was
+    drawn; it is not in ``tokens``) or ``length`` (``max_new_tokens`` or the context
+    length was reached)."""
+
+    tokens: list[int]
+    finish_reason: str
+
+
+def sequence_rng(seed: int | None, index: int) -> np.random.Generator:
+    """The generator of sequence ``index`` for ``SamplingConfig.seed``."""
+    if seed is None:
+        return np.random.Generator(np.random.PCG64())
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), int(index)])))
+
+
+def sample_next(logits: Any, config: SamplingConfig, rng: np.random.Generator | None = None) -> int:
+    """The next token from one row of logits ``[vocab]`` (a numpy array or a Tensor).
+
+    Greedy when ``temperature`` is 0 (the lowest id among equal maxima). Otherwise the
+    logits are divided by the temperature, restricted by ``top_k`` then ``top_p``, and
+    one token is drawn: with ``u = rng.random()``, the first kept id (in id order)
+    whose cumulative probability exceeds ``u``, computed in float64."""
+    row = np.asarray(logits.numpy() if hasattr(logits, "numpy") else logits, dtype=np.float64)
+    row = row.reshape(-1)
+    if config.temperature == 0.0:
+        return int(np.argmax(row))
+    if rng is None:
+        raise ConfigError("sample_next: sampling with a temperature needs a generator")
+    scaled = row / config.temperature
+    # Rank by descending logit, ties toward lower ids (a stable sort of -logit).
+    order = np.argsort(-scaled, kind="stable")
+    keep = len(order)
+    if config.top_k is not None:
+        keep = min(keep, config.top_k)
+    shifted = scaled - scaled[order[0]]
+    probs = np.exp(shifted)
+    if config.top_p is not None:
+        ranked = probs[order[:keep]]
+        cumulative = np.cumsum(ranked) / ranked.sum()
+        keep = min(keep, int(np.searchsorted(cumulative, config.top_p - 1e-12)) + 1)
+    kept = np.sort(order[:keep])
+    weights = probs[kept]
+    cumulative = np.cumsum(weights) / weights.sum()
+    u = rng.random()
+    return int(kept[min(int(np.searchsorted(cumulative, u, side="right")), len(kept) - 1)])
+
+
+def generate(
+    model: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig
+) -> list[GenerationResult]:
+    """Continue each prompt (a non-empty list of token ids) with ``model``, batching all
+    sequences in one forward per step over a contiguous key/value cache: one prefill
+    of the ragged prompts, then one token per unfinished sequence per step."""
+    prompts = [list(map(int, p)) for p in prompts]
+    c = model.config
+    for j, p in enumerate(prompts):
+        if not p:
+            raise ConfigError(f"generate: prompt {j} is empty")
+        if min(p) < 0 or max(p) >= c.vocab_size:
+            raise ConfigError(f"generate: prompt {j} has a token outside 0..{c.vocab_size - 1}")
+        c.check_length(len(p))
+    if not prompts:
+        return []
+    rngs = [sequence_rng(config.seed, j) for j in range(len(prompts))]
+    out: list[list[int]] = [[] for _ in prompts]
+    reasons: list[str | None] = [None] * len(prompts)
+    if config.max_new_tokens == 0:
+        return [GenerationResult([], "length") for _ in prompts]
+    cache = ContiguousKVCache(c, max_sequences=len(prompts), backend=model.backend)
+    ids = [cache.add_sequence() for _ in prompts]
+    active = list(range(len(prompts)))
+    feed = prompts
+    stops = set(config.stop_ids)
+    while active:
+        logits = model.forward_incremental(feed, cache, [ids[j] for j in active]).numpy()
+        still, feed = [], []
+        for row, j in enumerate(active):
+            token = sample_next(logits[row], config, rngs[j])
+            if token in stops:
+                reasons[j] = "stop"
+                continue
+            out[j].append(token)
+            if len(out[j]) >= config.max_new_tokens or cache.length(ids[j]) >= cache.capacity:
+                reasons[j] = "length"
+                continue
+            still.append(j)
+            feed.append([token])
+        active = still
+    return [GenerationResult(tokens, reason or "length") for tokens, reason in zip(out, reasons)]
+
+
+__all__ = ["GenerationResult", "SamplingConfig", "generate", "sample_next", "sequence_rng"]

@@ -1,0 +1,330 @@
+"""``Module``: ordered registration of parameters, buffers and child modules, with
+qualified names, state dictionaries, backend moves and train/eval modes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import riftco.tensor as rt
+from riftco.autograd import Parameter, Variable
+from riftco.tensor import Backend, Tensor
+
+from .errors import StateDictError
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What ``load_state_dict`` left out: keys the module has that the state lacked, and
+    keys the state has that the module does not."""
+
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+
+
+class Module:
+    """Base class of every layer. Assigning a ``Parameter``, a ``Module`` or (for a name
+    registered with :meth:`register_buffer`) a ``Tensor`` to an attribute registers it,
+    in assignment order; calling the module runs :meth:`forward`."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        d = self.__dict__
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_transient"] = set()
+        d["_modules"] = {}
+        d["training"] = True
+
+    # -- registration -----------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        d = self.__dict__
+        params = d.get("_parameters")
+        if params is None:
+            raise AttributeError(f"{type(self).__name__}: call Module.__init__() before {name!r}")
+        if isinstance(value, Parameter):
+            self._forget(name)
+            params[name] = value
+        elif isinstance(value, Module):
+            self._forget(name)
+            d["_modules"][name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(
+                    f"{name!r} is a parameter: assign a Parameter or None, found "
+                    f"{type(value).__name__}"
+                )
+            params[name] = None
+        elif name in d["_modules"]:
+            if value is not None:
+                raise TypeError(
+                    f"{name!r} is a child module: assign a Module or None, found "
+                    f"{type(value).__name__}"
+                )
+            d["_modules"][name] = None
+        elif name in d["_buffers"]:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"{name!r} is a buffer: assign a Tensor or None, found {type(value).__name__}"
+                )
+            d["_buffers"][name] = value
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._forget(name)
+        object.__delattr__(self, name)
+
+    def _forget(self, name: str) -> None:
+        d = self.__dict__
+        d["_parameters"].pop(name, None)
+        d["_modules"].pop(name, None)
+        d["_buffers"].pop(name, None)
+        d["_transient"].discard(name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` (or an empty slot, None) under ``name``."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"register_parameter: expected a Parameter, found {type(param).__name__}"
+            )
+        self._forget(name)
+        self.__dict__["_parameters"][name] = param
+        object.__setattr__(self, name, param)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that belongs to the module's state but is not trained. Persistent
+        buffers appear in ``state_dict``."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: expected a Tensor, found {type(tensor).__name__}")
+        self._forget(name)
+        self.__dict__["_buffers"][name] = tensor
+        if not persistent:
+            self.__dict__["_transient"].add(name)
+        object.__setattr__(self, name, tensor)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: expected a Module, found {type(module).__name__}")
+        self._forget(name)
+        self.__dict__["_modules"][name] = module
+        object.__setattr__(self, name, module)
+
+    # -- traversal --------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        return (m for _, m in self.named_children())
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """Every module of the tree (this one first, named ``prefix``), each once."""
+        seen: set[int] = set()
+        stack: list[tuple[str, Module]] = [(prefix, self)]
+        while stack:
+            name, m = stack.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            yield name, m
+            kids = [(f"{name}.{k}" if name else k, c) for k, c in m.named_children()]
+            stack.extend(reversed(kids))
+
+    def modules(self) -> Iterator[Module]:
+        return (m for _, m in self.named_modules())
+
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """Qualified names (``blocks.0.attention.query.weight``) in registration order;
+        a parameter shared by several modules appears once, under its first name."""
+        seen: set[int] = set()
+        for mname, m in self.named_modules(prefix):
+            for pname, p in m._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mname}.{pname}" if mname else pname), p
+
+    def parameters(self) -> list[Parameter]:
+        return [p for _, p in self.named_parameters()]
+
+    def named_buffers(
+        self, prefix: str = "", persistent_only: bool = False
+    ) -> Iterator[tuple[str, Tensor]]:
+        for mname, m in self.named_modules(prefix):
+            for bname, b in m._buffers.items():
+                if b is not None and not (persistent_only and bname in m._transient):
+                    yield (f"{mname}.{bname}" if mname else bname), b
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """Elements over all (distinct) parameters."""
+        return sum(p.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # -- state ------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Tensor]:
+        """Parameter values and persistent buffers by qualified name (the tensors
+        themselves, not copies)."""
+        state: dict[str, Tensor] = {name: p.value for name, p in self.named_parameters()}
+        state.update(self.named_buffers(persistent_only=True))
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], strict: bool = True) -> LoadResult:
+        """Copy ``state`` (Tensors or numpy arrays) into the parameters and buffers in
+        place. With ``strict``, missing or unexpected keys raise ``StateDictError``
+        naming them all; a value of the wrong shape always raises. Nothing is written
+        unless everything checks out."""
+        own: dict[str, Tensor] = self.state_dict()
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        if strict and (missing or unexpected):
+            raise StateDictError(
+                f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}"
+            )
+        staged: list[tuple[Tensor, Tensor]] = []
+        for name, target in own.items():
+            if name not in state:
+                continue
+            value = _as_tensor(name, state[name], target)
+            staged.append((target, value))
+        for target, value in staged:
+            target.assign_(value)
+        return LoadResult(missing, unexpected)
+
+    def to(self, backend: str | Backend) -> Module:
+        """Move every parameter (with its gradient) and buffer to ``backend``: all of
+        them, or, when a move fails, none."""
+        target = rt.get_backend(backend)
+        params = self.parameters()
+        moved_params = [
+            (p, p.value.to(target), None if p.grad is None else p.grad.to(target)) for p in params
+        ]
+        buffers = [
+            (m, name, b.to(target))
+            for _, m in self.named_modules()
+            for name, b in m._buffers.items()
+            if b is not None
+        ]
+        for p, value, grad in moved_params:
+            p.value, p.grad = value, grad
+        for m, name, value in buffers:
+            m._buffers[name] = value
+            object.__setattr__(m, name, value)
+        return self
+
+    # -- modes and calls --------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        for m in self.modules():
+            m.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # -- display ----------------------------------------------------------------
+    def extra_repr(self) -> str:
+        """One line of this module's own settings, for ``repr``."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = _collapse([(name, repr(m)) for name, m in self.named_children()])
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        body = "\n".join("  " + line.replace("\n", "\n  ") for line in lines)
+        return f"{head}\n{body}\n)"
+
+
+def _collapse(children: list[tuple[str, str]]) -> list[str]:
+    """``(name): repr`` lines; runs of identical numbered children collapse into
+    ``(0-5): 6 x repr``."""
+    out: list[str] = []
+    i = 0
+    while i < len(children):
+        name, text = children[i]
+        j = i
+        while j + 1 < len(children) and children[j + 1][1] == text and children[j + 1][0].isdigit():
+            j += 1
+        if j > i and name.isdigit():
+            out.append(f"({name}-{children[j][0]}): {j - i + 1} x {text}")
+        else:
+            out.append(f"({name}): {text}")
+        i = j + 1
+    return out
+
+
+def _as_tensor(name: str, value: Any, like: Tensor) -> Tensor:
+    if isinstance(value, Variable):
+        value = value.value
+    if isinstance(value, Tensor):
+        value = value.to(like.backend)
+    else:
+        value = rt.from_numpy(np.ascontiguousarray(value), dtype=like.dtype, backend=like.backend)
+    if value.shape != like.shape or value.dtype is not like.dtype:
+        raise StateDictError(
+            f"load_state_dict: {name!r} has shape {value.shape} "
+            f"{value.dtype.value}, expected {like.shape} {like.dtype.value}"
+        )
+    return value
+
+
+class ModuleList(Module):
+    """Modules held in order, named ``0``, ``1``, ..."""
+
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, index: int) -> Module:
+        return list(self._modules.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(list(self._modules.values()))
+
+
+class ParameterList(Module):
+    """Parameters held in order, named ``0``, ``1``, ..."""
+
+    def __init__(self, params: Iterable[Parameter] = ()) -> None:
+        super().__init__()
+        for p in params:
+            self.append(p)
+
+    def append(self, param: Parameter) -> ParameterList:
+        self.register_parameter(str(len(self._parameters)), param)
+        return self
+
+    def __getitem__(self, index: int) -> Parameter:
+        return list(self._parameters.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(list(self._parameters.values()))
+
+    def extra_repr(self) -> str:
+        return ", ".join(str(p.shape) for p in self)
+
+
+__all__ = ["LoadResult", "Module", "ModuleList", "Parameter", "ParameterList"]

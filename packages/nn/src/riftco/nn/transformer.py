@@ -1,0 +1,276 @@
+"""The decoder-only Transformer: pre-norm blocks over token (and learned position)
+embeddings, a final norm and a language-model head, with the parameter names of
+DESIGN §4. One class covers the GPT family and Llama; the configuration selects."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import riftco.tensor as rt
+from riftco.autograd import Parameter, Variable, checkpoint, is_grad_enabled, no_grad
+from riftco.tensor import Backend, Tensor
+
+from . import functional as F
+from .attention import CausalSelfAttention
+from .cache import KVCache
+from .config import TransformerConfig
+from .errors import ConfigError
+from .feed_forward import feed_forward_for
+from .layers import Dropout, Embedding, LayerNorm, RMSNorm
+from .module import Module, ModuleList
+
+
+def norm_for(config: TransformerConfig, backend: str | Backend | None = None) -> Module:
+    if config.norm == "rms":
+        return RMSNorm(config.d_model, config.norm_eps, backend=backend)
+    return LayerNorm(config.d_model, config.norm_eps, bias=True, backend=backend)
+
+
+class TransformerBlock(Module):
+    """``x + attention(attention_norm(x))``, then ``+ feed_forward(feed_forward_norm(.))``."""
+
+    def __init__(
+        self, config: TransformerConfig, *, seed: int = 0, backend: str | Backend | None = None
+    ) -> None:
+        super().__init__()
+        self.attention_norm = norm_for(config, backend)
+        self.attention = CausalSelfAttention(config, backend=backend)
+        self.feed_forward_norm = norm_for(config, backend)
+        self.feed_forward = feed_forward_for(config, backend)
+        self.residual_dropout = Dropout(config.dropout, seed=seed)
+
+    def forward(
+        self, x: Any, positions: Tensor | None = None, keys: Sequence[int] | None = None
+    ) -> Any:
+        """``keys``: dropout keys for the two residual branches (a checkpoint replay
+        passes the same ones)."""
+        k1, k2 = keys if keys is not None else (None, None)
+        x = x + self.residual_dropout(self.attention(self.attention_norm(x), positions), k1)
+        return x + self.residual_dropout(self.feed_forward(self.feed_forward_norm(x)), k2)
+
+    def forward_incremental(
+        self, x: Tensor, positions: Tensor, cache: KVCache, step: Any, layer: int
+    ) -> Tensor:
+        a = self.attention.forward_incremental(
+            self.attention_norm(x), positions, cache, step, layer
+        )
+        x = x + a
+        return x + self.feed_forward(self.feed_forward_norm(x))
+
+
+class LanguageModelHead(Module):
+    """Logits ``x @ weight.T + bias``; with tied embeddings the weight is the token
+    embedding's and only the (optional) bias belongs to the head."""
+
+    def __init__(
+        self,
+        d_model: int,
+        vocab_size: int,
+        *,
+        bias: bool,
+        tied: bool,
+        backend: str | Backend | None = None,
+    ) -> None:
+        super().__init__()
+        self.tied = tied
+        if tied:
+            self.register_parameter("weight", None)
+        else:
+            self.weight = Parameter(rt.zeros((vocab_size, d_model), backend=backend))
+        if bias:
+            self.bias = Parameter(rt.zeros(vocab_size, backend=backend))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Any, embedding: Parameter) -> Any:
+        return F.linear(x, embedding if self.tied else self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"tied={self.tied}, bias={self.bias is not None}"
+
+
+class DecoderOnlyTransformer(Module):
+    """A decoder-only language model. ``forward(tokens [B, T])`` returns logits
+    ``[B, T, vocab]``; ``forward_incremental`` decodes against a key/value cache."""
+
+    #: Version of the parameter layout, for migrating saved state.
+    STATE_VERSION = 1
+
+    def __init__(
+        self,
+        config: TransformerConfig | None = None,
+        *,
+        seed: int = 0,
+        backend: str | Backend | None = None,
+    ) -> None:
+        super().__init__()
+        config = TransformerConfig() if config is None else config
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(
+                f"DecoderOnlyTransformer: expected a TransformerConfig, found "
+                f"{type(config).__name__}"
+            )
+        self.config = config
+        c = config
+        self.token_embedding = Embedding(c.vocab_size, c.d_model, backend=backend)
+        if c.positions == "learned":
+            self.position_embedding = Embedding(c.context_length, c.d_model, backend=backend)
+        self.embedding_dropout = Dropout(c.dropout, seed=seed)
+        self.blocks = ModuleList(
+            TransformerBlock(c, seed=seed + 1 + i, backend=backend) for i in range(c.n_layers)
+        )
+        self.final_norm = norm_for(c, backend)
+        self.language_model_head = LanguageModelHead(
+            c.d_model, c.vocab_size, bias=c.head_bias, tied=c.tie_embeddings, backend=backend
+        )
+        self._positions: dict[tuple, Tensor] = {}
+        initialize(self, seed)
+
+    @property
+    def backend(self) -> Backend:
+        return self.token_embedding.weight.backend
+
+    def extra_repr(self) -> str:
+        return f"{self.num_parameters():,} parameters"
+
+    # -- dense forward ------------------------------------------------------------
+    def _tokens(self, tokens: Any) -> Tensor:
+        t = (
+            tokens
+            if isinstance(tokens, Tensor)
+            else rt.tensor(np.asarray(tokens, dtype=np.int64), backend=self.backend)
+        )
+        if t.dtype is not rt.int64 or t.ndim != 2:
+            raise ConfigError(
+                f"tokens must be int64 [batch, length], found {t.dtype.value} {t.shape}"
+            )
+        self.config.check_length(t.shape[1])
+        return t
+
+    def _position_ids(self, batch: int, length: int) -> Tensor:
+        key = (batch, length, self.backend.name)
+        ids = self._positions.get(key)
+        if ids is None:
+            if len(self._positions) > 64:
+                self._positions.clear()
+            ids = F.positions_for(batch, length, self.backend)
+            self._positions[key] = ids
+        return ids
+
+    def hidden_states(self, tokens: Any) -> Any:
+        """The final-norm output ``[B, T, d_model]`` (a Variable when recording)."""
+        t = self._tokens(tokens)
+        b, length = t.shape
+        x = self.token_embedding(t)
+        positions = None
+        if self.config.positions == "learned":
+            x = x + self.position_embedding(self._position_ids(1, length).reshape(length))
+        else:
+            positions = self._position_ids(b, length)
+        x = self.embedding_dropout(x)
+        use_checkpoint = self.config.checkpoint and is_grad_enabled() and isinstance(x, Variable)
+        for block in self.blocks:
+            if use_checkpoint:
+                keys = None
+                if block.residual_dropout.training and block.residual_dropout.p > 0:
+                    keys = (block.residual_dropout.next_key(), block.residual_dropout.next_key())
+                x = checkpoint(lambda h, blk=block, k=keys: blk(h, positions, k), x)
+            else:
+                x = block(x, positions)
+        return self.final_norm(x)
+
+    def forward(self, tokens: Any) -> Variable:
+        """Logits ``[B, T, vocab]`` for int64 ``tokens [B, T]`` (a Tensor, an array or
+        nested lists); a Variable (without a graph under ``no_grad``)."""
+        out = self.language_model_head(self.hidden_states(tokens), self.token_embedding.weight)
+        return out if isinstance(out, Variable) else Variable(out)
+
+    def loss(
+        self, tokens: Any, targets: Any, mask: Any = None, ignore_index: int = -100
+    ) -> Variable:
+        """Mean cross-entropy of the next-token logits against ``targets [B, T]`` over
+        the positions ``mask`` keeps and whose target is not ``ignore_index``."""
+        logits = self.forward(tokens)
+        return F.cross_entropy(logits, targets, mask=mask, ignore_index=ignore_index)
+
+    # -- incremental decoding -------------------------------------------------------
+    def forward_incremental(
+        self,
+        tokens: Sequence[Sequence[int]],
+        cache: KVCache,
+        seq_ids: Sequence[int] | None = None,
+        all_logits: bool = False,
+    ) -> Tensor:
+        """Append each sequence's new ``tokens[j]`` (a prompt or one token) to ``cache``
+        under ``seq_ids[j]`` (default ``0..n-1``) in one forward, and return the logits
+        of each sequence's last new token ``[n, vocab]`` (``all_logits``: of every new
+        token, packed ``[sum of counts, vocab]``). Runs without recording gradients."""
+        seq_ids = list(range(len(tokens))) if seq_ids is None else list(seq_ids)
+        counts = [len(t) for t in tokens]
+        if len(seq_ids) != len(tokens) or not tokens or min(counts) == 0:
+            raise ConfigError(
+                f"forward_incremental: {len(tokens)} token lists (each non-empty) "
+                f"for {len(seq_ids)} sequences"
+            )
+        for s, n in zip(seq_ids, counts):
+            self.config.check_length(cache.length(s) + n)
+        with no_grad():
+            step = cache.begin(seq_ids, counts)
+            backend = self.backend
+            flat = np.fromiter((tok for seq in tokens for tok in seq), dtype=np.int64)
+            ids = rt.from_numpy(flat, backend=backend)
+            positions = rt.from_numpy(step.positions, backend=backend)
+            x = rt.embedding(self.token_embedding.weight.value, ids)
+            if self.config.positions == "learned":
+                x = x + rt.embedding(self.position_embedding.weight.value, positions)
+            for i, block in enumerate(self.blocks):
+                x = block.forward_incremental(x, positions, cache, step, i)
+            if not all_logits:
+                rows = rt.from_numpy(np.asarray(step.last_rows, dtype=np.int64), backend=backend)
+                x = rt.index_select(x, 0, rows)
+            logits = self.language_model_head(self.final_norm(x), self.token_embedding.weight)
+            cache.commit(step)
+        return logits
+
+
+def _seed_for(seed: int, name: str) -> int:
+    return int(np.random.SeedSequence([seed, zlib.crc32(name.encode())]).generate_state(1)[0])
+
+
+_RESIDUAL_OUTPUTS = (
+    "attention.output.weight",
+    "feed_forward.project.weight",
+    "feed_forward.down.weight",
+)
+
+
+def initialize(model: DecoderOnlyTransformer, seed: int = 0) -> None:
+    """GPT-2's initialization, seeded per parameter name (so it does not depend on the
+    order of creation): weights ``N(0, init_std)``, residual output projections
+    ``N(0, init_std / sqrt(2 * n_layers))``, biases 0, norm weights 1."""
+    c = model.config
+    for name, p in model.named_parameters():
+        shape, backend = p.value.shape, p.value.backend
+        if name.endswith("norm.weight"):
+            value = rt.ones(shape, backend=backend)
+        elif name.endswith(".bias"):
+            value = rt.zeros(shape, backend=backend)
+        else:
+            std = c.init_std
+            if name.endswith(_RESIDUAL_OUTPUTS):
+                std = std / (2 * c.n_layers) ** 0.5
+            value = rt.normal(shape, std=std, seed=_seed_for(seed, name), backend=backend)
+        p.value.assign_(value)
+
+
+__all__ = [
+    "DecoderOnlyTransformer",
+    "LanguageModelHead",
+    "TransformerBlock",
+    "initialize",
+    "norm_for",
+]
