@@ -230,8 +230,6 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
         step,
         grad_scale,
     ):
-        from .errors import KernelError
-
         f = np.float32
         hyper = list(zip(lr, beta1, beta2, eps, weight_decay, step, strict=True))
         candidates = []
