@@ -13,7 +13,7 @@ from riftco.text.chat import DEFAULT_CHAT_TEMPLATE, ChatTemplate
 from riftco.text.corpus import corpus_bytes
 from riftco.text.errors import StateError, TrainingError
 from riftco.text.pretokenize import PRETOKENIZE_MODES, Pretokenize, split_bytes
-from riftco.text.special import DEFAULT_SPECIAL_TOKENS, END_OF_TEXT
+from riftco.text.special import DEFAULT_SPECIAL_TOKENS, END_OF_TEXT, check_special_tokens
 
 
 class BpeTokenizer(Tokenizer):
@@ -57,6 +57,7 @@ class BpeTokenizer(Tokenizer):
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise TrainingError(f"expected {name} to be an integer >= {low}; found {value!r}")
+        special_tokens = check_special_tokens(special_tokens)
         if vocab_size + len(special_tokens) > MAX_VOCAB_SIZE:
             raise TrainingError(
                 f"expected vocab_size + special tokens <= {MAX_VOCAB_SIZE}; found "
