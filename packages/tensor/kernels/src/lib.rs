@@ -17,6 +17,7 @@ pub mod loss;
 pub mod matmul;
 pub mod math;
 pub mod norm;
+pub mod paged;
 pub mod pool;
 pub mod reduce;
 pub mod rotary;

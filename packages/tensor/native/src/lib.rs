@@ -9,6 +9,7 @@ mod convert;
 mod nn_ops;
 mod ops;
 mod optim_ops;
+mod serve_ops;
 
 use pyo3::prelude::*;
 
@@ -23,5 +24,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
     optim_ops::register(m)?;
     nn_ops::register(m)?;
+    serve_ops::register(m)?;
     ops::register(m)
 }

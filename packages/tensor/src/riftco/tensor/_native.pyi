@@ -102,6 +102,17 @@ def attention_varlen(
     scale: float,
     window: int,
 ) -> np.ndarray: ...
+def paged_attention(
+    q: np.ndarray,
+    k_pages: np.ndarray,
+    v_pages: np.ndarray,
+    page_table: np.ndarray,
+    q_starts: list[int],
+    q_counts: list[int],
+    kv_lengths: list[int],
+    scale: float,
+    window: int,
+) -> np.ndarray: ...
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
 def _panic_for_test() -> None: ...

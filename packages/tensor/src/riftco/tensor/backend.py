@@ -24,7 +24,7 @@ from .errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 2)
+BACKEND_API_VERSION = (1, 3)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -46,6 +46,8 @@ CAPABILITIES.update(
         2,
     )
 )
+
+CAPABILITIES["paged_attention"] = 3
 
 
 class Backend:
@@ -399,3 +401,29 @@ class Backend:
         ``src`` is ``[n, *shape[1:]]`` of ``dtype``. Nothing is written if any row is
         out of range."""
         raise self._missing("write_rows")
+
+    def paged_attention(
+        self,
+        q: Storage,
+        q_shape: Shape,
+        k_pages: Storage,
+        v_pages: Storage,
+        pages_shape: Shape,
+        page_table: Storage,
+        table_shape: Shape,
+        q_starts: Sequence[int],
+        q_counts: Sequence[int],
+        kv_lengths: Sequence[int],
+        scale: float,
+        window: int,
+    ) -> Storage:
+        """Causal attention of packed ragged sequences over a paged key/value cache:
+        ``q [N, H, Dh]``; ``k_pages``/``v_pages`` ``[P, page_size, Hkv, Dh]``;
+        ``page_table`` int64 ``[S, max_pages]``. Sequence j owns query rows
+        ``q_starts[j] : +q_counts[j]`` (covering every row once); its key and value at
+        position ``p < kv_lengths[j]`` are row ``p % page_size`` of page
+        ``page_table[j, p // page_size]`` (later entries are ignored), and its queries
+        are its last ``q_counts[j]`` positions. ``window`` > 0 hides keys ``window`` or
+        more positions back. Returns ``out [N, H, Dh]``; a sequence's rows do not
+        depend on the other sequences."""
+        raise self._missing("paged_attention")

@@ -176,6 +176,33 @@ class CpuBackend(Backend):
             raise KernelError(f"write_rows: rows {rows.tolist()} out of range for {shape[0]} rows")
         dst[rows] = src
 
+    def paged_attention(
+        self,
+        q,
+        q_shape,
+        k_pages,
+        v_pages,
+        pages_shape,
+        page_table,
+        table_shape,
+        q_starts,
+        q_counts,
+        kv_lengths,
+        scale,
+        window,
+    ):
+        return _native.paged_attention(
+            q,
+            k_pages,
+            v_pages,
+            page_table,
+            list(q_starts),
+            list(q_counts),
+            list(kv_lengths),
+            scale,
+            window,
+        )
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

@@ -370,6 +370,48 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
     def write_rows(self, dst, shape, dtype, rows, src):
         _a(dst)[_checked("write_rows", rows, shape[0])] = _a(src)
 
+    def paged_attention(
+        self,
+        q,
+        q_shape,
+        k_pages,
+        v_pages,
+        pages_shape,
+        page_table,
+        table_shape,
+        q_starts,
+        q_counts,
+        kv_lengths,
+        scale,
+        window,
+    ):
+        # Gather each sequence's pages into contiguous keys, then the varlen formula.
+        table, page_size = _a(page_table), pages_shape[1]
+        keys, values, kv_starts = [], [], []
+        for j, length in enumerate(kv_lengths):
+            used = -(-length // page_size)
+            if used > table_shape[1]:
+                raise KernelError(f"paged_attention: sequence {j} needs {used} pages")
+            pages = _checked("paged_attention", _box(table[j, :used]), pages_shape[0])
+            kv_starts.append(sum(len(k) for k in keys))
+            keys.append(_a(k_pages)[pages].reshape(-1, *pages_shape[2:])[:length])
+            values.append(_a(v_pages)[pages].reshape(-1, *pages_shape[2:])[:length])
+        k = np.concatenate(keys) if keys else np.zeros((0, *pages_shape[2:]), np.float32)
+        v = np.concatenate(values) if values else k
+        return self.attention_varlen(
+            q,
+            _box(k),
+            _box(v),
+            q_shape,
+            k.shape,
+            q_starts,
+            q_counts,
+            kv_starts,
+            kv_lengths,
+            scale,
+            window,
+        )
+
 
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)
