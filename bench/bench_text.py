@@ -28,9 +28,9 @@ def corpus_of(size: int) -> str:
     return data.decode("utf-8", "ignore")
 
 
-def seconds(fn):
+def seconds(fn, *args):
     start = time.perf_counter()
-    result = fn()
+    result = fn(*args)
     return time.perf_counter() - start, result
 
 
@@ -40,15 +40,15 @@ def bench_ours(corpus: str, merges: int, mode: str, repeat: int) -> dict[str, fl
     once = "".join(pydoc_data.topics.topics.values())[: len(corpus)]  # no repeats
     train_s = cold_s = warm_s = once_s = float("inf")
     for _ in range(repeat):
-        took, tok = seconds(lambda: BpeTokenizer.train(corpus, 256 + merges, 2, mode))
+        took, tok = seconds(BpeTokenizer.train, corpus, 256 + merges, 2, mode)
         train_s = min(train_s, took)
         fresh = tokenizer_from_state(tok.to_state())  # an empty piece cache
-        took, ids = seconds(lambda: fresh.encode(corpus))
+        took, ids = seconds(fresh.encode, corpus)
         cold_s = min(cold_s, took)
-        took, again = seconds(lambda: fresh.encode(corpus))
+        took, again = seconds(fresh.encode, corpus)
         warm_s = min(warm_s, took)
         assert again == ids and tok.decode(ids) == corpus
-        took, _ = seconds(lambda: tokenizer_from_state(tok.to_state()).encode(once))
+        took, _ = seconds(tokenizer_from_state(tok.to_state()).encode, once)
         once_s = min(once_s, took)
     return {
         "train_s": train_s,
