@@ -18,7 +18,7 @@ contain the newest id, which is larger than any operand of an earlier merge.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable
 
 ID_BITS = 20
@@ -76,20 +76,15 @@ def train_merges(
 
 def _index_pairs(
     tokens: list[int], weight: list[int], nxt: list[int]
-) -> tuple[dict[int, int], dict[int, list[int]]]:
-    counts: Counter[int] = Counter()
-    where: dict[int, list[int]] = {}
+) -> tuple[defaultdict[int, int], defaultdict[int, list[int]]]:
+    counts: defaultdict[int, int] = defaultdict(int)
+    where: defaultdict[int, list[int]] = defaultdict(list)
     for i, j in enumerate(nxt):
-        if j < 0:
-            continue
-        key = tokens[i] << ID_BITS | tokens[j]
-        counts[key] += weight[i]
-        positions = where.get(key)
-        if positions is None:
-            where[key] = [i]
-        else:
-            positions.append(i)
-    return dict(counts), where
+        if j >= 0:
+            key = tokens[i] << ID_BITS | tokens[j]
+            counts[key] += weight[i]
+            where[key].append(i)
+    return counts, where
 
 
 def _apply_merge(
@@ -101,8 +96,8 @@ def _apply_merge(
     weight: list[int],
     nxt: list[int],
     prv: list[int],
-    counts: dict[int, int],
-    where: dict[int, list[int]],
+    counts: defaultdict[int, int],
+    where: defaultdict[int, list[int]],
 ) -> set[int]:
     """Replace the occurrences at ``positions`` (ascending); return the pairs touched."""
     changed: set[int] = set()
@@ -118,8 +113,8 @@ def _apply_merge(
             before = tokens[p] << ID_BITS
             old, fresh = before | left, before | new
             counts[old] -= w
-            counts[fresh] = counts.get(fresh, 0) + w
-            where.setdefault(fresh, []).append(p)
+            counts[fresh] += w
+            where[fresh].append(p)
             changed.add(old)
             changed.add(fresh)
         k = nxt[j]
@@ -127,8 +122,8 @@ def _apply_merge(
             after = tokens[k]
             old, fresh = right << ID_BITS | after, new << ID_BITS | after
             counts[old] -= w
-            counts[fresh] = counts.get(fresh, 0) + w
-            where.setdefault(fresh, []).append(i)
+            counts[fresh] += w
+            where[fresh].append(i)
             changed.add(old)
             changed.add(fresh)
             prv[k] = i
