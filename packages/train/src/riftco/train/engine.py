@@ -20,7 +20,7 @@ import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable, no_grad
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.errors import ResumeMismatch, TrainError
-from riftco.train.losses import weighted_cross_entropy
+from riftco.train.losses import masked_cross_entropy
 from riftco.train.metrics import MovingAverage, TrainingMetric, perplexity
 
 STATE_VERSION = 1
@@ -75,7 +75,7 @@ class Trainer:
         total_steps: int,
         validation: Sequence[Batch] = (),
         eval_every: int = 0,
-        loss_function: LossFunction = weighted_cross_entropy,
+        loss_function: LossFunction = masked_cross_entropy,
         callbacks: Sequence[Callback] = (),
         moving_average_decay: float = 0.9,
         backend: Any = None,
@@ -240,6 +240,7 @@ class Trainer:
                 "evaluated_at": self._evaluated_at,
                 "moving_average": self.average.state_dict(),
                 "schedule": self.schedule.state_dict(),
+                "dropout": _dropout_calls(self.model),
             },
             "optimizer": self.optimizer.state_dict(),
             "source": self.source.state_dict(),
@@ -258,6 +259,12 @@ class Trainer:
                 f"{engine.get('version')!r}); this run is {self.stage!r} (version {STATE_VERSION})"
             )
         _check_weights(self.parameters, weights)
+        dropout = engine.get("dropout", {})
+        if set(dropout) != set(_dropout_calls(self.model)):
+            raise ResumeMismatch(
+                f"the checkpoint's dropout layers {sorted(dropout)} are not the model's "
+                f"{sorted(_dropout_calls(self.model))}"
+            )
         rollback = (self.source.state_dict(), self.optimizer.state_dict())
         try:
             self.source.load_state_dict(state["source"])
@@ -276,6 +283,9 @@ class Trainer:
         self.seconds = float(engine["seconds"])
         self._evaluated_at = engine["evaluated_at"]
         self.average.load_state_dict(engine["moving_average"])
+        modules = dict(_dropout_modules(self.model))
+        for name, calls in dropout.items():
+            modules[name].calls = int(calls)
 
 
 def _check_weights(parameters: dict[str, Parameter], weights: dict[str, np.ndarray]) -> None:
@@ -293,6 +303,19 @@ def _check_weights(parameters: dict[str, Parameter], weights: dict[str, np.ndarr
                 f"the checkpoint's weight {name!r} is {found.dtype} {tuple(found.shape)}; "
                 f"the model expects float32 {tuple(p.value.shape)}"
             )
+
+
+def _dropout_modules(model: Any) -> list[tuple[str, Any]]:
+    """Modules that draw random masks from a counter (riftco.nn's Dropout): their
+    counters are the model's generator state."""
+    named = getattr(model, "named_modules", None)
+    if not callable(named):
+        return []
+    return [(n, m) for n, m in named() if hasattr(m, "calls") and hasattr(m, "next_key")]
+
+
+def _dropout_calls(model: Any) -> dict[str, int]:
+    return {name: int(m.calls) for name, m in _dropout_modules(model)}
 
 
 def _set_mode(model: Any, training: bool) -> None:

@@ -1,29 +1,22 @@
-"""The training loss: cross-entropy weighted per target token.
+"""The training loss and the baseline it is judged against.
 
-``weights`` is 1 where a target counts and 0 where it does not (padding, and prompt
-tokens when post-training on responses only). A zero weight removes a token from
-the loss and from the gradient exactly: its log-probability is multiplied by 0.
+A batch's ``weights`` are 1 where a target counts and 0 where it does not (padding,
+and prompt tokens when post-training on responses only).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-import riftco.autograd as ag
 import riftco.tensor as rt
 from riftco.autograd import Variable
-from riftco.train.errors import TrainError
+from riftco.nn import cross_entropy
 
 
-def weighted_cross_entropy(logits: Variable, targets: rt.Tensor, weights: rt.Tensor) -> Variable:
-    """``-sum(w * log p(target)) / sum(w)`` over ``[B, T]`` targets, from ``[B, T, V]`` logits."""
-    b, t, _ = logits.shape
-    total = float(np.asarray(weights.numpy(), dtype=np.float64).sum())
-    if total <= 0:
-        raise TrainError("the batch has no target tokens to learn (every weight is 0)")
-    log_probs = ag.log_softmax(logits, axis=-1)
-    picked = ag.gather(log_probs, 2, targets.reshape((b, t, 1))).reshape((b, t))
-    return ag.sum(picked * weights) * (-1.0 / total)
+def masked_cross_entropy(logits: Variable, targets: rt.Tensor, weights: rt.Tensor) -> Variable:
+    """Mean cross-entropy over the targets whose weight is non-zero (riftco.nn's fused
+    kernel); a masked target adds exactly 0 to the loss and to the gradient."""
+    return cross_entropy(logits, targets, mask=weights > 0)
 
 
 def unigram_loss(train_ids: np.ndarray, validation_ids: np.ndarray, vocab_size: int) -> float:
@@ -35,4 +28,4 @@ def unigram_loss(train_ids: np.ndarray, validation_ids: np.ndarray, vocab_size: 
     return float(-log_p[np.asarray(validation_ids, dtype=np.int64)].mean())
 
 
-__all__ = ["unigram_loss", "weighted_cross_entropy"]
+__all__ = ["masked_cross_entropy", "unigram_loss"]

@@ -1,0 +1,199 @@
+"""Pretraining: text -> tokenizer fitted on the training split -> model -> base ``.rift``.
+
+The base bundle (stage ``pretraining``) records in its metadata the data source, its
+fingerprint, the steps and tokens trained, the final validation loss and the unigram
+baseline it is compared with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from riftco.interchange import write_bundle
+from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+from riftco.text import Tokenizer, tokenizer_from_state
+from riftco.train.batches import DocumentWindows, RandomWindows, fixed_windows
+from riftco.train.checkpoint import read_checkpoint
+from riftco.train.corpus import load_text, split_corpus
+from riftco.train.engine import Callback
+from riftco.train.losses import unigram_loss
+from riftco.train.stage import StageResult, TrainingOptions, check_resume, run_stage
+from riftco.train.tokens import encode_documents, fit_tokenizer, token_stream
+
+STAGE = "pretraining"
+WINDOWS = ("random", "document")
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model pretraining builds: a topology preset and its sizes (the vocabulary
+    size comes from the tokenizer)."""
+
+    preset: str = "gpt2"
+    context_length: int = 128
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    d_ff: int = 512
+    dropout: float = 0.0
+    seed: int = 0
+
+    def config(self, vocab_size: int) -> TransformerConfig:
+        return TransformerConfig.preset(
+            self.preset,
+            vocab_size=vocab_size,
+            context_length=self.context_length,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+        )
+
+
+@dataclass(frozen=True)
+class PretrainOptions:
+    """Everything ``pretrain`` needs; ``data`` None is the embedded default corpus."""
+
+    data: str | None = None
+    tokenizer: str = "bpe"
+    vocab_size: int = 512
+    validation_fraction: float = 0.1
+    windows: str = "random"
+    model: ModelOptions = field(default_factory=ModelOptions)
+    training: TrainingOptions = field(default_factory=TrainingOptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PretrainOptions:
+        fields = dict(data)
+        model = ModelOptions(**fields.pop("model", {}))
+        training = TrainingOptions.from_dict(fields.pop("training", {}))
+        return cls(**fields, model=model, training=training)
+
+
+def pretrain(
+    options: PretrainOptions,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[Callback] = (),
+    progress: TextIO | None = None,
+    stop: Callable[[], bool] | None = None,
+    bundle_name: str = "base.rift",
+) -> StageResult:
+    """Pretrain on ``options.data`` and write ``out_dir/base.rift``.
+
+    With ``resume`` (a ``.riftckpt``), the tokenizer, model and training options come
+    from the checkpoint and the data from ``options.data``, which must be the data the
+    checkpoint was trained on (its fingerprint is checked).
+    """
+    out = Path(out_dir)
+    checkpoint = read_checkpoint(resume) if resume is not None else None
+    tokenizer: Tokenizer | None = None
+    if checkpoint is not None:
+        check_resume(checkpoint, STAGE)
+        saved = PretrainOptions.from_dict(checkpoint.run["options"])
+        options = dataclasses.replace(saved, data=options.data)
+        tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
+    corpus = load_text(options.data)
+    train_text, validation_text = split_corpus(corpus, options.validation_fraction)
+    if tokenizer is None:
+        tokenizer = fit_tokenizer(options.tokenizer, train_text, options.vocab_size)
+    train_docs = encode_documents(tokenizer, train_text)
+    validation_stream = token_stream(encode_documents(tokenizer, validation_text))
+    stream = token_stream(train_docs)
+    config = options.model.config(tokenizer.vocab_size)
+    model = DecoderOnlyTransformer(config, seed=options.model.seed)
+    t, b = config.context_length, options.training.batch_size
+    if options.windows == "document":
+        source = DocumentWindows(
+            train_docs, t, b, seed=options.training.data_seed, pad_id=tokenizer.eos_id
+        )
+    elif options.windows == "random":
+        source = RandomWindows(stream, t, b, seed=options.training.data_seed)
+    else:
+        raise ValueError(f"windows must be one of {WINDOWS}, found {options.windows!r}")
+    validation = fixed_windows(validation_stream, t, b, options.training.eval_batches)
+    baseline = (
+        unigram_loss(stream, validation_stream, tokenizer.vocab_size)
+        if len(validation_stream)
+        else None
+    )
+    run = {
+        "stage": STAGE,
+        "options": options.to_dict(),
+        "config": config.to_dict(),
+        "tokenizer": tokenizer.to_state(),
+        "data": {"source": corpus.source, "train_tokens": int(stream.size)},
+    }
+    trainer, outcome, files = run_stage(
+        stage=STAGE,
+        model=model,
+        source=source,
+        validation=validation,
+        options=options.training,
+        out_dir=out,
+        run=run,
+        resume=checkpoint,
+        callbacks=callbacks,
+        progress=progress,
+        stop=stop,
+    )
+    summary = {
+        "data": corpus.source,
+        "data_fingerprint": source.fingerprint,
+        "tokenizer": options.tokenizer,
+        "train_tokens": int(stream.size),
+        "validation_tokens": int(validation_stream.size),
+        "steps": trainer.step,
+        "tokens_seen": trainer.tokens,
+        "unigram_validation_loss": baseline,
+        "validation_loss": _last_validation(trainer.history),
+        "train_seconds": round(trainer.seconds, 3),
+    }
+    bundle, artifact_id = None, None
+    if outcome == "finished":
+        bundle = out / bundle_name
+        manifest = write_bundle(
+            bundle,
+            config.to_dict(),
+            _weights(model),
+            tokenizer.to_state(),
+            stage=STAGE,
+            metadata={"training": summary},
+        )
+        artifact_id = manifest["artifact_id"]
+    return StageResult(
+        STAGE,
+        outcome,
+        out,
+        bundle,
+        artifact_id,
+        files.checkpoint,
+        files.metrics,
+        files.plot if files.plot.exists() else None,
+        tuple(trainer.history),
+        summary,
+    )
+
+
+def _weights(model: DecoderOnlyTransformer) -> dict[str, np.ndarray]:
+    return {name: np.array(t.numpy(), dtype=np.float32) for name, t in model.state_dict().items()}
+
+
+def _last_validation(history: Sequence[Any]) -> float | None:
+    found = [m.loss for m in history if m.phase == "validation"]
+    return found[-1] if found else None
+
+
+__all__ = ["STAGE", "ModelOptions", "PretrainOptions", "pretrain"]

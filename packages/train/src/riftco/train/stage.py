@@ -1,0 +1,187 @@
+"""What both stages share: options, the optimizer and schedule they build, and the run
+around the engine (metrics log, progress bar, checkpoints, Ctrl-C, the loss plot)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
+from riftco.train.batches import Batch, BatchSource
+from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
+from riftco.train.engine import Callback, Trainer
+from riftco.train.errors import ResumeMismatch
+from riftco.train.interrupt import StopOnInterrupt
+from riftco.train.metrics import MetricsLog, ProgressBar, TrainingMetric, plot_loss_curve
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """How a stage trains: steps, batch, AdamW and its warmup + cosine schedule,
+    evaluation and checkpoint cadence, and the data order's seed."""
+
+    steps: int = 300
+    batch_size: int = 16
+    learning_rate: float = 3e-3
+    min_learning_rate: float = 3e-4
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0
+    data_seed: int = 0
+    eval_every: int = 100
+    eval_batches: int = 8
+    checkpoint_every: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, found {getattr(self, name)}")
+        for name in ("warmup_steps", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, found {getattr(self, name)}")
+        if self.warmup_steps > self.steps:
+            object.__setattr__(self, "warmup_steps", self.steps)
+        if not 0 <= self.min_learning_rate <= self.learning_rate:
+            raise ValueError(
+                f"expected 0 <= min_learning_rate <= learning_rate, found "
+                f"{self.min_learning_rate} and {self.learning_rate}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainingOptions:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage made. ``bundle`` is None when the run was interrupted."""
+
+    stage: str
+    outcome: str
+    out_dir: Path
+    bundle: Path | None
+    artifact_id: str | None
+    checkpoint: Path
+    metrics: Path
+    plot: Path | None
+    history: tuple[TrainingMetric, ...]
+    summary: dict[str, Any]
+
+    @property
+    def validation_loss(self) -> float | None:
+        found = [m.loss for m in self.history if m.phase == "validation"]
+        return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    checkpoint: Path
+    metrics: Path
+    plot: Path
+
+    @classmethod
+    def for_stage(cls, out_dir: Path, stage: str) -> RunFiles:
+        return cls(
+            out_dir / f"{stage}{SUFFIX}",
+            out_dir / f"{stage}-metrics.jsonl",
+            out_dir / f"{stage}-loss.png",
+        )
+
+
+def build_optimizer(model: Any, options: TrainingOptions) -> tuple[AdamW, WarmupCosineSchedule]:
+    """AdamW (no decay on norms, biases and embeddings) and warmup + cosine decay."""
+    groups = weight_decay_groups(model.named_parameters(), options.weight_decay)
+    groups = [g for g in groups if g["params"]]
+    optimizer = AdamW(
+        groups,
+        lr=options.learning_rate,
+        betas=(0.9, 0.95),
+        weight_decay=options.weight_decay,
+        max_grad_norm=options.max_grad_norm,
+    )
+    schedule = WarmupCosineSchedule(
+        options.learning_rate, options.warmup_steps, options.steps, options.min_learning_rate
+    )
+    return optimizer, schedule
+
+
+def check_resume(checkpoint: Checkpoint, stage: str) -> None:
+    if checkpoint.stage != stage:
+        raise ResumeMismatch(
+            f"{checkpoint.path}: a {checkpoint.stage} checkpoint; this command resumes {stage}"
+        )
+
+
+def run_stage(
+    *,
+    stage: str,
+    model: Any,
+    source: BatchSource,
+    validation: Sequence[Batch],
+    options: TrainingOptions,
+    out_dir: Path,
+    run: dict[str, Any],
+    resume: Checkpoint | None = None,
+    callbacks: Sequence[Callback] = (),
+    progress: TextIO | None = None,
+    stop: Callable[[], bool] | None = None,
+    plot: bool = True,
+) -> tuple[Trainer, str, RunFiles]:
+    """Train ``model`` for one stage, writing the checkpoint, metrics and plot to
+    ``out_dir``; returns the trainer, the outcome and the files.
+
+    ``run`` describes the run (saved in every checkpoint); ``resume`` continues from a
+    checkpoint. Ctrl-C saves a checkpoint after the current step and ends the run
+    with outcome ``interrupted``. ``progress`` receives the progress bar (None: stderr).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = RunFiles.for_stage(out_dir, stage)
+    optimizer, schedule = build_optimizer(model, options)
+    log = MetricsLog(files.metrics, keep_through=resume.step if resume else None)
+    bar = ProgressBar(options.steps, progress if progress is not None else sys.stderr)
+    trainer = Trainer(
+        model,
+        optimizer,
+        schedule,
+        source,
+        stage=stage,
+        total_steps=options.steps,
+        validation=validation,
+        eval_every=options.eval_every,
+        callbacks=[log, bar, *callbacks],
+    )
+    try:
+        if resume is not None:
+            check_resume(resume, stage)
+            restore(trainer, resume)
+
+        def save(t: Trainer) -> None:
+            save_checkpoint(files.checkpoint, t, run)
+
+        with StopOnInterrupt(bar.stream) as interrupt:
+
+            def should_stop() -> bool:
+                return interrupt() or (stop is not None and stop())
+
+            outcome = trainer.run(
+                checkpoint=save, checkpoint_every=options.checkpoint_every, stop=should_stop
+            )
+    finally:
+        bar.close()
+        log.close()
+    if plot:
+        from riftco.train.metrics import read_metrics
+
+        plot_loss_curve(read_metrics(files.metrics), files.plot, title=f"{stage} loss")
+    return trainer, outcome, files
+
+
+__all__ = ["RunFiles", "StageResult", "TrainingOptions", "build_optimizer", "run_stage"]
