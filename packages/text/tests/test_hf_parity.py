@@ -6,7 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from riftco.text import BpeTokenizer, ByteTokenizer, ExportError, to_hf_tokenizer_json
+from riftco.text import (
+    BpeTokenizer,
+    ByteTokenizer,
+    ExportError,
+    save_hf_tokenizer_json,
+    to_hf_tokenizer_json,
+)
 
 tokenizers = pytest.importorskip("tokenizers")
 pytestmark = pytest.mark.parity
@@ -83,3 +89,11 @@ def test_duplicate_tokens_cannot_be_exported():
     tok = BpeTokenizer([(97, 98), (256, 99), (98, 99), (97, 258)])
     with pytest.raises(ExportError, match="ids 257 and 259 both stand for b'abc'"):
         to_hf_tokenizer_json(tok)
+
+
+def test_saved_file_loads(pair, tmp_path):
+    tok, _ = pair
+    path = tmp_path / "tokenizer.json"
+    save_hf_tokenizer_json(tok, path)
+    text = "def f(x):\n    return x ** 2  # squares"
+    assert tokenizers.Tokenizer.from_file(str(path)).encode(text).ids == tok.encode(text)

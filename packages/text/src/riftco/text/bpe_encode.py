@@ -25,7 +25,7 @@ from itertools import repeat
 from operator import add
 
 from riftco.text.bpe_train import NUM_BYTES
-from riftco.text.pretokenize import _GPT2
+from riftco.text.pretokenize import GPT2_REGEX
 
 _NO_RANK = 1 << 62
 CACHE_LIMIT = 200_000
@@ -55,7 +55,7 @@ class BpeEncoder:
     def encode_bytes(self, data: bytes) -> list[int]:
         if self.pretokenize == "gpt2":
             text = data.decode("utf-8", "surrogateescape")  # exact for any bytes
-            return self._encode_pieces(_GPT2.findall(text))
+            return self._encode_pieces(GPT2_REGEX.findall(text))
         return self._encode_pieces(self._cut.findall(data))
 
     def _encode_pieces(self, pieces: list[str] | list[bytes]) -> list[int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from riftco.text.errors import ChatTemplateError
@@ -56,7 +57,7 @@ class ChatTemplate:
                 f"expected assistant_role among the roles {sorted(self.roles)}; "
                 f"found {self.assistant_role!r}"
             )
-        object.__setattr__(self, "roles", dict(self.roles))
+        object.__setattr__(self, "roles", MappingProxyType(dict(self.roles)))
 
     def template_strings(self) -> dict[str, str]:
         """Every template string, by where it sits (for validation messages)."""

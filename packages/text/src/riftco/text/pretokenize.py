@@ -32,14 +32,14 @@ GPT2_PATTERN = (
     rf"| ?{_LETTER}+| ?{_NUMBER}+| ?{_OTHER}+"
     rf"|{_WS}+(?!{_NOT_WS})|{_WS}+"
 )
-_GPT2 = re.compile(GPT2_PATTERN)
+GPT2_REGEX = re.compile(GPT2_PATTERN)
 
 
 def split_text(text: str, mode: str) -> list[str]:
     """The pieces of ``text`` under ``mode``; their concatenation is ``text``."""
     if mode == "none":
         return [text] if text else []
-    return _GPT2.findall(text)
+    return GPT2_REGEX.findall(text)
 
 
 def split_bytes(data: bytes, mode: str) -> list[bytes]:
@@ -47,4 +47,4 @@ def split_bytes(data: bytes, mode: str) -> list[bytes]:
     if mode == "none":
         return [data] if data else []
     text = data.decode("utf-8", "surrogateescape")
-    return [piece.encode("utf-8", "surrogateescape") for piece in _GPT2.findall(text)]
+    return [piece.encode("utf-8", "surrogateescape") for piece in GPT2_REGEX.findall(text)]
