@@ -1,9 +1,10 @@
 """The fused kernels of riftco.tensor as differentiable functions.
 
-Each function takes Variables (recording one ``custom_gradient`` node whose VJP is
-the fused backward kernel) or plain Tensors (running the forward kernel alone, as
-inference and incremental decoding do). Parameters are Variables either way; with
-Tensor inputs only their values are read.
+While gradients are recorded and some operand (an input or a parameter) requires
+them, each function records one ``custom_gradient`` node whose VJP is the fused
+backward kernel. Otherwise it runs the forward kernel alone and returns a Tensor
+for a Tensor input (as inference and incremental decoding use them) or a Variable
+without a graph for a Variable input.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import riftco.tensor as rt
-from riftco.autograd import Variable, custom_gradient
+from riftco.autograd import Variable, custom_gradient, is_grad_enabled
 from riftco.tensor import Tensor
 
 Operand = Any  # a Variable or a Tensor
@@ -32,6 +33,16 @@ def _needs(x: Any) -> bool:
     return isinstance(x, Variable) and x.requires_grad
 
 
+def _record(*operands: Any) -> bool:
+    """Whether to record a node: grad mode is on and some operand requires gradients."""
+    return is_grad_enabled() and any(_needs(x) for x in operands)
+
+
+def _plain(like: Any, y: Tensor) -> Any:
+    """An unrecorded result, of the kind ``like`` is."""
+    return y if isinstance(like, Tensor) else Variable(y)
+
+
 def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     """``x @ weight.T + bias`` over the last axis of ``x``; ``weight`` is ``[out, in]``.
     The leading axes are flattened, so the weight gradient is one matrix product."""
@@ -43,8 +54,8 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     if b is not None:
         y2 = y2 + b
     y = y2.reshape(*lead, w._shape[0]) if xv.ndim != 2 else y2
-    if type(x) is Tensor:
-        return y
+    if not _record(x, weight, bias):
+        return _plain(x, y)
     inputs = [_variable(x), _variable(weight)] + ([_variable(bias)] if bias is not None else [])
     need_x, need_w = _needs(x), _needs(weight)
     need_b = bias is not None and _needs(bias)
@@ -66,8 +77,8 @@ def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e
     """Layer normalization over the last axis (fused forward and backward)."""
     w, b = _value(weight), _value(bias)
     xv = _value(x)
-    if type(x) is Tensor:
-        return rt.layer_norm(xv, w, b, eps)
+    if not _record(x, weight, bias):
+        return _plain(x, rt.layer_norm(xv, w, b, eps))
     y, mean, rstd = rt.layer_norm_with_stats(xv, w, b, eps)
     params = [p for p in (weight, bias) if p is not None]
 
@@ -82,8 +93,8 @@ def rms_norm(x: Operand, weight: Any = None, eps: float = 1e-6) -> Operand:
     """RMS normalization over the last axis (fused forward and backward)."""
     w = _value(weight)
     xv = _value(x)
-    if type(x) is Tensor:
-        return rt.rms_norm(xv, w, eps)
+    if not _record(x, weight):
+        return _plain(x, rt.rms_norm(xv, w, eps))
     y, rstd = rt.rms_norm_with_stats(xv, w, eps)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
@@ -98,8 +109,8 @@ def gelu(x: Operand, approximate: str = "none") -> Operand:
     """GELU, exact (``"none"``) or GPT-2's tanh form (``"tanh"``)."""
     xv = _value(x)
     y = rt.gelu(xv, approximate=approximate)
-    if type(x) is Tensor:
-        return y
+    if not _record(x):
+        return _plain(x, y)
     op = "gelu" if approximate == "none" else "gelu_tanh"
     return custom_gradient(y, [x], lambda g: [rt.activation_backward(op, xv, g)])
 
@@ -107,8 +118,8 @@ def gelu(x: Operand, approximate: str = "none") -> Operand:
 def silu(x: Operand) -> Operand:
     xv = _value(x)
     y = rt.silu(xv)
-    if type(x) is Tensor:
-        return y
+    if not _record(x):
+        return _plain(x, y)
     return custom_gradient(y, [x], lambda g: [rt.activation_backward("silu", xv, g)])
 
 
@@ -117,8 +128,8 @@ def swiglu(gate: Operand, up: Operand) -> Operand:
     gv, uv = _value(gate), _value(up)
     s = rt.silu(gv)
     y = s * uv
-    if type(gate) is Tensor and type(up) is Tensor:
-        return y
+    if not _record(gate, up):
+        return _plain(gate, y)
     need_g, need_u = _needs(gate), _needs(up)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
@@ -133,8 +144,8 @@ def rotary(x: Operand, positions: Tensor, theta: float = 10000.0) -> Operand:
     """Rotary position embedding of ``x [..., heads, head_dim]`` at ``positions``."""
     xv = _value(x)
     y = rt.rotary(xv, positions, theta)
-    if type(x) is Tensor:
-        return y
+    if not _record(x):
+        return _plain(x, y)
     return custom_gradient(y, [x], lambda g: [rt.rotary(g, positions, theta, inverse=True)])
 
 
@@ -153,8 +164,8 @@ def attention(
     probabilities."""
     qv, kv, vv = _value(q), _value(k), _value(v)
     kw = {"causal": causal, "window": window, "method": method, "scale": scale}
-    if type(q) is Tensor and type(k) is Tensor and type(v) is Tensor:
-        return rt.attention(qv, kv, vv, **kw)
+    if not _record(q, k, v):
+        return _plain(q, rt.attention(qv, kv, vv, **kw))
     out, stats = rt.attention_with_stats(qv, kv, vv, **kw)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
@@ -193,8 +204,8 @@ def cross_entropy(
     kept = int(np.count_nonzero(t.numpy() != ignore_index))
     scale = 1.0 / kept if kept else 0.0
     loss = losses.sum() * scale
-    if type(logits) is Tensor:
-        return loss
+    if not _record(logits):
+        return _plain(logits, loss)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
         rows = (g * scale).broadcast_to(t._shape).contiguous_copy()

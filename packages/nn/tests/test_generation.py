@@ -1,0 +1,92 @@
+"""The sampler (greedy, temperature, top-k, top-p, seeds) and generation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_transformer import PRESETS
+
+import riftco.nn as nn
+from riftco.autograd import no_grad
+
+
+def test_greedy_ties_go_to_the_lowest_id():
+    cfg = nn.SamplingConfig()
+    assert nn.sample_next(np.array([0.0, 3.0, 1.0, 3.0]), cfg) == 1
+    assert nn.sample_next(np.array([5.0, 5.0]), cfg) == 0
+
+
+def draws(logits, n=4000, **kw):
+    cfg = nn.SamplingConfig(seed=0, **kw)
+    rng = nn.sequence_rng(0, 0)
+    return np.bincount([nn.sample_next(logits, cfg, rng) for _ in range(n)], minlength=len(logits))
+
+
+def test_temperature_top_k_and_top_p():
+    logits = np.log(np.array([0.1, 0.2, 0.3, 0.4]))
+    counts = draws(logits, temperature=1.0)
+    np.testing.assert_allclose(counts / counts.sum(), [0.1, 0.2, 0.3, 0.4], atol=0.03)
+    assert (draws(logits, temperature=1.0, top_k=2)[:2] == 0).all()
+    top_p = draws(logits, temperature=1.0, top_p=0.65)  # 0.4 + 0.3 reaches 0.65
+    assert (top_p[:2] == 0).all() and abs(top_p[3] / top_p.sum() - 4 / 7) < 0.03
+    assert (draws(logits, temperature=1.0, top_p=0.3)[:3] == 0).all()
+    cold = draws(logits, temperature=0.05)
+    assert cold[3] / cold.sum() > 0.99
+    # Ties at the top-k boundary keep the lower id.
+    assert (draws(np.zeros(4), temperature=1.0, top_k=2)[2:] == 0).all()
+
+
+def test_config_validation():
+    for bad in (dict(temperature=-1.0), dict(top_k=0), dict(top_p=0.0), dict(max_new_tokens=-1)):
+        with pytest.raises(nn.ConfigError):
+            nn.SamplingConfig(**bad)
+    with pytest.raises(nn.ConfigError, match="generator"):
+        nn.sample_next(np.zeros(3), nn.SamplingConfig(temperature=1.0), None)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return nn.DecoderOnlyTransformer(PRESETS["llama"], seed=21)
+
+
+def test_greedy_generation_matches_the_full_forward(model):
+    prompts = [[1, 2, 3], [4], [5, 6, 7, 8, 9]]
+    results = nn.generate(model, prompts, nn.SamplingConfig(max_new_tokens=5))
+    for prompt, result in zip(prompts, results):
+        seq = list(prompt)
+        for _ in range(5):
+            with no_grad():
+                seq.append(int(np.argmax(model([seq]).numpy()[0, -1])))
+        assert result.tokens == seq[len(prompt) :]
+        assert result.finish_reason == "length"
+
+
+def test_seeded_sampling_is_per_sequence(model):
+    cfg = nn.SamplingConfig(max_new_tokens=6, temperature=1.0, top_p=0.9, seed=5)
+    one = nn.generate(model, [[1, 2], [3]], cfg)
+    again = nn.generate(model, [[1, 2], [3]], cfg)
+    assert one == again
+    # A sequence's draws do not depend on what else is in the batch.
+    assert nn.generate(model, [[1, 2]], cfg)[0] == one[0]
+    other = nn.generate(
+        model, [[1, 2], [3]], nn.SamplingConfig(max_new_tokens=6, temperature=1.0, seed=6)
+    )
+    assert other != one
+
+
+def test_stop_ids_and_limits(model):
+    greedy = nn.generate(model, [[1, 2, 3]], nn.SamplingConfig(max_new_tokens=4))[0]
+    stop = greedy.tokens[2]
+    first = greedy.tokens.index(stop)
+    stopped = nn.generate(
+        model, [[1, 2, 3]], nn.SamplingConfig(max_new_tokens=4, stop_ids=(stop,))
+    )[0]
+    assert stopped.tokens == greedy.tokens[:first] and stopped.finish_reason == "stop"
+    assert nn.generate(model, [[1]], nn.SamplingConfig(max_new_tokens=0))[0].tokens == []
+    near_end = nn.generate(model, [[1] * 14], nn.SamplingConfig(max_new_tokens=10))[0]
+    # 14 + 2 tokens fill the context of 16; the logits at its last position give a third.
+    assert len(near_end.tokens) == 3 and near_end.finish_reason == "length"
+    with pytest.raises(nn.ConfigError, match="empty"):
+        nn.generate(model, [[]], nn.SamplingConfig())
+    with pytest.raises(nn.ConfigError, match="outside"):
+        nn.generate(model, [[99]], nn.SamplingConfig())
