@@ -1,6 +1,7 @@
 import copy
 import json
 import os
+import pickle
 
 import pytest
 
@@ -35,6 +36,15 @@ def test_round_trip_through_json(tok, tmp_path):
     text = "survive <|endoftext|> exactly"
     assert restored.encode(text, allow_special=True) == tok.encode(text, allow_special=True)
     assert json.loads(path.read_text())["format_version"] == FORMAT_VERSION
+
+
+@pytest.mark.parametrize("tok", kinds(), ids=["byte", "bpe-none", "bpe-gpt2"])
+def test_pickle_and_copy(tok):
+    for other in (pickle.loads(pickle.dumps(tok)), copy.deepcopy(tok)):
+        assert other == tok
+        assert other.apply_chat_template([{"role": "user", "content": "exactly"}]).ids == (
+            tok.apply_chat_template([{"role": "user", "content": "exactly"}]).ids
+        )
 
 
 def test_state_document():

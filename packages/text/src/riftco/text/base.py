@@ -211,6 +211,11 @@ class Tokenizer(ABC):
 
         save(self, path)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        from riftco.text.state import tokenizer_from_state
+
+        return (tokenizer_from_state, (self.to_state(),))
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tokenizer):
             return NotImplemented

@@ -67,6 +67,9 @@ class ChatTemplate:
             found[f"{role}.suffix"] = fmt.suffix
         return found
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ChatTemplate.from_state, (self.to_state(),))
+
     def to_state(self) -> dict[str, Any]:
         return {
             "roles": {r: {"prefix": f.prefix, "suffix": f.suffix} for r, f in self.roles.items()},
