@@ -14,9 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
-from riftco.interchange import write_bundle
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer, tokenizer_from_state
 from riftco.train.batches import DocumentWindows, RandomWindows, fixed_windows
@@ -24,7 +21,13 @@ from riftco.train.checkpoint import read_checkpoint
 from riftco.train.corpus import load_text, split_corpus
 from riftco.train.engine import Callback
 from riftco.train.losses import unigram_loss
-from riftco.train.stage import StageResult, TrainingOptions, check_resume, run_stage
+from riftco.train.stage import (
+    StageResult,
+    TrainingOptions,
+    check_resume,
+    finish_stage,
+    run_stage,
+)
 from riftco.train.tokens import encode_documents, fit_tokenizer, token_stream
 
 STAGE = "pretraining"
@@ -161,34 +164,16 @@ def pretrain(
         "validation_loss": _last_validation(trainer.history),
         "train_seconds": round(trainer.seconds, 3),
     }
-    bundle, artifact_id = None, None
-    if outcome == "finished":
-        bundle = out / bundle_name
-        manifest = write_bundle(
-            bundle,
-            config.to_dict(),
-            _weights(model),
-            tokenizer.to_state(),
-            stage=STAGE,
-            metadata={"training": summary},
-        )
-        artifact_id = manifest["artifact_id"]
-    return StageResult(
-        STAGE,
-        outcome,
-        out,
-        bundle,
-        artifact_id,
-        files.checkpoint,
-        files.metrics,
-        files.plot if files.plot.exists() else None,
-        tuple(trainer.history),
-        summary,
+    return finish_stage(
+        stage=STAGE,
+        outcome=outcome,
+        trainer=trainer,
+        files=files,
+        out_dir=out,
+        summary=summary,
+        bundle=out / bundle_name,
+        tokenizer=tokenizer,
     )
-
-
-def _weights(model: DecoderOnlyTransformer) -> dict[str, np.ndarray]:
-    return {name: np.array(t.numpy(), dtype=np.float32) for name, t in model.state_dict().items()}
 
 
 def _last_validation(history: Sequence[Any]) -> float | None:

@@ -3,11 +3,22 @@ through riftco.nn's shared sampler."""
 
 from __future__ import annotations
 
+import os
+
 from riftco.autograd import no_grad
-from riftco.nn import SamplingConfig, generate
-from riftco.text import Tokenizer
+from riftco.interchange import read_bundle
+from riftco.nn import DecoderOnlyTransformer, SamplingConfig, TransformerConfig, generate
+from riftco.text import Tokenizer, tokenizer_from_state
 
 END_MARKERS = ("<|end|>", "<|endoftext|>")
+
+
+def load_model(path: str | os.PathLike[str]) -> tuple[DecoderOnlyTransformer, Tokenizer]:
+    """The model and tokenizer of a ``.rift`` bundle (validated as it is read)."""
+    bundle = read_bundle(path)
+    model = DecoderOnlyTransformer(TransformerConfig.from_dict(bundle.config))
+    model.load_state_dict(bundle.tensors)
+    return model, tokenizer_from_state(bundle.tokenizer_state)
 
 
 def _stop_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
@@ -51,4 +62,4 @@ def complete(
     return tokenizer.decode(result.tokens, skip_special=True)
 
 
-__all__ = ["complete"]
+__all__ = ["complete", "load_model"]

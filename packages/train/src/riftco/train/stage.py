@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
+from riftco.interchange import write_bundle
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -184,4 +187,57 @@ def run_stage(
     return trainer, outcome, files
 
 
-__all__ = ["RunFiles", "StageResult", "TrainingOptions", "build_optimizer", "run_stage"]
+def finish_stage(
+    *,
+    stage: str,
+    outcome: str,
+    trainer: Trainer,
+    files: RunFiles,
+    out_dir: Path,
+    summary: dict[str, Any],
+    bundle: Path,
+    tokenizer: Any,
+    parent_id: str | None = None,
+) -> StageResult:
+    """Write the stage's bundle when the run finished, and describe what was made.
+
+    The bundle's metadata holds the summary without timing, so the same run always
+    makes the same artifact id.
+    """
+    artifact_id = None
+    if outcome == "finished":
+        model = trainer.model
+        weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
+        reproducible = {k: v for k, v in summary.items() if k != "train_seconds"}
+        manifest = write_bundle(
+            bundle,
+            model.config.to_dict(),
+            weights,
+            tokenizer.to_state(),
+            stage=stage,
+            parent_id=parent_id,
+            metadata={"training": reproducible},
+        )
+        artifact_id = manifest["artifact_id"]
+    return StageResult(
+        stage,
+        outcome,
+        out_dir,
+        bundle if outcome == "finished" else None,
+        artifact_id,
+        files.checkpoint,
+        files.metrics,
+        files.plot if files.plot.exists() else None,
+        tuple(trainer.history),
+        summary,
+    )
+
+
+__all__ = [
+    "RunFiles",
+    "StageResult",
+    "TrainingOptions",
+    "build_optimizer",
+    "finish_stage",
+    "run_stage",
+]

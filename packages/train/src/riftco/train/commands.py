@@ -1,0 +1,386 @@
+"""The ``riftco pretrain`` and ``riftco post-train`` commands.
+
+Each prints a progress bar (loss, its moving average, tokens/s) to stderr, writes its
+metrics as JSONL, a ``.riftckpt`` checkpoint and, where matplotlib is installed, a
+loss-curve PNG. Ctrl-C saves a checkpoint after the current step and exits with
+status 130; ``--resume`` continues from it exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from riftco.tensor import RiftcoError
+from riftco.text import TokenizerError
+
+INTERRUPTED = 130
+
+
+def default_out(kind: str) -> Path:
+    return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
+    g = parser.add_argument_group("training")
+    add = g.add_argument
+    add("--steps", type=int, default=defaults.steps, help="optimizer steps (default %(default)s)")
+    add(
+        "--batch-size",
+        type=int,
+        default=defaults.batch_size,
+        metavar="B",
+        help="rows per batch (default %(default)s)",
+    )
+    add(
+        "--lr",
+        type=float,
+        default=defaults.learning_rate,
+        help="peak learning rate (default %(default)s)",
+    )
+    add(
+        "--min-lr",
+        type=float,
+        default=defaults.min_learning_rate,
+        help="learning rate at the last step, after cosine decay (default %(default)s)",
+    )
+    add(
+        "--warmup",
+        type=int,
+        default=defaults.warmup_steps,
+        metavar="STEPS",
+        help="linear warmup steps (default %(default)s)",
+    )
+    add(
+        "--weight-decay",
+        type=float,
+        default=defaults.weight_decay,
+        help="AdamW decoupled weight decay, not applied to norms, biases and embeddings (default %(default)s)",
+    )
+    add(
+        "--max-grad-norm",
+        type=float,
+        default=defaults.max_grad_norm,
+        help="clip the global gradient norm to this (default %(default)s)",
+    )
+    add(
+        "--data-seed",
+        type=int,
+        default=defaults.data_seed,
+        help="seed of the batch order, independent of the model's (default %(default)s)",
+    )
+    add(
+        "--eval-every",
+        type=int,
+        default=defaults.eval_every,
+        metavar="STEPS",
+        help="evaluate on held-out data every STEPS steps, besides before training and at the end; 0: only then (default %(default)s)",
+    )
+    add(
+        "--eval-batches",
+        type=int,
+        default=defaults.eval_batches,
+        metavar="N",
+        help="held-out batches per evaluation (default %(default)s)",
+    )
+    add(
+        "--checkpoint-every",
+        type=int,
+        default=defaults.checkpoint_every,
+        metavar="STEPS",
+        help="save a .riftckpt every STEPS steps, besides at the end and on Ctrl-C; 0: only then (default %(default)s)",
+    )
+    add(
+        "--resume",
+        type=Path,
+        default=None,
+        metavar="CKPT",
+        help="continue exactly from a .riftckpt; model, tokenizer and training options come from it, the data from --data (it must be the same data)",
+    )
+    add(
+        "--threads",
+        type=int,
+        default=None,
+        help="kernel threads (default: RIFTCO_NUM_THREADS or all cores)",
+    )
+
+
+def _training_options(args: argparse.Namespace):  # -> TrainingOptions
+    from riftco.train.stage import TrainingOptions
+
+    return TrainingOptions(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        min_learning_rate=min(args.min_lr, args.lr),
+        warmup_steps=args.warmup,
+        weight_decay=args.weight_decay,
+        max_grad_norm=args.max_grad_norm,
+        data_seed=args.data_seed,
+        eval_every=args.eval_every,
+        eval_batches=args.eval_batches,
+        checkpoint_every=args.checkpoint_every,
+    )
+
+
+def pretrain_parser() -> argparse.ArgumentParser:
+    from riftco.train.pretraining import WINDOWS, ModelOptions
+    from riftco.train.stage import TrainingOptions
+    from riftco.train.tokens import TOKENIZERS
+
+    parser = argparse.ArgumentParser(
+        prog="riftco pretrain",
+        description="Pretrain a decoder-only Transformer on text and write a base .rift bundle. "
+        "With no --data, trains on the Python documentation topics that ship with CPython.",
+    )
+    add = parser.add_argument
+    add(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help="a UTF-8 text file or a folder of .txt files (default: pydoc_data.topics)",
+    )
+    add(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where base.rift, the checkpoint, metrics and plot go (default: runs/pretrain-<timestamp>)",
+    )
+    add(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        default="bpe",
+        help="byte-level BPE or plain bytes, fitted on the training split only (default %(default)s)",
+    )
+    add(
+        "--vocab-size",
+        type=int,
+        default=512,
+        help="BPE vocabulary before special tokens (default %(default)s)",
+    )
+    add(
+        "--validation-fraction",
+        type=float,
+        default=0.1,
+        help="tail of each document held out for validation (default %(default)s)",
+    )
+    add(
+        "--windows",
+        choices=WINDOWS,
+        default="random",
+        help="random: windows anywhere in the token stream, with replacement; document: windows that never cross a document boundary (default %(default)s)",
+    )
+    add(
+        "--sample",
+        default="The ",
+        metavar="TEXT",
+        help="print the model's continuation of TEXT at the end ('' to skip; default %(default)r)",
+    )
+    m = parser.add_argument_group("model")
+    d = ModelOptions()
+    m.add_argument(
+        "--preset",
+        choices=("gpt2", "riftco_v1", "llama"),
+        default=d.preset,
+        help="topology (default %(default)s)",
+    )
+    m.add_argument(
+        "--context",
+        type=int,
+        default=d.context_length,
+        help="context length T (default %(default)s)",
+    )
+    m.add_argument("--d-model", type=int, default=d.d_model, help="width D (default %(default)s)")
+    m.add_argument("--layers", type=int, default=d.n_layers, help="blocks L (default %(default)s)")
+    m.add_argument(
+        "--heads", type=int, default=d.n_heads, help="attention heads H (default %(default)s)"
+    )
+    m.add_argument(
+        "--d-ff", type=int, default=d.d_ff, help="feed-forward width (default %(default)s)"
+    )
+    m.add_argument(
+        "--dropout", type=float, default=d.dropout, help="dropout probability (default %(default)s)"
+    )
+    m.add_argument(
+        "--seed", type=int, default=d.seed, help="model initialization seed (default %(default)s)"
+    )
+    _training_flags(parser, TrainingOptions(steps=600, eval_every=150, checkpoint_every=150))
+    return parser
+
+
+def post_train_parser() -> argparse.ArgumentParser:
+    from riftco.train.post_training import _post_training_defaults
+    from riftco.train.tokens import LOSS_ON, OVERLONG
+
+    parser = argparse.ArgumentParser(
+        prog="riftco post-train",
+        description="Fine-tune a base .rift bundle on prompt/response JSONL and write a chat "
+        ".rift bundle whose parent is the base. With no --data, trains on instructions derived "
+        "from the Python documentation topics.",
+    )
+    add = parser.add_argument
+    add(
+        "--base",
+        type=Path,
+        default=None,
+        metavar="BUNDLE",
+        help="the base .rift bundle (not needed with --resume)",
+    )
+    add(
+        "--data",
+        default=None,
+        metavar="JSONL",
+        help='one JSON object per line: {"prompt", "response"} or {"messages": [...]} (default: the embedded instructions)',
+    )
+    add(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where chat.rift, the checkpoint, metrics and plot go (default: the base's folder)",
+    )
+    add(
+        "--loss-on",
+        choices=LOSS_ON,
+        default="response",
+        help="learn the response tokens only, or every token (default %(default)s)",
+    )
+    add(
+        "--overlong",
+        choices=OVERLONG,
+        default="truncate",
+        help="conversations longer than the context: keep their first tokens, drop them, or stop with an error (default %(default)s)",
+    )
+    add(
+        "--validation-fraction",
+        type=float,
+        default=0.1,
+        help="share of conversations held out for validation, by reply (default %(default)s)",
+    )
+    add(
+        "--sample",
+        default="Explain the while statement.",
+        metavar="PROMPT",
+        help="print the model's reply to PROMPT at the end ('' to skip; default %(default)r)",
+    )
+    _training_flags(parser, _post_training_defaults())
+    return parser
+
+
+def _run(name: str, work) -> int:  # work: () -> StageResult
+    try:
+        result = work()
+    except (RiftcoError, TokenizerError, OSError) as exc:
+        print(f"riftco {name}: {exc}", file=sys.stderr)
+        return 1
+    if result.outcome == "interrupted":
+        print(
+            f"interrupted: checkpoint saved at {result.checkpoint}\n"
+            f"resume with: riftco {name} --resume {result.checkpoint}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
+    return 0
+
+
+def _report(result, sample_text: str | None) -> None:  # result: StageResult
+    s = result.summary
+    print(
+        f"{result.stage}: {s['steps']} steps, {s['tokens_seen']:,} tokens in {s['train_seconds']:.1f} s"
+    )
+    if s.get("unigram_validation_loss") is not None:
+        print(f"unigram baseline loss: {s['unigram_validation_loss']:.4f}")
+    if s.get("validation_loss") is not None:
+        print(f"validation loss:       {s['validation_loss']:.4f}")
+    if sample_text is not None:
+        print(f"sample: {sample_text}")
+    print(f"bundle:     {result.bundle} ({result.artifact_id})")
+    print(f"checkpoint: {result.checkpoint}")
+    print(f"metrics:    {result.metrics}")
+    if result.plot is not None:
+        print(f"loss curve: {result.plot}")
+
+
+def _threads(count: int | None) -> None:
+    if count is not None:
+        import riftco.tensor as rt
+
+        rt.set_num_threads(count)
+
+
+def pretrain_main(argv: list[str]) -> int:
+    """Pretrain a model on text (default: the Python docs) and write a base .rift bundle."""
+    args = pretrain_parser().parse_args(argv)
+    _threads(args.threads)
+
+    def work():
+        from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
+
+        options = PretrainOptions(
+            data=args.data,
+            tokenizer=args.tokenizer,
+            vocab_size=args.vocab_size,
+            validation_fraction=args.validation_fraction,
+            windows=args.windows,
+            model=ModelOptions(
+                preset=args.preset,
+                context_length=args.context,
+                d_model=args.d_model,
+                n_layers=args.layers,
+                n_heads=args.heads,
+                d_ff=args.d_ff,
+                dropout=args.dropout,
+                seed=args.seed,
+            ),
+            training=_training_options(args),
+        )
+        out = args.out or (args.resume.parent if args.resume else default_out("pretrain"))
+        result = pretrain(options, out, resume=args.resume)
+        if result.outcome == "finished":
+            _report(result, _sample(result.bundle, args.sample, chat=False))
+        return result
+
+    return _run("pretrain", work)
+
+
+def post_train_main(argv: list[str]) -> int:
+    """Fine-tune a base .rift on prompt/response JSONL into a chat .rift bundle."""
+    parser = post_train_parser()
+    args = parser.parse_args(argv)
+    if args.base is None and args.resume is None:
+        parser.error("--base is required (unless resuming with --resume)")
+    _threads(args.threads)
+
+    def work():
+        from riftco.train.post_training import PostTrainOptions, post_train
+
+        options = PostTrainOptions(
+            data=args.data,
+            loss_on=args.loss_on,
+            overlong=args.overlong,
+            validation_fraction=args.validation_fraction,
+            training=_training_options(args),
+        )
+        out = args.out or (args.resume or args.base).parent
+        result = post_train(options, args.base, out, resume=args.resume)
+        if result.outcome == "finished":
+            _report(result, _sample(result.bundle, args.sample, chat=True))
+        return result
+
+    return _run("post-train", work)
+
+
+def _sample(bundle: Path | None, prompt: str, chat: bool) -> str | None:
+    if bundle is None or not prompt:
+        return None
+    from riftco.train.sampling import complete, load_model
+
+    model, tokenizer = load_model(bundle)
+    reply = complete(model, tokenizer, prompt, chat=chat, temperature=0.0 if chat else 0.7)
+    return f"{prompt!r} -> {reply!r}" if chat else repr(prompt + reply)
+
+
+__all__ = ["post_train_main", "post_train_parser", "pretrain_main", "pretrain_parser"]

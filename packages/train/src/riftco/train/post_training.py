@@ -1,0 +1,202 @@
+"""Post-training: a base ``.rift`` + prompt/response JSONL -> chat template -> child ``.rift``.
+
+The child bundle has stage ``post_training`` and ``parent_id`` set to the base's
+artifact id. Full fine-tuning: every parameter trains. By default the loss covers the
+response tokens only (the assistant's content and its end marker); ``loss_on="all"``
+includes the prompts. Batches are example-uniform: each conversation is a row (its
+first ``context + 1`` tokens, see ``tokens`` for longer ones), every conversation
+once per epoch in a shuffled order.
+
+Validation holds out the conversations whose reply hashes into the last
+``validation_fraction`` of the hash range, so prompts that share a reply stay together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from riftco.interchange import read_bundle
+from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+from riftco.text import tokenizer_from_state
+from riftco.train.batches import ExampleSampler, fixed_examples
+from riftco.train.checkpoint import read_checkpoint
+from riftco.train.engine import Callback
+from riftco.train.errors import DataError
+from riftco.train.instructions import DEFAULT_INSTRUCTIONS, ChatExample, load_instructions
+from riftco.train.stage import (
+    StageResult,
+    TrainingOptions,
+    check_resume,
+    finish_stage,
+    run_stage,
+)
+from riftco.train.tokens import encode_examples
+
+STAGE = "post_training"
+
+
+def _post_training_defaults() -> TrainingOptions:
+    return TrainingOptions(
+        steps=150,
+        batch_size=16,
+        learning_rate=1e-3,
+        min_learning_rate=1e-4,
+        warmup_steps=10,
+        weight_decay=0.0,
+        eval_every=50,
+        eval_batches=4,
+        checkpoint_every=50,
+    )
+
+
+@dataclass(frozen=True)
+class PostTrainOptions:
+    """Everything ``post_train`` needs; ``data`` None is the embedded default instructions."""
+
+    data: str | None = None
+    loss_on: str = "response"
+    overlong: str = "truncate"
+    validation_fraction: float = 0.1
+    training: TrainingOptions = field(default_factory=_post_training_defaults)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PostTrainOptions:
+        fields = dict(data)
+        training = TrainingOptions.from_dict(fields.pop("training", {}))
+        return cls(**fields, training=training)
+
+
+def split_examples(
+    examples: Sequence[ChatExample], validation_fraction: float
+) -> tuple[list[ChatExample], list[ChatExample]]:
+    """``(train, validation)`` by a hash of each reply (deterministic, no seed)."""
+    if not 0.0 <= validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction must lie in [0, 1), found {validation_fraction!r}")
+    train, validation = [], []
+    for e in examples:
+        digest = hashlib.sha256(e.response.encode("utf-8")).digest()
+        held_out = int.from_bytes(digest[:8], "big") / 2**64 >= 1.0 - validation_fraction
+        (validation if held_out else train).append(e)
+    if not train:
+        train, validation = list(examples), []
+    return train, validation
+
+
+def post_train(
+    options: PostTrainOptions,
+    base: str | os.PathLike[str] | None,
+    out_dir: str | os.PathLike[str],
+    *,
+    resume: str | os.PathLike[str] | None = None,
+    callbacks: Sequence[Callback] = (),
+    progress: TextIO | None = None,
+    stop: Callable[[], bool] | None = None,
+    bundle_name: str = "chat.rift",
+) -> StageResult:
+    """Fine-tune the base bundle ``base`` on ``options.data`` and write ``out_dir/chat.rift``.
+
+    With ``resume``, the model, tokenizer, options and the base's identity come from the
+    checkpoint (``base`` may be None) and the data from ``options.data``.
+    """
+    out = Path(out_dir)
+    checkpoint = read_checkpoint(resume) if resume is not None else None
+    if checkpoint is not None:
+        check_resume(checkpoint, STAGE)
+        options = dataclasses.replace(
+            PostTrainOptions.from_dict(checkpoint.run["options"]), data=options.data
+        )
+        config = TransformerConfig.from_dict(checkpoint.run["config"])
+        tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
+        parent_id = checkpoint.run["parent_id"]
+        model = DecoderOnlyTransformer(config)
+        weights: dict[str, np.ndarray] | None = None
+    else:
+        if base is None:
+            raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
+        bundle = read_bundle(base, copy=True)
+        config = TransformerConfig.from_dict(bundle.config)
+        tokenizer = tokenizer_from_state(bundle.tokenizer_state)
+        parent_id = bundle.artifact_id
+        model = DecoderOnlyTransformer(config)
+        weights = bundle.tensors
+        model.load_state_dict(weights)
+    examples = load_instructions(options.data)
+    source_name = options.data or DEFAULT_INSTRUCTIONS
+    train_examples, validation_examples = split_examples(examples, options.validation_fraction)
+    t, b = config.context_length, options.training.batch_size
+    encode = dict(loss_on=options.loss_on, overlong=options.overlong, source=source_name)
+    train = encode_examples(tokenizer, train_examples, t, **encode)
+    source = ExampleSampler(
+        train.sequences,
+        t,
+        b,
+        seed=options.training.data_seed,
+        weights=train.weights,
+        pad_id=tokenizer.eos_id,
+    )
+    validation = []
+    if validation_examples:
+        held = encode_examples(tokenizer, validation_examples, t, **encode)
+        validation = fixed_examples(
+            held.sequences, held.weights, t, b, options.training.eval_batches, tokenizer.eos_id
+        )
+    run = {
+        "stage": STAGE,
+        "options": options.to_dict(),
+        "config": config.to_dict(),
+        "tokenizer": tokenizer.to_state(),
+        "parent_id": parent_id,
+        "data": {"source": source_name, "examples": len(train.sequences)},
+    }
+    trainer, outcome, files = run_stage(
+        stage=STAGE,
+        model=model,
+        source=source,
+        validation=validation,
+        options=options.training,
+        out_dir=out,
+        run=run,
+        resume=checkpoint,
+        callbacks=callbacks,
+        progress=progress,
+        stop=stop,
+    )
+    found = [m.loss for m in trainer.history if m.phase == "validation"]
+    summary = {
+        "data": source_name,
+        "data_fingerprint": source.fingerprint,
+        "loss_on": options.loss_on,
+        "examples": len(train.sequences),
+        "validation_examples": len(validation_examples),
+        "truncated": train.truncated,
+        "dropped": train.dropped,
+        "steps": trainer.step,
+        "tokens_seen": trainer.tokens,
+        "validation_loss": found[-1] if found else None,
+        "train_seconds": round(trainer.seconds, 3),
+    }
+    return finish_stage(
+        stage=STAGE,
+        outcome=outcome,
+        trainer=trainer,
+        files=files,
+        out_dir=out,
+        summary=summary,
+        bundle=out / bundle_name,
+        tokenizer=tokenizer,
+        parent_id=parent_id,
+    )
+
+
+__all__ = ["STAGE", "PostTrainOptions", "post_train", "split_examples"]
