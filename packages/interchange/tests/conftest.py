@@ -52,7 +52,7 @@ def join_file():
 
 
 def _random_arrays(topology, seed: int = 0) -> dict[str, np.ndarray]:
-    from riftco.interchange.topology import expected_shapes
+    from riftco.interchange.layout import expected_shapes
 
     rng = np.random.default_rng(seed)
     return {
@@ -65,3 +65,30 @@ def _random_arrays(topology, seed: int = 0) -> dict[str, np.ndarray]:
 def random_arrays():
     """``random_arrays(topology, seed)``: every parameter of ``topology``, random."""
     return _random_arrays
+
+
+MODEL_SIZES = dict(vocab_size=320, context_length=32, d_model=16, n_layers=2, n_heads=2, d_ff=48)
+
+
+def _make_model(preset: str = "gpt2", seed: int = 0, **overrides):
+    from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+
+    config = TransformerConfig.preset(preset, **dict(MODEL_SIZES, **overrides))
+    model = DecoderOnlyTransformer(config, seed=seed)
+    # Perturb the norms and biases too, so that a mix-up of any two tensors shows.
+    rng = np.random.default_rng(seed + 1)
+    model.load_state_dict(
+        {
+            name: (np.asarray(value.numpy()) + rng.standard_normal(value.shape) * 0.1).astype(
+                np.float32
+            )
+            for name, value in model.state_dict().items()
+        }
+    )
+    return model.eval()
+
+
+@pytest.fixture
+def make_model():
+    """``make_model(preset, seed, **overrides)``: a small model with random weights everywhere."""
+    return _make_model

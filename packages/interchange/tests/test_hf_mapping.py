@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,42 +10,22 @@ import safetensors.numpy
 
 from riftco.interchange import ConversionError
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
-from riftco.interchange.topology import Topology
+from riftco.nn import TransformerConfig
 
-GPT = Topology(
-    "gpt",
-    vocab_size=300,
-    context_length=16,
-    d_model=8,
-    n_layers=2,
-    n_heads=2,
-    n_kv_heads=2,
-    d_ff=32,
-)
-LLAMA = Topology(
-    "llama",
-    vocab_size=300,
-    context_length=16,
-    d_model=8,
-    n_layers=2,
-    n_heads=2,
-    n_kv_heads=1,
-    d_ff=24,
-    norm_eps=1e-6,
-    linear_bias=False,
-    rope_theta=500.0,
-)
+SIZES = dict(vocab_size=300, context_length=16, d_model=8, n_layers=2, n_heads=2, d_ff=32)
+GPT = TransformerConfig.preset("gpt2", **SIZES)
+LLAMA = TransformerConfig.preset("llama", **dict(SIZES, d_ff=24), kv_heads=1, rope_theta=500.0)
 CASES = [
     GPT,
-    replace(GPT, tie_embeddings=True),
-    replace(GPT, gelu="exact"),
+    GPT.replace(tie_embeddings=True),
+    GPT.replace(gelu="exact"),
     LLAMA,
-    replace(LLAMA, tie_embeddings=True),
+    LLAMA.replace(tie_embeddings=True),
 ]
 
 
 @pytest.mark.parametrize(
-    "topology", CASES, ids=lambda t: f"{t.family}-tied{t.tie_embeddings}-{t.gelu}"
+    "topology", CASES, ids=lambda c: f"{c.family}-tied{c.tie_embeddings}-{c.gelu}-kv{c.n_kv_heads}"
 )
 def test_round_trip(tmp_path, topology, random_arrays, tokenizer):
     arrays = random_arrays(topology)
@@ -60,7 +39,7 @@ def test_round_trip(tmp_path, topology, random_arrays, tokenizer):
         "generation_config.json",
     }
     back = import_huggingface(tmp_path)
-    assert back.topology == topology
+    assert back.model_config == topology
     assert back.tokenizer == tokenizer
     assert set(back.arrays) == set(arrays)
     for name, array in arrays.items():
@@ -86,13 +65,13 @@ def test_gpt2_layout(tmp_path, random_arrays):
 
 
 def test_tied_export_omits_the_head(tmp_path, random_arrays):
-    topology = replace(GPT, tie_embeddings=True)
+    topology = GPT.replace(tie_embeddings=True)
     export_huggingface(tmp_path, topology, random_arrays(topology), None)
     assert "lm_head.weight" not in safetensors.numpy.load_file(tmp_path / "model.safetensors")
 
 
 def test_bias_free_gpt_exports_zero_biases(tmp_path, random_arrays):
-    topology = replace(GPT, linear_bias=False)
+    topology = GPT.replace(linear_bias=False)
     export_huggingface(tmp_path, topology, random_arrays(topology), None)
     stored = safetensors.numpy.load_file(tmp_path / "model.safetensors")
     assert not stored["transformer.h.0.attn.c_attn.bias"].any()
@@ -101,9 +80,11 @@ def test_bias_free_gpt_exports_zero_biases(tmp_path, random_arrays):
 @pytest.mark.parametrize(
     ("topology", "match"),
     [
-        (replace(GPT, head_bias=True), "no language-model head bias"),
-        (replace(GPT, sliding_window=4), "sliding-window"),
-        (replace(LLAMA, sliding_window=4), "sliding-window"),
+        (GPT.replace(head_bias=True), "no language-model head bias"),
+        (GPT.replace(sliding_window=4), "sliding-window"),
+        (GPT.replace(norm="rms"), "GPT-2 export needs LayerNorm"),
+        (LLAMA.replace(linear_bias=True), "bias-free"),
+        (LLAMA.replace(sliding_window=4), "sliding-window"),
     ],
 )
 def test_export_refuses_what_the_target_cannot_represent(tmp_path, topology, match, random_arrays):

@@ -18,6 +18,7 @@ from riftco.interchange.container import (
     tensors_digest,
     write_safetensors,
 )
+from riftco.interchange.convert import convert
 from riftco.interchange.errors import (
     BundleError,
     ContainerError,
@@ -27,7 +28,19 @@ from riftco.interchange.errors import (
     ManifestError,
     WeightsError,
 )
+from riftco.interchange.huggingface import export_huggingface, import_huggingface
+from riftco.interchange.layout import check_shapes, expected_shapes
 from riftco.interchange.manifest import FORMAT, FORMAT_VERSION, MANIFEST_KEY
+from riftco.interchange.models import (
+    build_model,
+    export_huggingface_model,
+    import_huggingface_model,
+    load_bundle,
+    model_arrays,
+    save_bundle,
+    validate_bundle,
+)
+from riftco.interchange.runnable import RunnableModel
 from riftco.interchange.safetensors_io import load_safetensors, save_safetensors
 
 __version__ = "0.1.0"
@@ -45,18 +58,31 @@ __all__ = [
     "IntegrityError",
     "InterchangeError",
     "ManifestError",
+    "RunnableModel",
     "SafetensorsFile",
     "TensorInfo",
     "WeightsError",
     "atomic_write",
+    "build_model",
     "canonical_json",
+    "check_shapes",
     "content_id",
+    "convert",
+    "expected_shapes",
+    "export_huggingface",
+    "export_huggingface_model",
+    "import_huggingface",
+    "import_huggingface_model",
+    "load_bundle",
     "load_safetensors",
+    "model_arrays",
     "read_bundle",
     "read_manifest",
     "read_safetensors",
+    "save_bundle",
     "save_safetensors",
     "tensors_digest",
+    "validate_bundle",
     "write_bundle",
     "write_safetensors",
 ]

@@ -15,7 +15,7 @@ import numpy as np
 
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.hf_common import Taker, float32, positive_int, refuse_unsupported
-from riftco.interchange.topology import Topology
+from riftco.nn import TransformerConfig
 
 ARCHITECTURE = "GPT2LMHeadModel"
 IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
@@ -29,10 +29,14 @@ _REFUSED = {
 }
 
 
-def gpt2_config(t: Topology, bos_id: int | None, eos_id: int | None) -> dict[str, Any]:
+def gpt2_config(t: TransformerConfig, bos_id: int | None, eos_id: int | None) -> dict[str, Any]:
     """``config.json`` for ``t``; refuses what GPT-2 cannot represent."""
-    if t.family != "gpt":
-        raise ConversionError(f"GPT-2 export needs a GPT-family model; found {t.family}")
+    found = (t.norm, t.positions, t.feed_forward)
+    if found != ("layer", "learned", "gelu"):
+        raise ConversionError(
+            "GPT-2 export needs LayerNorm, learned positions and a GELU feed-forward; found "
+            f"norm={t.norm!r}, positions={t.positions!r}, feed_forward={t.feed_forward!r}"
+        )
     if t.head_bias:
         raise ConversionError(
             "GPT-2 has no language-model head bias, and this model has one (head_bias, as in the "
@@ -69,12 +73,12 @@ def gpt2_config(t: Topology, bos_id: int | None, eos_id: int | None) -> dict[str
         "use_cache": True,
         "bos_token_id": bos_id,
         "eos_token_id": eos_id,
-        "torch_dtype": "float32",
+        "dtype": "float32",
     }
 
 
-def topology_from_gpt2(config: Mapping[str, Any]) -> Topology:
-    """The topology of a ``GPT2LMHeadModel`` config; refuses keys whose math riftco lacks."""
+def config_from_gpt2(config: Mapping[str, Any]) -> TransformerConfig:
+    """Our configuration for a ``GPT2LMHeadModel`` config; refuses keys whose math we lack."""
     refuse_unsupported(config, _REFUSED)
     activation = config.get("activation_function", "gelu_new")
     if activation not in _ACTIVATIONS:
@@ -84,24 +88,21 @@ def topology_from_gpt2(config: Mapping[str, Any]) -> Topology:
         )
     d_model = positive_int(config, "n_embd")
     inner = config.get("n_inner")
-    return Topology(
-        family="gpt",
+    return TransformerConfig.preset(
+        "gpt2",
         vocab_size=positive_int(config, "vocab_size"),
         context_length=positive_int(config, "n_positions"),
         d_model=d_model,
         n_layers=positive_int(config, "n_layer"),
         n_heads=positive_int(config, "n_head"),
-        n_kv_heads=positive_int(config, "n_head"),
         d_ff=4 * d_model if inner is None else positive_int(config, "n_inner"),
         norm_eps=float(config.get("layer_norm_epsilon", 1e-5)),
         gelu=_ACTIVATIONS[activation],
-        linear_bias=True,
-        head_bias=False,
         tie_embeddings=bool(config.get("tie_word_embeddings", True)),
     )
 
 
-def gpt2_tensors(t: Topology, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def gpt2_tensors(t: TransformerConfig, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Our state dict under GPT-2's names and layouts (biases a bias-free model lacks are zero)."""
     out = {
         "transformer.wte.weight": arrays["token_embedding.weight"],
@@ -132,7 +133,9 @@ def gpt2_tensors(t: Topology, arrays: Mapping[str, np.ndarray]) -> dict[str, np.
     return float32(out)
 
 
-def arrays_from_gpt2(t: Topology, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def arrays_from_gpt2(
+    t: TransformerConfig, tensors: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """GPT-2 tensors (``transformer.`` prefix optional) under our names and layouts."""
     hf = {
         _strip(name): array
@@ -184,7 +187,7 @@ def _strip(name: str) -> str:
     return name.removeprefix("transformer.")
 
 
-def _bias(arrays: Mapping[str, np.ndarray], prefix: str, t: Topology) -> np.ndarray:
+def _bias(arrays: Mapping[str, np.ndarray], prefix: str, t: TransformerConfig) -> np.ndarray:
     if t.linear_bias:
         return arrays[f"{prefix}.bias"]
     return np.zeros(arrays[f"{prefix}.weight"].shape[0], np.float32)

@@ -14,7 +14,7 @@ import numpy as np
 
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.hf_common import Taker, float32, positive_int, refuse_unsupported
-from riftco.interchange.topology import Topology
+from riftco.nn import TransformerConfig
 
 ARCHITECTURE = "LlamaForCausalLM"
 IGNORED_SUFFIXES = (".rotary_emb.inv_freq",)
@@ -31,10 +31,14 @@ _LINEARS = (
 _NORMS = (("attention_norm", "input_layernorm"), ("feed_forward_norm", "post_attention_layernorm"))
 
 
-def llama_config(t: Topology, bos_id: int | None, eos_id: int | None) -> dict[str, Any]:
+def llama_config(t: TransformerConfig, bos_id: int | None, eos_id: int | None) -> dict[str, Any]:
     """``config.json`` for ``t``; refuses what Llama cannot represent."""
-    if t.family != "llama":
-        raise ConversionError(f"Llama export needs a llama-family model; found {t.family}")
+    found = (t.norm, t.positions, t.feed_forward)
+    if found != ("rms", "rotary", "swiglu"):
+        raise ConversionError(
+            "Llama export needs RMSNorm, rotary positions and a SwiGLU feed-forward; found "
+            f"norm={t.norm!r}, positions={t.positions!r}, feed_forward={t.feed_forward!r}"
+        )
     if t.sliding_window is not None:
         raise ConversionError(
             f"Llama has no sliding-window attention; found sliding_window={t.sliding_window}"
@@ -65,12 +69,12 @@ def llama_config(t: Topology, bos_id: int | None, eos_id: int | None) -> dict[st
         "use_cache": True,
         "bos_token_id": bos_id,
         "eos_token_id": eos_id,
-        "torch_dtype": "float32",
+        "dtype": "float32",
     }
 
 
-def topology_from_llama(config: Mapping[str, Any]) -> Topology:
-    """The topology of a ``LlamaForCausalLM`` config; refuses keys whose math riftco lacks."""
+def config_from_llama(config: Mapping[str, Any]) -> TransformerConfig:
+    """Our configuration for a ``LlamaForCausalLM`` config; refuses keys whose math we lack."""
     refuse_unsupported(config, _REFUSED)
     theta = config.get("rope_theta", 10000.0)
     parameters = config.get("rope_parameters")
@@ -95,24 +99,22 @@ def topology_from_llama(config: Mapping[str, Any]) -> Topology:
             f"(riftco needs head_dim * heads == hidden_size, {d_model})"
         )
     kv_heads = config.get("num_key_value_heads") or heads
-    return Topology(
-        family="llama",
+    return TransformerConfig.preset(
+        "llama",
         vocab_size=positive_int(config, "vocab_size"),
         context_length=positive_int(config, "max_position_embeddings"),
         d_model=d_model,
         n_layers=positive_int(config, "num_hidden_layers"),
         n_heads=heads,
-        n_kv_heads=int(kv_heads),
+        kv_heads=None if kv_heads == heads else int(kv_heads),
         d_ff=positive_int(config, "intermediate_size"),
         norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-        linear_bias=False,
-        head_bias=False,
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         rope_theta=float(theta),
     )
 
 
-def llama_tensors(t: Topology, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def llama_tensors(t: TransformerConfig, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Our state dict under Llama's names."""
     out = {
         "model.embed_tokens.weight": arrays["token_embedding.weight"],
@@ -127,7 +129,9 @@ def llama_tensors(t: Topology, arrays: Mapping[str, np.ndarray]) -> dict[str, np
     return float32(out)
 
 
-def arrays_from_llama(t: Topology, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def arrays_from_llama(
+    t: TransformerConfig, tensors: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
     """Llama tensors under our names."""
     hf = {name: array for name, array in tensors.items() if not name.endswith(IGNORED_SUFFIXES)}
     take = Taker(hf)

@@ -8,7 +8,7 @@ metadata ``format: pt``), ``tokenizer.json``, ``tokenizer_config.json`` and
 ``model.safetensors.index.json``; float16 and bfloat16 widened to float32).
 Pickled checkpoints (``pytorch_model.bin``) are never loaded.
 
-These functions work on a :class:`Topology` and numpy arrays under riftco's
+These functions work on a ``TransformerConfig`` and numpy arrays under riftco's
 parameter names; :mod:`riftco.interchange.models` connects them to models.
 """
 
@@ -26,15 +26,15 @@ from riftco.interchange.container import read_safetensors, write_safetensors
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.hf_gpt2 import (
     arrays_from_gpt2,
+    config_from_gpt2,
     gpt2_config,
     gpt2_tensors,
-    topology_from_gpt2,
 )
 from riftco.interchange.hf_llama import (
     arrays_from_llama,
+    config_from_llama,
     llama_config,
     llama_tensors,
-    topology_from_llama,
 )
 from riftco.interchange.hf_tokenizer import (
     read_json,
@@ -42,7 +42,8 @@ from riftco.interchange.hf_tokenizer import (
     write_json,
     write_tokenizer_files,
 )
-from riftco.interchange.topology import Topology, check_shapes
+from riftco.interchange.layout import check_shapes
+from riftco.nn import ConfigError, TransformerConfig
 from riftco.text import SpecialTokenError, Tokenizer
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -55,7 +56,7 @@ _FLOAT_CODES = {"F32", "F16", "BF16", "F64"}
 class HuggingFaceModel:
     """What an imported directory holds, under riftco's names."""
 
-    topology: Topology
+    model_config: TransformerConfig
     arrays: dict[str, np.ndarray] = field(repr=False)
     tokenizer: Tokenizer | None
     config: dict[str, Any] = field(repr=False)
@@ -63,21 +64,24 @@ class HuggingFaceModel:
 
 def export_huggingface(
     folder: str | os.PathLike[str],
-    topology: Topology,
+    model_config: TransformerConfig,
     arrays: Mapping[str, np.ndarray],
     tokenizer: Tokenizer | None,
 ) -> Path:
     """Write a directory that ``transformers`` loads; refuses what the target cannot represent."""
     folder = Path(folder)
-    check_shapes(topology, {name: tuple(a.shape) for name, a in arrays.items()})
+    check_shapes(model_config, {name: tuple(a.shape) for name, a in arrays.items()})
     eos = _eos_id(tokenizer)
-    if topology.family == "gpt":
-        config, tensors = gpt2_config(topology, eos, eos), gpt2_tensors(topology, arrays)
+    if model_config.family == "gpt":
+        config = gpt2_config(model_config, eos, eos)
+        tensors = gpt2_tensors(model_config, arrays)
     else:
-        config, tensors = llama_config(topology, eos, eos), llama_tensors(topology, arrays)
-    if tokenizer is not None and tokenizer.vocab_size > topology.vocab_size:
+        config = llama_config(model_config, eos, eos)
+        tensors = llama_tensors(model_config, arrays)
+    if tokenizer is not None and tokenizer.vocab_size > model_config.vocab_size:
         raise ConversionError(
-            f"tokenizer: {tokenizer.vocab_size} ids do not fit the model's vocab_size {topology.vocab_size}"
+            f"tokenizer: {tokenizer.vocab_size} ids do not fit the model's vocab_size "
+            f"{model_config.vocab_size}"
         )
     folder.mkdir(parents=True, exist_ok=True)
     write_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
@@ -85,7 +89,7 @@ def export_huggingface(
     generation = {"_from_model_config": True, "bos_token_id": eos, "eos_token_id": eos}
     write_json(folder / "generation_config.json", generation)
     if tokenizer is not None:
-        write_tokenizer_files(tokenizer, folder, topology.context_length)
+        write_tokenizer_files(tokenizer, folder, model_config.context_length)
     return folder
 
 
@@ -102,19 +106,19 @@ def import_huggingface(
     kind = _kind(config)
     try:
         if kind == "gpt2":
-            topology = topology_from_gpt2(config)
-            arrays = arrays_from_gpt2(topology, read_weights(folder))
+            model_config = config_from_gpt2(config)
+            arrays = arrays_from_gpt2(model_config, read_weights(folder))
         else:
-            topology = topology_from_llama(config)
-            arrays = arrays_from_llama(topology, read_weights(folder))
-        check_shapes(topology, {name: tuple(a.shape) for name, a in arrays.items()})
+            model_config = config_from_llama(config)
+            arrays = arrays_from_llama(model_config, read_weights(folder))
+        check_shapes(model_config, {name: tuple(a.shape) for name, a in arrays.items()})
     except ConversionError as exc:
         raise ConversionError(f"{folder}: {exc}") from None
-    except ValueError as exc:  # shape errors from the weights themselves
+    except (ConfigError, ValueError) as exc:  # sizes the configuration or weights reject
         raise ConversionError(f"{folder}: {exc}") from None
     if tokenizer is None and (require_tokenizer or (folder / "tokenizer.json").exists()):
         tokenizer = read_tokenizer_files(folder)
-    return HuggingFaceModel(topology, arrays, tokenizer, config)
+    return HuggingFaceModel(model_config, arrays, tokenizer, config)
 
 
 def read_weights(folder: Path) -> dict[str, np.ndarray]:

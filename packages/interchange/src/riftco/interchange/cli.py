@@ -1,0 +1,88 @@
+"""The ``riftco generate``, ``riftco convert`` and ``riftco inspect`` commands.
+
+Each is a ``main(argv) -> int`` contributed through the ``riftco.commands``
+entry points; the first docstring line is the summary ``riftco --help`` shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from riftco.interchange.cli_inspect import main as _inspect_main
+from riftco.tensor import RiftcoError
+from riftco.text import TokenizerError
+
+TARGETS = ("rift", "safetensors", "huggingface")
+
+
+def generate_main(argv: list[str]) -> int:
+    """Generate text from a .rift bundle (greedy, or sampled with a seed)."""
+    parser = argparse.ArgumentParser(prog="riftco generate", description=generate_main.__doc__)
+    parser.add_argument("bundle", type=Path, help="a .rift bundle")
+    parser.add_argument(
+        "--prompt", required=True, help="the prompt (or the user message with --chat)"
+    )
+    parser.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
+    parser.add_argument(
+        "--temperature", type=float, default=0.0, help="0 (the default) is greedy decoding"
+    )
+    parser.add_argument("--top-k", type=int, default=None, metavar="K")
+    parser.add_argument("--top-p", type=float, default=None, metavar="P")
+    parser.add_argument("--seed", type=int, default=0, help="seeds sampling (default 0)")
+    parser.add_argument("--chat", action="store_true", help="apply the bundle's chat template")
+    parser.add_argument("--system", default=None, help="a system message (with --chat)")
+    parser.add_argument(
+        "--backend", default=None, help="tensor backend (default: RIFTCO_BACKEND or cpu)"
+    )
+    args = parser.parse_args(argv)
+    if args.max_new_tokens < 0:
+        parser.error("--max-new-tokens must be >= 0")
+    if args.system is not None and not args.chat:
+        parser.error("--system needs --chat")
+    from riftco.interchange.models import load_bundle
+
+    try:
+        runnable = load_bundle(args.bundle, backend=args.backend)
+        text = runnable.generate(
+            args.prompt,
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            chat=args.chat,
+            system=args.system,
+        )
+    except (RiftcoError, TokenizerError) as exc:
+        print(f"riftco generate: {exc}", file=sys.stderr)
+        return 1
+    print(text)
+    return 0
+
+
+def convert_main(argv: list[str]) -> int:
+    """Convert between .rift bundles, SafeTensors and Hugging Face directories."""
+    parser = argparse.ArgumentParser(prog="riftco convert", description=convert_main.__doc__)
+    parser.add_argument("src", type=Path, help="a .rift bundle or a Hugging Face model directory")
+    parser.add_argument("dst", type=Path, help="the file or directory to write")
+    parser.add_argument("--to", required=True, choices=TARGETS, help="the format of DST")
+    parser.add_argument(
+        "--stage", default=None, help="stage recorded in a new .rift (default: kept, or 'imported')"
+    )
+    args = parser.parse_args(argv)
+    from riftco.interchange.convert import convert
+
+    try:
+        written = convert(args.src, args.dst, to=args.to, stage=args.stage)
+    except (RiftcoError, TokenizerError) as exc:
+        print(f"riftco convert: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {written}")
+    return 0
+
+
+def inspect_main(argv: list[str]) -> int:
+    """Show a .rift bundle's config, size, stage, lineage, identity and integrity."""
+    return _inspect_main(argv)

@@ -1,0 +1,176 @@
+"""A model with its tokenizer and chat template: text in, text out.
+
+``generate`` runs riftco-nn's token-level sampler (greedy when ``temperature``
+is 0; temperature, top-k and top-p otherwise, seeded), stopping at the
+tokenizer's end-of-text token and, for chat prompts, at the special tokens
+that close an assistant message. A prompt longer than the context keeps its
+last ``context_length - 1`` tokens, so that at least one token can follow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import riftco.tensor as rt
+from riftco.autograd import no_grad
+from riftco.nn import DecoderOnlyTransformer, GenerationResult, SamplingConfig, TransformerConfig
+from riftco.nn import generate as generate_tokens
+from riftco.text import ChatTemplate, SpecialTokenError, Tokenizer
+
+
+@dataclass
+class RunnableModel:
+    """A loaded model: ``model``, ``tokenizer`` and, when it came from a bundle, ``manifest``.
+
+    ``origin`` holds the stage, parent and metadata a model that did not come from a
+    bundle (an imported directory) is saved with by default.
+    """
+
+    model: DecoderOnlyTransformer
+    tokenizer: Tokenizer
+    manifest: dict[str, Any] | None = field(default=None, repr=False)
+    path: Path | None = None
+    origin: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.model.config
+
+    @property
+    def chat_template(self) -> ChatTemplate | None:
+        return self.tokenizer.chat_template
+
+    @property
+    def artifact_id(self) -> str | None:
+        return None if self.manifest is None else self.manifest["artifact_id"]
+
+    # -- tokens ---------------------------------------------------------------------
+
+    def encode_prompt(
+        self, prompt: str, chat: bool = False, system: str | None = None
+    ) -> list[int]:
+        """The ids of ``prompt``: plain text (special-token text stays text), or with
+        ``chat`` a user message (after an optional system message) and the reply prompt."""
+        if not chat:
+            return self.tokenizer.encode(prompt)
+        messages = [] if system is None else [{"role": "system", "content": system}]
+        messages.append({"role": "user", "content": prompt})
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True).ids
+
+    def stop_ids(self, chat: bool = False) -> tuple[int, ...]:
+        """End-of-text, and with ``chat`` the special tokens closing an assistant message."""
+        stops = []
+        try:
+            stops.append(self.tokenizer.eos_id)
+        except SpecialTokenError:
+            pass
+        template = self.chat_template
+        if chat and template is not None:
+            suffix = template.roles[template.assistant_role].suffix
+            specials = self.tokenizer.special_tokens
+            stops += [
+                i
+                for i in self.tokenizer.encode(suffix, allow_special=True)
+                if i in specials.values()
+            ]
+        return tuple(dict.fromkeys(stops))
+
+    def logits(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Logits ``[T, vocab]`` for one sequence of ids (``[B, T, vocab]`` for a batch)."""
+        tokens = np.asarray(ids, dtype=np.int64)
+        batch = tokens.ndim == 2
+        with no_grad():
+            out = self.model(tokens if batch else tokens[None, :]).numpy()
+        return np.array(out if batch else out[0])
+
+    def generate_ids(
+        self,
+        ids: Sequence[int],
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = 0,
+        stop_ids: Sequence[int] = (),
+    ) -> GenerationResult:
+        """Continue ``ids`` (cropped to the context); the new tokens and why they ended."""
+        keep = self.config.context_length - 1
+        prompt = list(ids)[-keep:] if len(ids) > keep else list(ids)
+        sampling = SamplingConfig(
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            stop_ids=tuple(stop_ids),
+        )
+        model: Any = self.model
+        if self.tokenizer.vocab_size < self.config.vocab_size:
+            model = _VocabularyLimit(self.model, self.tokenizer.vocab_size)
+        with no_grad():
+            return generate_tokens(model, [prompt], sampling)[0]
+
+    # -- text -----------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = 0,
+        chat: bool = False,
+        system: str | None = None,
+    ) -> str:
+        """The text that follows ``prompt`` (greedy unless ``temperature`` > 0)."""
+        ids = self.encode_prompt(prompt, chat, system)
+        if not ids:  # an empty prompt starts from end-of-text, as a new document would
+            ids = list(self.stop_ids()[:1])
+        if not ids:
+            raise ValueError(
+                "generate: an empty prompt needs a tokenizer with an end-of-text token"
+            )
+        result = self.generate_ids(
+            ids, max_new_tokens, temperature, top_k, top_p, seed, self.stop_ids(chat)
+        )
+        return self.tokenizer.decode(result.tokens)
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        stage: str | None = None,
+        parent_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Write a bundle; the stage and metadata default to this model's own."""
+        from riftco.interchange.models import save_bundle
+
+        manifest = self.manifest or self.origin
+        return save_bundle(
+            path,
+            self.model,
+            self.tokenizer,
+            stage=stage or manifest.get("stage", "pretraining"),
+            parent_id=parent_id if parent_id is not None else manifest.get("parent_id"),
+            metadata=metadata if metadata is not None else manifest.get("metadata"),
+        )
+
+
+class _VocabularyLimit:
+    """The model as the sampler sees it, with logits only for ids the tokenizer has
+    (a model's vocabulary may be padded beyond its tokenizer's)."""
+
+    def __init__(self, model: DecoderOnlyTransformer, size: int) -> None:
+        self.model, self.size = model, size
+        self.config, self.backend = model.config, model.backend
+
+    def forward_incremental(self, *args: Any, **kwargs: Any) -> rt.Tensor:
+        logits = self.model.forward_incremental(*args, **kwargs)
+        return rt.narrow(logits, -1, 0, self.size)

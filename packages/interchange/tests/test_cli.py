@@ -1,0 +1,135 @@
+"""The generate, convert and inspect commands, through their entry points."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+
+import numpy as np
+import pytest
+
+from riftco.interchange import load_bundle, load_safetensors, read_manifest, save_bundle
+from riftco.interchange.cli import convert_main, generate_main, inspect_main
+
+
+@pytest.fixture
+def bundle(tmp_path, make_model, tokenizer):
+    path = tmp_path / "model.rift"
+    save_bundle(path, make_model(), tokenizer, metadata={"note": "cli"})
+    return path
+
+
+def test_commands_are_contributed_through_entry_points():
+    found = {ep.name: ep.value for ep in entry_points(group="riftco.commands")}
+    assert found["generate"] == "riftco.interchange.cli:generate_main"
+    assert found["convert"] == "riftco.interchange.cli:convert_main"
+    assert found["inspect"] == "riftco.interchange.cli:inspect_main"
+    for main in (generate_main, convert_main, inspect_main):
+        assert main.__doc__.strip().splitlines()[0]
+
+
+def test_generate_greedy_and_seeded(bundle, capsys):
+    runnable = load_bundle(bundle)
+    assert generate_main([str(bundle), "--prompt", "the quick", "--max-new-tokens", "8"]) == 0
+    assert capsys.readouterr().out == runnable.generate("the quick", max_new_tokens=8) + "\n"
+    args = [
+        str(bundle),
+        "--prompt",
+        "the",
+        "--max-new-tokens",
+        "8",
+        "--temperature",
+        "0.9",
+        "--top-k",
+        "30",
+        "--seed",
+        "4",
+    ]
+    assert generate_main(args) == 0
+    first = capsys.readouterr().out
+    assert generate_main(args) == 0
+    assert capsys.readouterr().out == first
+    expected = runnable.generate("the", max_new_tokens=8, temperature=0.9, top_k=30, seed=4)
+    assert first == expected + "\n"
+
+
+def test_generate_chat(bundle, capsys):
+    runnable = load_bundle(bundle)
+    argv = [
+        str(bundle),
+        "--prompt",
+        "hi",
+        "--chat",
+        "--system",
+        "be brief",
+        "--max-new-tokens",
+        "6",
+    ]
+    assert generate_main(argv) == 0
+    expected = runnable.generate("hi", max_new_tokens=6, chat=True, system="be brief")
+    assert capsys.readouterr().out == expected + "\n"
+
+
+def test_generate_reports_a_bad_file(tmp_path, capsys):
+    (tmp_path / "bad.rift").write_bytes(b"short")
+    assert generate_main([str(tmp_path / "bad.rift"), "--prompt", "x"]) == 1
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_inspect_a_bundle(bundle, capsys):
+    assert inspect_main([str(bundle), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    manifest = read_manifest(bundle)
+    assert report["artifact_id"] == manifest["artifact_id"]
+    assert report["integrity"] == "ok" and report["stage"] == "pretraining"
+    assert report["parameters"] == manifest["weights"]["parameters"]
+    assert report["config"]["d_model"] == 16 and report["parent_id"] is None
+    assert inspect_main([str(bundle)]) == 0
+    text = capsys.readouterr().out
+    assert f"artifact_id: {manifest['artifact_id']}" in text and "integrity: ok" in text
+
+
+def test_inspect_reports_corruption(bundle, capsys):
+    raw = bytearray(bundle.read_bytes())
+    raw[-3] ^= 0xFF
+    bundle.write_bytes(bytes(raw))
+    assert inspect_main([str(bundle)]) == 1
+    assert "integrity: FAILED" in capsys.readouterr().out
+    bundle.write_bytes(bytes(raw[:-40]))
+    assert inspect_main([str(bundle)]) == 1
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_convert_to_every_format_and_back(tmp_path, bundle, capsys):
+    original = load_bundle(bundle)
+    copy = tmp_path / "copy.rift"
+    assert convert_main([str(bundle), str(copy), "--to", "rift"]) == 0
+    assert read_manifest(copy)["artifact_id"] == original.artifact_id
+
+    weights = tmp_path / "w.safetensors"
+    assert convert_main([str(bundle), str(weights), "--to", "safetensors"]) == 0
+    for name, value in original.model.state_dict().items():
+        np.testing.assert_array_equal(load_safetensors(weights)[name], value.numpy())
+    assert inspect_main([str(weights)]) == 0
+
+    folder = tmp_path / "hf"
+    assert convert_main([str(bundle), str(folder), "--to", "huggingface"]) == 0
+    assert (folder / "config.json").exists()
+    assert inspect_main([str(folder), "--json"]) == 0
+    capsys.readouterr()
+
+    back = tmp_path / "back.rift"
+    assert convert_main([str(folder), str(back), "--to", "rift"]) == 0
+    reloaded = load_bundle(back)
+    assert reloaded.manifest["stage"] == "imported"
+    assert reloaded.manifest["metadata"] == {"source": "huggingface", "model_type": "gpt2"}
+    ids = original.tokenizer.encode("the lazy dog")
+    np.testing.assert_array_equal(reloaded.logits(ids), original.logits(ids))
+
+
+def test_convert_refuses_what_huggingface_cannot_hold(tmp_path, make_model, tokenizer, capsys):
+    path = tmp_path / "v1.rift"
+    save_bundle(path, make_model("riftco_v1"), tokenizer)
+    assert convert_main([str(path), str(tmp_path / "hf"), "--to", "huggingface"]) == 1
+    assert "no language-model head bias" in capsys.readouterr().err
+    assert not (tmp_path / "hf").exists()
