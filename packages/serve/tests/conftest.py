@@ -34,3 +34,34 @@ def engine():
 @pytest.fixture
 def serve():
     return serving
+
+
+CORPUS = "the quick brown fox jumps over the lazy dog. " * 4 + "Hello, world! 0123456789 é ü"
+
+
+@pytest.fixture(scope="session")
+def tiny_model():
+    """A tiny random GPT-2-style model and a byte tokenizer that fits it."""
+    import riftco.nn as nn
+    import riftco.text as text
+
+    tokenizer = text.BpeTokenizer.train(CORPUS, vocab_size=300)
+    config = nn.TransformerConfig.preset(
+        "gpt2", size="tiny", vocab_size=tokenizer.vocab_size, context_length=96
+    )
+    return nn.DecoderOnlyTransformer(config, seed=5), tokenizer
+
+
+@pytest.fixture
+def batch_engine(tiny_model):
+    from riftco.serve import BatchEngine
+    from riftco.serve.scheduler import SchedulerLimits
+
+    model, tokenizer = tiny_model
+
+    def make(**limits):
+        return BatchEngine(
+            model, tokenizer, model_id="tiny", page_size=8, limits=SchedulerLimits(**limits)
+        )
+
+    return make

@@ -1,6 +1,8 @@
 """riftco.serve: paged key/value caches, continuous batching and an OpenAI-compatible server."""
 
 from .app import create_app
+from .batch_engine import BatchEngine
+from .caches import ContiguousKvCache, PagedKvCachePool
 from .config import ServerConfig
 from .engine import (
     ChatMessage,
@@ -28,8 +30,10 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchEngine",
     "CacheError",
     "ChatMessage",
+    "ContiguousKvCache",
     "Engine",
     "EngineStats",
     "Finished",
@@ -40,6 +44,7 @@ __all__ = [
     "ModelNotFound",
     "NotReady",
     "Overloaded",
+    "PagedKvCachePool",
     "PoolExhausted",
     "RequestError",
     "SamplingOptions",
