@@ -33,3 +33,40 @@ def bigram_trainer(steps=30, stream=STREAM, data_seed=1, **options):
     return Trainer(
         model, optimizer, schedule, source, stage="pretraining", total_steps=steps, **options
     )
+
+
+TEXT = (
+    "The while statement is used for repeated execution as long as an expression is true.\n"
+    "The for statement is used to iterate over the elements of a sequence.\n"
+    "The if statement is used for conditional execution.\n"
+) * 12
+
+
+def tiny_pretrain_options(steps=12, **training):
+    """A model and budget small enough for a test to train in well under a second."""
+    from riftco.train.pretraining import ModelOptions, PretrainOptions
+    from riftco.train.stage import TrainingOptions
+
+    base = dict(
+        steps=steps,
+        batch_size=4,
+        learning_rate=1e-2,
+        min_learning_rate=1e-3,
+        warmup_steps=2,
+        eval_every=4,
+        eval_batches=2,
+        checkpoint_every=0,
+    )
+    base.update(training)
+    return PretrainOptions(
+        tokenizer="byte",
+        validation_fraction=0.2,
+        model=ModelOptions(context_length=16, d_model=16, n_layers=1, n_heads=2, d_ff=32),
+        training=TrainingOptions(**base),
+    )
+
+
+def write_corpus(folder):
+    path = folder / "corpus.txt"
+    path.write_text(TEXT)
+    return path

@@ -147,7 +147,7 @@ def post_train(
     )
     validation = []
     if validation_examples:
-        held = encode_examples(tokenizer, validation_examples, t, **encode)
+        held = encode_examples(tokenizer, validation_examples, t, **encode, allow_empty=True)
         validation = fixed_examples(
             held.sequences, held.weights, t, b, options.training.eval_batches, tokenizer.eos_id
         )

@@ -9,6 +9,7 @@ from riftco.autograd import no_grad
 from riftco.interchange import read_bundle
 from riftco.nn import DecoderOnlyTransformer, SamplingConfig, TransformerConfig, generate
 from riftco.text import Tokenizer, tokenizer_from_state
+from riftco.train.tokens import known_text
 
 END_MARKERS = ("<|end|>", "<|endoftext|>")
 
@@ -38,6 +39,7 @@ def complete(
 ) -> str:
     """The model's continuation of ``prompt`` (``chat``: its reply to ``prompt`` as a
     user message, through the tokenizer's chat template), stopping at an end marker."""
+    prompt = known_text(tokenizer, prompt)
     if chat:
         ids = tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], add_generation_prompt=True

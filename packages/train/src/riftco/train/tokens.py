@@ -39,17 +39,19 @@ def fit_tokenizer(kind: str, train: TextCorpus, vocab_size: int = 512) -> Tokeni
     raise ValueError(f"tokenizer must be one of {TOKENIZERS}, found {kind!r}")
 
 
+def known_text(tokenizer: Tokenizer, text: str) -> str:
+    """``text`` without the characters a byte tokenizer cannot encode (bytes its
+    training split never held); any other tokenizer encodes everything."""
+    if not isinstance(tokenizer, ByteTokenizer):
+        return text
+    known = set(tokenizer.byte_vocab)
+    return "".join(c for c in text if all(b in known for b in c.encode("utf-8")))
+
+
 def encode_text(tokenizer: Tokenizer, text: str) -> list[int]:
-    """``text``'s ids; bytes a byte tokenizer never saw are left out rather than refused
-    (a validation split may hold characters the training split lacks)."""
-    try:
-        return tokenizer.encode(text)
-    except TokenizerError:
-        if not isinstance(tokenizer, ByteTokenizer):
-            raise
-        known = set(tokenizer.byte_vocab)
-        data = bytes(b for b in text.encode("utf-8") if b in known)
-        return tokenizer.encode_bytes(data)
+    """``text``'s ids; characters a byte tokenizer never saw are left out rather than
+    refused (a validation split may hold characters the training split lacks)."""
+    return tokenizer.encode(known_text(tokenizer, text))
 
 
 def encode_documents(tokenizer: Tokenizer, corpus: TextCorpus) -> list[np.ndarray]:
@@ -89,10 +91,12 @@ def encode_examples(
     loss_on: str = "response",
     overlong: str = "truncate",
     source: str = "<examples>",
+    allow_empty: bool = False,
 ) -> EncodedExamples:
     """Render each conversation with the tokenizer's chat template and weigh its tokens:
     the assistant's content and end marker (``loss_on="response"``) or every token
-    (``"all"``). See the module docstring for conversations longer than the context."""
+    (``"all"``). See the module docstring for conversations longer than the context.
+    No usable conversation at all raises ``DataError`` unless ``allow_empty``."""
     if loss_on not in LOSS_ON:
         raise ValueError(f"loss_on must be one of {LOSS_ON}, found {loss_on!r}")
     if overlong not in OVERLONG:
@@ -100,11 +104,15 @@ def encode_examples(
     sequences, weights, truncated, dropped = [], [], 0, 0
     limit = context + 1
     for index, example in enumerate(examples):
-        where = f"line {example.line}" if example.line is not None else f"example {index}"
+        where = "" if example.line is not None else f"example {index}: "
+        messages = [
+            {"role": m["role"], "content": known_text(tokenizer, m["content"])}
+            for m in example.as_dicts()
+        ]
         try:
-            encoding = tokenizer.apply_chat_template(example.as_dicts())
+            encoding = tokenizer.apply_chat_template(messages)
         except TokenizerError as exc:
-            raise DataError(f"{where}: {exc}", source, example.line) from None
+            raise DataError(f"{where}{exc}", source, example.line) from None
         ids = np.array(encoding.ids, dtype=np.int64)
         mask = np.array(encoding.assistant_mask, dtype=np.float32)
         if loss_on == "all":
@@ -112,7 +120,7 @@ def encode_examples(
         if len(ids) > limit:
             if overlong == "error":
                 raise DataError(
-                    f"{where}: {len(ids)} tokens, longer than the context of {context} + 1 "
+                    f"{where}{len(ids)} tokens, longer than the context of {context} + 1 "
                     "(use overlong 'truncate' or 'drop')",
                     source,
                     example.line,
@@ -124,7 +132,7 @@ def encode_examples(
             truncated += 1
         sequences.append(ids)
         weights.append(mask)
-    if not sequences:
+    if not sequences and not allow_empty:
         raise DataError(
             f"no usable examples: {dropped} of {len(examples)} were longer than the context "
             f"({context} tokens) with no response token inside it",
@@ -142,5 +150,6 @@ __all__ = [
     "encode_examples",
     "encode_text",
     "fit_tokenizer",
+    "known_text",
     "token_stream",
 ]
