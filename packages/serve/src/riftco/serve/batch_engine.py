@@ -18,7 +18,7 @@ from .channel import EventChannel
 from .engine import EngineStats, Finished, GenerationRequest, TextDelta
 from .errors import GenerationFailed, RequestError
 from .scheduler import Scheduler, SchedulerLimits, StepModel
-from .sequence import SequenceState
+from .sequence import SequenceState, TokenSampler
 from .text_stream import TextStream
 
 log = logging.getLogger("riftco.serve")
@@ -119,10 +119,15 @@ class BatchEngine:
         channel = EventChannel(loop, on_close=lambda: self._cancel(request_id))
         # Chat turns end at any special token (the template's end marker, a new role).
         stops = self._eos | (self._special if chat else frozenset())
-        skip = self._special | frozenset(range(self._vocab, max(self._vocab, self._model_vocab())))
+        skip = self._special
         text = TextStream(self._token_bytes, request.options.stop, skip=skip)
         seq = SequenceState(
-            request_id, prompt, request.options, ChannelSink(channel, text), stop_ids=stops
+            request_id,
+            prompt,
+            request.options,
+            ChannelSink(channel, text),
+            stop_ids=stops,
+            sampler=TokenSampler(request.options, vocab_limit=self._vocab),
         )
         self.scheduler.submit(seq)
         self._wake.set()

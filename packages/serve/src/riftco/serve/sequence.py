@@ -29,7 +29,8 @@ class TokenSampler:
     """riftco-nn's sampler (greedy, temperature, top-k, top-p; a generator seeded per
     request) after an optional repetition penalty over the sequence's tokens."""
 
-    def __init__(self, options: SamplingOptions) -> None:
+    def __init__(self, options: SamplingOptions, vocab_limit: int | None = None) -> None:
+        self.vocab_limit = vocab_limit
         self.config = SamplingConfig(
             max_new_tokens=options.max_tokens,
             temperature=options.temperature,
@@ -48,8 +49,11 @@ class TokenSampler:
 
     def __call__(self, logits: np.ndarray) -> int:
         row = logits
+        limit = self.vocab_limit
+        if limit is not None and limit < row.shape[0]:
+            row = np.array(row[:limit], dtype=np.float32)
         if self.penalty != 1.0 and self._seen:
-            row = np.array(logits, dtype=np.float32)
+            row = np.array(row, dtype=np.float32)
             ids = np.fromiter(self._seen, dtype=np.int64)
             ids = ids[ids < row.shape[0]]
             picked = row[ids]

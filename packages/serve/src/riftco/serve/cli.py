@@ -1,0 +1,125 @@
+"""The ``riftco serve`` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .config import ServerConfig
+from .loading import app_from_bundle, default_model_id
+from .scheduler import SchedulerLimits
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="riftco serve",
+        description="Serve a .rift bundle with an OpenAI-compatible HTTP API and a chat page.",
+    )
+    p.add_argument("bundle", type=Path, help="the .rift model bundle to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
+    p.add_argument(
+        "--model-id", default=None, help="the model's name in the API (default: file stem)"
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="require 'Authorization: Bearer KEY' on /v1 and /metrics (or set RIFTCO_API_KEY)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default="",
+        metavar="NAMES",
+        help="comma-separated Host names to accept besides loopback names (a load balancer's)",
+    )
+    p.add_argument(
+        "--backend", default=None, help="tensor backend (default: RIFTCO_BACKEND or cpu)"
+    )
+    p.add_argument("--threads", type=int, default=None, help="kernel threads (default: all cores)")
+    p.add_argument("--max-running", type=int, default=16, help="sequences per batched step")
+    p.add_argument("--max-waiting", type=int, default=64, help="queued requests before 429")
+    p.add_argument(
+        "--pages",
+        type=int,
+        default=None,
+        help="KV cache pages (default: full context for every running sequence)",
+    )
+    p.add_argument("--page-size", type=int, default=16, help="token positions per KV cache page")
+    p.add_argument("--max-tokens-limit", type=int, default=4096, help="largest max_tokens accepted")
+    p.add_argument("--default-max-tokens", type=int, default=256, help="max_tokens when omitted")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body")
+    p.add_argument(
+        "--drain-timeout", type=float, default=30.0, help="seconds to finish requests on SIGTERM"
+    )
+    p.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Serve a .rift bundle over an OpenAI-compatible HTTP API (with a chat page)."""
+    args = _parser().parse_args(argv)
+    if not args.bundle.is_file():
+        print(f"riftco serve: no such bundle: {args.bundle}", file=sys.stderr)
+        return 2
+    for name in ("max_running", "max_waiting", "page_size", "max_tokens_limit", "max_body_bytes"):
+        if getattr(args, name) <= 0:
+            print(f"riftco serve: --{name.replace('_', '-')} must be positive", file=sys.stderr)
+            return 2
+    model_id = args.model_id or default_model_id(args.bundle)
+    try:
+        config = ServerConfig(
+            model_id=model_id,
+            bind_host=args.host,
+            api_key=args.api_key or os.environ.get("RIFTCO_API_KEY") or None,
+            allowed_hosts=tuple(h.strip() for h in args.allowed_hosts.split(",") if h.strip()),
+            max_body_bytes=args.max_body_bytes,
+            max_tokens_limit=args.max_tokens_limit,
+            default_max_tokens=min(args.default_max_tokens, args.max_tokens_limit),
+        )
+    except ValueError as exc:
+        print(f"riftco serve: {exc}", file=sys.stderr)
+        return 2
+    if args.threads:
+        import riftco.tensor as rt
+
+        rt.set_num_threads(args.threads)
+    limits = SchedulerLimits(max_running=args.max_running, max_waiting=args.max_waiting)
+    app = app_from_bundle(
+        args.bundle,
+        config,
+        model_id=model_id,
+        backend=args.backend,
+        pages=args.pages,
+        page_size=args.page_size,
+        limits=limits,
+    )
+    import uvicorn
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if not config.checks_host:
+        logging.getLogger("riftco.serve").warning(
+            "bound to %s: the Host check is off%s",
+            args.host,
+            "" if config.api_key else " and no API key is required",
+        )
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=args.drain_timeout,
+            lifespan="on",
+            server_header=False,
+        )
+    )
+    server.run()
+    return 0
+
+
+__all__ = ["main"]

@@ -1,0 +1,91 @@
+"""From a ``.rift`` bundle to a served app: the loader, and factories for ASGI hosts.
+
+    uvicorn --factory riftco.serve.loading:from_environment   # RIFTCO_SERVE_MODEL=model.rift
+
+A Ray Serve deployment (or any ASGI host) can mount ``app_from_bundle(path)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from .app import create_app
+from .batch_engine import BatchEngine
+from .config import ServerConfig
+from .scheduler import SchedulerLimits
+
+
+def engine_from_bundle(
+    path: str | os.PathLike[str],
+    *,
+    model_id: str | None = None,
+    backend: str | None = None,
+    pages: int | None = None,
+    page_size: int = 16,
+    limits: SchedulerLimits | None = None,
+) -> BatchEngine:
+    """Validate and load a bundle (riftco-interchange), then wrap it in a `BatchEngine`."""
+    from riftco.interchange import load_bundle
+
+    runnable = load_bundle(path, backend=backend)
+    return BatchEngine(
+        runnable.model,
+        runnable.tokenizer,
+        model_id=model_id or default_model_id(path),
+        pages=pages,
+        page_size=page_size,
+        limits=limits,
+    )
+
+
+def default_model_id(path: str | os.PathLike[str]) -> str:
+    """The bundle's file name without ``.rift``."""
+    return Path(path).name.removesuffix(".rift") or "riftco"
+
+
+def bundle_loader(path: str | os.PathLike[str], **options: Any) -> Callable[[], BatchEngine]:
+    """A loader for `create_app`: the bundle is read when the app starts, so health
+    checks answer (503) while it loads."""
+    return lambda: engine_from_bundle(path, **options)
+
+
+def app_from_bundle(
+    path: str | os.PathLike[str], config: ServerConfig | None = None, **options: Any
+) -> Starlette:
+    """The ASGI app serving one bundle."""
+    model_id = options.pop("model_id", None) or default_model_id(path)
+    config = config or ServerConfig(model_id=model_id)
+    return create_app(bundle_loader(path, model_id=model_id, **options), config)
+
+
+def from_environment() -> Starlette:
+    """An app factory configured by environment variables: ``RIFTCO_SERVE_MODEL`` (the
+    bundle, required), ``RIFTCO_SERVE_MODEL_ID``, ``RIFTCO_API_KEY``,
+    ``RIFTCO_SERVE_BIND_HOST`` (the address the host binds, default 127.0.0.1, which
+    turns the Host check on) and ``RIFTCO_SERVE_ALLOWED_HOSTS`` (comma-separated)."""
+    path = os.environ.get("RIFTCO_SERVE_MODEL")
+    if not path:
+        raise RuntimeError("from_environment: set RIFTCO_SERVE_MODEL to a .rift bundle")
+    model_id = os.environ.get("RIFTCO_SERVE_MODEL_ID") or default_model_id(path)
+    allowed = os.environ.get("RIFTCO_SERVE_ALLOWED_HOSTS", "")
+    config = ServerConfig(
+        model_id=model_id,
+        bind_host=os.environ.get("RIFTCO_SERVE_BIND_HOST", "127.0.0.1"),
+        api_key=os.environ.get("RIFTCO_API_KEY") or None,
+        allowed_hosts=tuple(h.strip() for h in allowed.split(",") if h.strip()),
+    )
+    return app_from_bundle(path, config, model_id=model_id)
+
+
+__all__ = [
+    "app_from_bundle",
+    "bundle_loader",
+    "default_model_id",
+    "engine_from_bundle",
+    "from_environment",
+]
