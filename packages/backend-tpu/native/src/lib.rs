@@ -1,8 +1,95 @@
 //! `riftco.backends.tpu._native`: thin PyO3 bindings over `riftco-pjrt`.
+//!
+//! A `Device` is an opened plugin with its client and compile cache; a
+//! `Storage` is a device buffer read under a tensor shape. Every capability
+//! is a module function taking the device and storages: it writes (or finds
+//! in the cache) the program for these shapes and runs it, with the GIL
+//! released, turning plugin errors and panics into
+//! `riftco.backends.tpu.errors.PjrtError` (a `riftco.tensor.KernelError`).
+
+mod device;
+mod nn_ops;
+mod ops;
+mod optim_ops;
+mod storage;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
 use pyo3::prelude::*;
+use riftco_pjrt::programs::Target;
+use riftco_pjrt::{Buffer, Program};
+
+pub use device::Device;
+pub use storage::Storage;
+
+mod py_errors {
+    pyo3::import_exception!(riftco.backends.tpu.errors, PjrtError);
+}
+pub use py_errors::PjrtError;
+
+pub fn error(msg: impl Into<String>) -> PyErr {
+    PjrtError::new_err(msg.into())
+}
+
+pub fn pjrt_error(e: riftco_pjrt::Error) -> PyErr {
+    error(e.to_string())
+}
+
+/// Run `f` without the GIL; an error or a panic becomes a `PjrtError`.
+pub fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> riftco_pjrt::Result<T> + Send) -> PyResult<T> {
+    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(pjrt_error(e)),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(error(format!("internal error in the PJRT backend: {msg}")))
+        }
+    }
+}
+
+/// Write the program for `inputs` with `make`, compile it once, run it.
+pub fn run(
+    py: Python<'_>,
+    device: &Device,
+    inputs: &[&Storage],
+    make: impl FnOnce(&[riftco_pjrt::programs::Input], Target) -> riftco_pjrt::Result<Program> + Send,
+) -> PyResult<Vec<Arc<Buffer>>> {
+    let described: Vec<_> = inputs.iter().map(|s| s.input()).collect();
+    let buffers: Vec<Arc<Buffer>> = inputs.iter().map(|s| s.buffer()).collect();
+    let runtime = device.runtime();
+    let target = device.target();
+    detached(py, move || {
+        let program = make(&described, target)?;
+        let refs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
+        let outs = runtime.run(&program, &refs)?;
+        Ok(outs.into_iter().map(Arc::new).collect())
+    })
+}
+
+/// Like [`run`] for a single result, as a new storage.
+pub fn run_one(
+    py: Python<'_>,
+    device: &Device,
+    inputs: &[&Storage],
+    make: impl FnOnce(&[riftco_pjrt::programs::Input], Target) -> riftco_pjrt::Result<Program> + Send,
+) -> PyResult<Storage> {
+    let mut outs = run(py, device, inputs, make)?;
+    Ok(Storage::new(outs.remove(0)))
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    Ok(())
+    m.add("PJRT_API_MAJOR", riftco_pjrt::ffi::API_MAJOR)?;
+    m.add("PJRT_API_MINOR", riftco_pjrt::ffi::API_MINOR_WRITTEN)?;
+    m.add_class::<Device>()?;
+    m.add_class::<Storage>()?;
+    ops::register(m)?;
+    nn_ops::register(m)?;
+    optim_ops::register(m)
 }

@@ -365,6 +365,21 @@ impl Builder {
         self.binary("stablehlo.maximum", a, b)
     }
 
+    /// `maximum` or `minimum` (`name`) where a NaN in either operand gives NaN,
+    /// whatever min/max instructions the compiler picks (XLA's CPU backend
+    /// uses ones that return the second operand).
+    pub fn nan_min_max(&mut self, name: &str, a: &Value, b: &Value) -> Result<Value> {
+        let plain = self.binary(name, a, b)?;
+        if !a.elem().is_float() {
+            return Ok(plain);
+        }
+        let a_nan = self.compare("NE", a, a)?;
+        let b_nan = self.compare("NE", b, b)?;
+        let any_nan = self.binary("stablehlo.or", &a_nan, &b_nan)?;
+        let poisoned = self.add(a, b)?;
+        self.select(&any_nan, &poisoned, &plain)
+    }
+
     /// `a <direction> b` (`EQ NE LT LE GT GE`) elementwise, as bool.
     pub fn compare(&mut self, direction: &str, a: &Value, b: &Value) -> Result<Value> {
         if a.ty != b.ty {

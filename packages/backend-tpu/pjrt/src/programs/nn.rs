@@ -1,0 +1,1 @@
+//! Fused normalization, activation, loss and attention programs.

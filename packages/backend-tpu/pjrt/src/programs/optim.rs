@@ -1,0 +1,1 @@
+//! The fused Adam / AdamW update.

@@ -1,0 +1,54 @@
+"""riftco.backends.tpu: a riftco backend over any PJRT C API plugin.
+
+On a Cloud TPU VM it loads libtpu; elsewhere it loads the plugin named by
+``RIFTCO_PJRT_PLUGIN`` (for example XLA's CPU plugin from ``xla-cpu-pjrt``).
+Every op is a StableHLO program, compiled once per shape and cached.
+
+>>> import riftco.tensor as rt
+>>> x = rt.tensor([1.0, 2.0], backend="tpu")  # with a plugin available
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import _native
+
+if _native.__version__ != __version__:
+    raise ImportError(
+        f"riftco.backends.tpu {__version__} found its native module at version "
+        f"{_native.__version__} ({_native.__file__}); reinstall riftco-backend-tpu so both "
+        "come from one build"
+    )
+
+from riftco.tensor.errors import BackendUnavailable
+
+from .backend import API_VERSION, TpuBackend
+from .errors import PjrtError
+from .plugin import PluginLocation, find_plugin
+
+
+def create_backend() -> TpuBackend:
+    """Entry-point factory for ``tpu``: find a plugin, open it, make a client.
+
+    Raises ``BackendUnavailable`` with the reason when there is no plugin or it
+    fails to initialize.
+    """
+    location = find_plugin()
+    try:
+        device = _native.Device(str(location.path))
+    except PjrtError as exc:
+        raise BackendUnavailable(
+            f"PJRT plugin {location.path} (from {location.source}) failed to initialize: {exc}"
+        ) from exc
+    return TpuBackend(device, location)
+
+
+__all__ = [
+    "API_VERSION",
+    "PjrtError",
+    "PluginLocation",
+    "TpuBackend",
+    "create_backend",
+    "find_plugin",
+]
