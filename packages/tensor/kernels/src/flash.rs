@@ -10,12 +10,14 @@
 
 use rayon::prelude::*;
 
-use crate::attention::{batch_segments, dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, softmax_grad, Heads, Mat, Segment, Shared, BQ};
+use crate::attention::{batch_segments, dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, softmax_grad, Heads, Mat, Segment, Shared};
 use crate::pool::install;
 use crate::{ensure, math, Result};
 
+/// Query rows per tile.
+const BQ: usize = 128;
 /// Key rows per tile.
-const BK: usize = 128;
+const BK: usize = 256;
 
 /// Attention over `segments`; `stats`, when given, receives each query row's
 /// softmax maximum and sum at `q_row * heads + head * q_len + i` (`[B, H, T]`
