@@ -61,7 +61,9 @@ def bench_model(preset: str, steps: int, decode: int) -> None:
         f"{preset:10s} {model.num_parameters() / 1e6:5.1f}M  train {ours:6.3f} s/step "
         f"{B * T / ours:7.0f} tok/s"
     )
-    theirs = torch_train(config, toks, steps) if torch else None
+    # The PyTorch model is the GPT topology: compared for the GPT presets only.
+    gpt = torch is not None and config.family == "gpt"
+    theirs = torch_train(config, toks, steps) if gpt else None
     if theirs:
         line += f" | torch {theirs:6.3f} s/step {B * T / theirs:7.0f} tok/s (x{theirs / ours:.2f})"
     print(line, flush=True)
@@ -70,7 +72,7 @@ def bench_model(preset: str, steps: int, decode: int) -> None:
     nn.generate(model, [prompt], nn.SamplingConfig(max_new_tokens=4))
     seconds = best_of(lambda: nn.generate(model, [prompt], sampling), 2)
     line = f"{'':10s} decode {decode / seconds:7.1f} tok/s (batch 1, KV cache)"
-    if torch:
+    if gpt:
         line += f" | torch {torch_decode(config, prompt, decode):7.1f} tok/s"
     print(line, flush=True)
 
