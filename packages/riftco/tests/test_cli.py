@@ -56,10 +56,12 @@ def test_unknown_command(capsys):
     assert "unknown command 'nope'" in capsys.readouterr().err
 
 
-def test_demo_runs(capsys):
-    assert cli.main(["demo"]) == 0
+def test_demo_runs_the_main_job(tmp_path, capsys):
+    assert cli.main(["demo", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "backend: cpu" in out and "0.000" in out
+    assert "unigram baseline validation loss" in out and "model validation loss" in out
+    assert "[3/3] riftco generate" in out and "done in" in out
+    assert (tmp_path / "base.rift").exists() and (tmp_path / "chat.rift").exists()
 
 
 @pytest.mark.parametrize("command", ["backends", "demo"])

@@ -1,35 +1,149 @@
-"""`riftco demo`: the main job, on the embedded default data."""
+"""`riftco demo`: the main job, on the embedded default data.
+
+Pretrain on the Python documentation topics that ship with CPython, post-train on
+instructions derived from them, then `riftco generate` a reply to a sample
+instruction, printing the losses, a sample of each stage, and where the artifacts are.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import sys
 import time
+from pathlib import Path
+
+PROMPT = "Explain the while statement."
 
 
 def main(argv: list[str]) -> int:
-    """Run the main job on the embedded default data and print what it made."""
+    """Run the main job: pretrain, post-train and generate on the embedded default data."""
     parser = argparse.ArgumentParser(prog="riftco demo", description=main.__doc__)
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the artifacts go (default: runs/demo-<timestamp>)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="model initialization seed (default 0)")
+    parser.add_argument(
+        "--prompt",
+        default=PROMPT,
+        help="the instruction to answer at the end (default %(default)r)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        default=os.environ.get("RIFTCO_DEMO_QUICK") == "1",
+        help="a tiny model and a few steps, to check the pipeline in seconds (or RIFTCO_DEMO_QUICK=1)",
+    )
     args = parser.parse_args(argv)
-    return tensor_tour(args.seed)
+    from riftco.tensor import RiftcoError
+    from riftco.text import TokenizerError
+
+    try:
+        return run(args.out, args.seed, args.prompt, args.quick)
+    except (RiftcoError, TokenizerError, OSError) as exc:
+        print(f"riftco demo: {exc}", file=sys.stderr)
+        return 1
 
 
-def tensor_tour(seed: int) -> int:
-    """A short tour of the tensor stack: one attention step on the CPU backend."""
-    import riftco.tensor as rt
+def _options(seed: int, quick: bool):
+    from riftco.train.post_training import PostTrainOptions
+    from riftco.train.pretraining import ModelOptions, PretrainOptions
 
-    start = time.perf_counter()
-    backend = rt.get_backend()
-    print(f"backend: {backend.name} ({backend.describe()})")
-    tokens, width = 8, 16
-    x = rt.normal((tokens, width), seed=seed)
-    wq, wk, wv = (rt.normal((width, width), std=width**-0.5, seed=seed + i) for i in (1, 2, 3))
-    q, k, v = x @ wq, x @ wk, x @ wv
-    scores = rt.matmul(q, k, transpose_b=True) * (1.0 / width**0.5)
-    attention = scores.softmax(causal=True)
-    out = attention @ v
-    print(f"causal attention over {tokens} tokens of width {width}: output {out.shape}")
-    print("attention row 3 (future keys get exactly 0):")
-    print("  " + " ".join(f"{p:.3f}" for p in attention[3].tolist()))
-    print(f"done in {time.perf_counter() - start:.3f} s")
+    pretraining, post_training = PretrainOptions(), PostTrainOptions()
+    model = dataclasses.replace(pretraining.model, seed=seed)
+    if quick:
+        model = ModelOptions(
+            context_length=64, d_model=32, n_layers=1, n_heads=2, d_ff=64, seed=seed
+        )
+        small = dict(
+            steps=4, batch_size=4, eval_every=0, eval_batches=1, checkpoint_every=0, warmup_steps=1
+        )
+        pretraining = dataclasses.replace(
+            pretraining, training=dataclasses.replace(pretraining.training, **small)
+        )
+        post_training = dataclasses.replace(
+            post_training, training=dataclasses.replace(post_training.training, **small)
+        )
+    return dataclasses.replace(pretraining, model=model), post_training
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
+    from riftco.train.post_training import post_train
+    from riftco.train.pretraining import pretrain
+    from riftco.train.sampling import complete, load_model
+
+    started = time.perf_counter()
+    out = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    pretraining, post_training = _options(seed, quick)
+    m, t = pretraining.model, pretraining.training
+    print(f"riftco demo -> {out}")
+    print(
+        f"[1/3] pretraining on pydoc_data.topics: {pretraining.tokenizer} tokenizer "
+        f"({pretraining.vocab_size} ids), {m.preset} model D={m.d_model} L={m.n_layers} "
+        f"H={m.n_heads} T={m.context_length}, {t.steps} steps of {t.batch_size} windows",
+        flush=True,
+    )
+    base = pretrain(pretraining, out)
+    if base.outcome != "finished":
+        print(f"interrupted; resume with: riftco pretrain --resume {base.checkpoint}")
+        return 130
+    baseline, loss = base.summary["unigram_validation_loss"], base.summary["validation_loss"]
+    print(f"      unigram baseline validation loss: {baseline:.4f} nats/token")
+    print(
+        f"      model validation loss:            {loss:.4f} ({loss / baseline:.2f}x the baseline)"
+    )
+    model, tokenizer = load_model(base.bundle)
+    text = complete(model, tokenizer, "The ", max_new_tokens=48, temperature=0.7)
+    print(f"      sample: {'The ' + text!r}")
+    print(
+        f"[2/3] post-training on the default instructions ({post_training.training.steps} steps, loss on responses)",
+        flush=True,
+    )
+    chat = post_train(post_training, base.bundle, out)
+    if chat.outcome != "finished":
+        print(f"interrupted; resume with: riftco post-train --resume {chat.checkpoint}")
+        return 130
+    print(f"      validation loss on held-out instructions: {chat.summary['validation_loss']:.4f}")
+    command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "80"]
+    print(f"[3/3] riftco {' '.join(command[:3])} --prompt {prompt!r}", flush=True)
+    if _generate(command) != 0:
+        model, tokenizer = load_model(chat.bundle)
+        print(complete(model, tokenizer, prompt, chat=True, temperature=0.0))
+    print(f"artifacts in {out}:")
+    print(f"  base.rift  stage pretraining, id {base.artifact_id}")
+    print(
+        f"  chat.rift  stage post_training, id {chat.artifact_id}, parent {base.artifact_id[:16]}..."
+    )
+    print("  pretraining.riftckpt, post_training.riftckpt (resume with --resume)")
+    print(
+        "  *-metrics.jsonl"
+        + (", *-loss.png" if base.plot else " (pip install matplotlib for loss curves)")
+    )
+    print(f"done in {_duration(time.perf_counter() - started)}")
     return 0
+
+
+def _generate(command: list[str]) -> int:
+    """`riftco generate` through the command host; 1 when it is not installed."""
+    from riftco.cli import contributions
+
+    found = contributions().get("generate")
+    if found is None:
+        return 1
+    try:
+        generate = found.load()
+    except Exception as exc:  # a broken contribution must not end the demo
+        print(
+            f"      (riftco generate unavailable: {type(exc).__name__}: {exc}; using riftco.train's sampler)"
+        )
+        return 1
+    return generate(command[1:])

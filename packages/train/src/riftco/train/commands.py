@@ -126,8 +126,7 @@ def _training_options(args: argparse.Namespace):  # -> TrainingOptions
 
 
 def pretrain_parser() -> argparse.ArgumentParser:
-    from riftco.train.pretraining import WINDOWS, ModelOptions
-    from riftco.train.stage import TrainingOptions
+    from riftco.train.pretraining import WINDOWS, ModelOptions, pretraining_defaults
     from riftco.train.tokens import TOKENIZERS
 
     parser = argparse.ArgumentParser(
@@ -207,12 +206,12 @@ def pretrain_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--seed", type=int, default=d.seed, help="model initialization seed (default %(default)s)"
     )
-    _training_flags(parser, TrainingOptions(steps=600, eval_every=150, checkpoint_every=150))
+    _training_flags(parser, pretraining_defaults())
     return parser
 
 
 def post_train_parser() -> argparse.ArgumentParser:
-    from riftco.train.post_training import _post_training_defaults
+    from riftco.train.post_training import post_training_defaults
     from riftco.train.tokens import LOSS_ON, OVERLONG
 
     parser = argparse.ArgumentParser(
@@ -266,7 +265,7 @@ def post_train_parser() -> argparse.ArgumentParser:
         metavar="PROMPT",
         help="print the model's reply to PROMPT at the end ('' to skip; default %(default)r)",
     )
-    _training_flags(parser, _post_training_defaults())
+    _training_flags(parser, post_training_defaults())
     return parser
 
 

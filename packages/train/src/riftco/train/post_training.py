@@ -43,7 +43,8 @@ from riftco.train.tokens import encode_examples
 STAGE = "post_training"
 
 
-def _post_training_defaults() -> TrainingOptions:
+def post_training_defaults() -> TrainingOptions:
+    """The default budget: about a minute on two cores for the default instructions."""
     return TrainingOptions(
         steps=150,
         batch_size=16,
@@ -65,7 +66,7 @@ class PostTrainOptions:
     loss_on: str = "response"
     overlong: str = "truncate"
     validation_fraction: float = 0.1
-    training: TrainingOptions = field(default_factory=_post_training_defaults)
+    training: TrainingOptions = field(default_factory=post_training_defaults)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -199,4 +200,4 @@ def post_train(
     )
 
 
-__all__ = ["STAGE", "PostTrainOptions", "post_train", "split_examples"]
+__all__ = ["STAGE", "PostTrainOptions", "post_train", "post_training_defaults", "split_examples"]

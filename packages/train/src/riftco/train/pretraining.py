@@ -61,6 +61,22 @@ class ModelOptions:
         )
 
 
+def pretraining_defaults() -> TrainingOptions:
+    """The default budget: sized so pretraining on the default corpus takes about two
+    and a half minutes on two cores (the main job's first stage)."""
+    return TrainingOptions(
+        steps=600,
+        batch_size=16,
+        learning_rate=3e-3,
+        min_learning_rate=3e-4,
+        warmup_steps=30,
+        weight_decay=0.1,
+        eval_every=150,
+        eval_batches=8,
+        checkpoint_every=150,
+    )
+
+
 @dataclass(frozen=True)
 class PretrainOptions:
     """Everything ``pretrain`` needs; ``data`` None is the embedded default corpus."""
@@ -71,7 +87,7 @@ class PretrainOptions:
     validation_fraction: float = 0.1
     windows: str = "random"
     model: ModelOptions = field(default_factory=ModelOptions)
-    training: TrainingOptions = field(default_factory=TrainingOptions)
+    training: TrainingOptions = field(default_factory=pretraining_defaults)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -181,4 +197,4 @@ def _last_validation(history: Sequence[Any]) -> float | None:
     return found[-1] if found else None
 
 
-__all__ = ["STAGE", "ModelOptions", "PretrainOptions", "pretrain"]
+__all__ = ["STAGE", "ModelOptions", "PretrainOptions", "pretrain", "pretraining_defaults"]
