@@ -231,3 +231,12 @@ def test_writer_output_parses_as_plain_json(good, split_file):
     header, _ = split_file(good)
     assert header["a"] == {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}
     assert json.loads(json.dumps(header)) == header
+
+
+def test_a_huge_declared_tensor_is_refused_without_allocating(tmp_path, join_file):
+    path = tmp_path / "huge"
+    size = (1 << 40) * (1 << 20) * 4
+    join_file(
+        path, {"x": {"dtype": "F32", "shape": [1 << 40, 1 << 20], "data_offsets": [0, size]}}, b""
+    )
+    reject(path, f"truncated: tensors need {size} bytes of data; the file holds 0")
