@@ -148,3 +148,24 @@ def test_dropout_is_seeded_and_train_only():
     assert a(x) is x
     with pytest.raises(nn.ConfigError):
         nn.Dropout(1.0)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_transformer_block(name):
+    config = nn.TransformerConfig.preset(
+        name, vocab_size=8, context_length=8, d_model=8, n_heads=2, kv_heads=1, n_layers=1, d_ff=8
+    )
+    block = nn.TransformerBlock(config)
+    for p in block.parameters():
+        p.value.assign_(p.value + rt.normal(p.shape, std=0.3, seed=p.size))
+    positions = F.positions_for(1, 3, "cpu")
+
+    class WithPositions(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = block
+
+        def forward(self, h):
+            return self.inner(h, positions)
+
+    check_module(WithPositions(), var((1, 3, 8), 18))
