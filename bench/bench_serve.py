@@ -1,0 +1,260 @@
+"""Benchmark riftco-serve: single-stream decode and concurrent streaming clients.
+
+1. Single-stream decode tokens/s: a GPT-2-topology model (random weights) decodes
+   greedily over the paged key/value cache, after a prompt prefilled in one
+   forward. Where torch is importable, the same weights run in PyTorch eager with
+   a key/value cache (the usual past-keys/values loop) on the same threads, and
+   the ratio is printed (the design's target is at least 2x).
+2. Aggregate tokens/s of 1, 4 and 16 concurrent streaming clients: a `riftco serve`
+   process on a free loopback port serves the model from a .rift bundle; each
+   client streams completions; tokens are counted from the usage chunk (the
+   target is 16 streams at least 4x one stream).
+
+Prints figures only; nothing here asserts on time.
+
+    python bench/bench_serve.py [--layers 8] [--d-model 512] [--decode-tokens 128]
+                                [--clients 1 4 16] [--max-tokens 64] [--skip-server]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pydoc_data.topics
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+import riftco.nn as nn
+import riftco.tensor as rt
+from riftco.serve import PagedKvCachePool
+from riftco.text import BpeTokenizer
+
+
+def build(args):
+    text = "".join(pydoc_data.topics.topics.values())[: args.corpus_bytes]
+    tokenizer = BpeTokenizer.train(text, vocab_size=args.vocab, pretokenize="gpt2")
+    config = nn.TransformerConfig.preset(
+        "gpt2",
+        vocab_size=tokenizer.vocab_size,
+        context_length=args.context,
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.heads,
+        d_ff=4 * args.d_model,
+    )
+    model = nn.DecoderOnlyTransformer(config, seed=0).eval()
+    return model, tokenizer
+
+
+def riftco_decode(model, prompt, steps):
+    cache = PagedKvCachePool(model.config, pages=64, page_size=16)
+    sid = cache.add_sequence()
+    start = time.perf_counter()
+    logits = model.forward_incremental([prompt], cache, [sid]).numpy()
+    prefill = time.perf_counter() - start
+    tokens = [int(np.argmax(logits[0]))]
+    start = time.perf_counter()
+    for _ in range(steps - 1):
+        logits = model.forward_incremental([[tokens[-1]]], cache, [sid]).numpy()
+        tokens.append(int(np.argmax(logits[0])))
+    return (steps - 1) / (time.perf_counter() - start), prefill, tokens
+
+
+class TorchGpt2:
+    """The same weights in PyTorch eager, decoding with a key/value cache."""
+
+    def __init__(self, model, torch):
+        self.torch, c = torch, model.config
+        self.w = {k: torch.from_numpy(np.array(v.numpy())) for k, v in model.state_dict().items()}
+        self.layers, self.heads, self.eps = c.n_layers, c.n_heads, c.norm_eps
+        self.head_dim = c.d_model // c.n_heads
+
+    def _linear(self, x, name):
+        return self.torch.nn.functional.linear(
+            x, self.w[f"{name}.weight"], self.w.get(f"{name}.bias")
+        )
+
+    def _norm(self, x, name):
+        w = self.w
+        return self.torch.nn.functional.layer_norm(
+            x, x.shape[-1:], w[f"{name}.weight"], w[f"{name}.bias"], self.eps
+        )
+
+    def step(self, ids, past):
+        torch, F = self.torch, self.torch.nn.functional
+        start = 0 if past is None else past[0][0].shape[1]
+        n = ids.shape[0]
+        x = (
+            self.w["token_embedding.weight"][ids]
+            + self.w["position_embedding.weight"][start : start + n]
+        )
+        new_past = []
+        for i in range(self.layers):
+            p = f"blocks.{i}"
+            h = self._norm(x, f"{p}.attention_norm")
+            q, k, v = (
+                self._linear(h, f"{p}.attention.{s}")
+                .view(n, self.heads, self.head_dim)
+                .transpose(0, 1)
+                for s in ("query", "key", "value")
+            )
+            if past is not None:
+                k = torch.cat([past[i][0], k], dim=1)
+                v = torch.cat([past[i][1], v], dim=1)
+            new_past.append((k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=past is None and n > 1)
+            x = x + self._linear(a.transpose(0, 1).reshape(n, -1), f"{p}.attention.output")
+            h = self._norm(x, f"{p}.feed_forward_norm")
+            h = F.gelu(self._linear(h, f"{p}.feed_forward.expand"), approximate="tanh")
+            x = x + self._linear(h, f"{p}.feed_forward.project")
+        x = self._norm(x[-1:], "final_norm")
+        return self._linear(x, "language_model_head")[0], new_past
+
+
+def torch_decode(model, prompt, steps, torch):
+    gpt = TorchGpt2(model, torch)
+    with torch.inference_mode():
+        logits, past = gpt.step(torch.tensor(prompt), None)
+        tokens = [int(torch.argmax(logits))]
+        start = time.perf_counter()
+        for _ in range(steps - 1):
+            logits, past = gpt.step(torch.tensor([tokens[-1]]), past)
+            tokens.append(int(torch.argmax(logits)))
+        return (steps - 1) / (time.perf_counter() - start), tokens
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(bundle, args):
+    port = free_port()
+    code = "import sys; from riftco.serve.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", code, str(bundle), "--port", str(port), "--log-level", "warning"]
+    cmd += ["--max-running", str(max(args.clients)), "--model-id", "bench"]
+    proc = subprocess.Popen(cmd)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the server did not come up")
+
+
+async def clients(base, count, requests, max_tokens):
+    import httpx
+
+    async def one(client, i):
+        produced = 0
+        for r in range(requests):
+            body = {
+                "model": "bench",
+                "prompt": f"Client {i}, request {r}: the",
+                "max_tokens": max_tokens,
+                "temperature": 0.8,
+                "seed": i * 100 + r,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            async with client.stream("POST", f"{base}/v1/completions", json=body) as resp:
+                async for line in resp.aiter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[6:])
+                        if chunk.get("usage"):
+                            produced += chunk["usage"]["completion_tokens"]
+        return produced
+
+    limits = httpx.Limits(max_connections=count)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        start = time.perf_counter()
+        produced = await asyncio.gather(*(one(client, i) for i in range(count)))
+        return sum(produced), time.perf_counter() - start
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--d-model", type=int, default=512)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--corpus-bytes", type=int, default=200_000)
+    ap.add_argument("--prompt-tokens", type=int, default=32)
+    ap.add_argument("--decode-tokens", type=int, default=128)
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--requests", type=int, default=2, help="requests per client")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--skip-server", action="store_true")
+    args = ap.parse_args()
+
+    model, tokenizer = build(args)
+    threads = rt.get_num_threads()
+    print(
+        f"model: gpt2 topology, {model.num_parameters():,} parameters "
+        f"(d_model {args.d_model}, {args.layers} layers, vocab {tokenizer.vocab_size}); "
+        f"{threads} kernel threads"
+    )
+    prompt = list(np.random.default_rng(0).integers(0, tokenizer.vocab_size, args.prompt_tokens))
+    prompt = [int(t) for t in prompt]
+    ours, prefill, our_tokens = riftco_decode(model, prompt, args.decode_tokens)
+    print(
+        f"single-stream decode  riftco paged: {ours:8.1f} tokens/s  (prefill of {len(prompt)}: {prefill * 1000:.1f} ms)"
+    )
+    try:
+        import torch
+    except ImportError:
+        print("single-stream decode  torch eager : not installed")
+    else:
+        torch.set_num_threads(threads)
+        theirs, their_tokens = torch_decode(model, prompt, args.decode_tokens, torch)
+        same = sum(a == b for a, b in zip(our_tokens, their_tokens))
+        print(
+            f"single-stream decode  torch eager : {theirs:8.1f} tokens/s  "
+            f"(riftco/torch {ours / theirs:.2f}x; same greedy tokens: {same}/{len(our_tokens)})"
+        )
+    if args.skip_server:
+        return 0
+    from riftco.interchange import save_bundle
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "bench.rift"
+        save_bundle(bundle, model, tokenizer)
+        proc, base = start_server(bundle, args)
+        try:
+            asyncio.run(clients(base, 1, 1, 8))  # warm up
+            one = None
+            for count in args.clients:
+                produced, seconds = asyncio.run(
+                    clients(base, count, args.requests, args.max_tokens)
+                )
+                rate = produced / seconds
+                one = one or rate
+                print(
+                    f"{count:3d} streaming clients: {rate:8.1f} tokens/s aggregate "
+                    f"({produced} tokens in {seconds:.1f} s; {rate / one:.1f}x one stream)"
+                )
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
