@@ -1,5 +1,6 @@
 import asyncio
 import contextlib
+import json
 
 import httpx
 import pytest
@@ -65,3 +66,53 @@ def batch_engine(tiny_model):
         )
 
     return make
+
+
+async def call_and_leave(app, body, leave_after_chunks):
+    """Run one POST through the ASGI app; disconnect after some body chunks arrived."""
+    path = body.pop("_path")
+    payload = json.dumps(body).encode()
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": b"",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    gone = asyncio.Event()
+    sent = []
+    delivered = False
+
+    async def receive():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": payload, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body" and len(sent) > leave_after_chunks:
+            gone.set()
+
+    task = asyncio.create_task(app(scope, receive, send))
+    if leave_after_chunks == 0:
+        await asyncio.sleep(0.05)
+        gone.set()
+    await asyncio.wait_for(task, 5)
+    return sent
+
+
+@pytest.fixture
+def leave():
+    """``await leave(app, body, leave_after_chunks)``: one POST through the ASGI app
+    by a client that disconnects after some body chunks (0: while waiting)."""
+    return call_and_leave
