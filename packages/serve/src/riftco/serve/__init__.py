@@ -26,6 +26,9 @@ from .errors import (
     ServeError,
     UnsupportedParameter,
 )
+from .loading import app_from_bundle, engine_from_bundle
+from .paged_attention import paged_attention
+from .scheduler import Scheduler, SchedulerLimits
 
 __version__ = "0.1.0"
 
@@ -48,9 +51,14 @@ __all__ = [
     "PoolExhausted",
     "RequestError",
     "SamplingOptions",
+    "Scheduler",
+    "SchedulerLimits",
     "ServeError",
     "ServerConfig",
     "TextDelta",
     "UnsupportedParameter",
+    "app_from_bundle",
     "create_app",
+    "engine_from_bundle",
+    "paged_attention",
 ]
