@@ -59,17 +59,30 @@ UNARY = {
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "relu": lambda x: np.maximum(x, 0),
     "gelu": lambda x: 0.5 * x * (1.0 + _ERF(x / math.sqrt(2.0))),
-    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
+    "gelu_tanh": lambda x: (
+        0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    ),
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "logical_not": np.logical_not,
 }
 BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
 }
 COMPARE = {
-    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
 }
 
 
@@ -78,8 +91,10 @@ def _checked(op: str, indices: ReferenceStorage, n: int) -> np.ndarray:
     bad = np.flatnonzero((idx < 0) | (idx >= n))
     if bad.size:
         pos = int(bad[0])
-        raise KernelError(f"{op}: index {int(idx.reshape(-1)[pos])} at position {pos} is out of "
-                          f"range for an axis of size {n}")
+        raise KernelError(
+            f"{op}: index {int(idx.reshape(-1)[pos])} at position {pos} is out of "
+            f"range for an axis of size {n}"
+        )
     return idx
 
 
@@ -148,7 +163,9 @@ class NumpyReferenceBackend(Backend):
         if op == "sum_squares":
             out = np.sum(wide * wide, axis=axis)
         else:
-            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op](wide, axis=axis)
+            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op](
+                wide, axis=axis
+            )
         return _box(np.asarray(out).astype(dtype.numpy))
 
     def argmax(self, x, shape, dtype, axis):
@@ -196,23 +213,6 @@ class NumpyReferenceBackend(Backend):
             out = e / np.sum(e, axis=-1, keepdims=True)
         return _box(out.astype(np.float32))
 
-
-def create_reference_backend() -> NumpyReferenceBackend:
-    return NumpyReferenceBackend()
-
-
-REFERENCE_ENTRY_POINT = EntryPoint(
-    name="reference", value="riftco.tensor.testing:create_reference_backend", group=registry.GROUP
-)
-
-
-@contextlib.contextmanager
-def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None]:
-    """Make discovery see ``eps`` (in addition to, or instead of, the installed ones)."""
-    original = registry.entry_points
-
-    def patched(*, group: str):
-        found = [] if replace else list(original(group=group))
     def adam_update(
         self,
         params,
@@ -529,7 +529,8 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
 
     def patched(*, group: str):
         found = [] if replace else list(original(group=group))
-        return found + [ep for ep in eps if ep.group == group]
+        # Listed first, so a patched name wins over an installed plugin of that name.
+        return [ep for ep in eps if ep.group == group] + found
 
     registry.entry_points = patched
     registry.reset_discovery()
