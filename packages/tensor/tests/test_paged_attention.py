@@ -97,5 +97,5 @@ def test_page_outside_the_pool_is_refused(backend):
 
 
 def test_listed_as_a_capability():
-    assert rt.CAPABILITIES["paged_attention"] == rt.BACKEND_API_VERSION[1]
+    assert rt.CAPABILITIES["paged_attention"] == 3 <= rt.BACKEND_API_VERSION[1]
     assert "paged_attention" in type(rt.get_backend("cpu")).__dict__

@@ -17,7 +17,7 @@
 
 use rayon::prelude::*;
 
-use crate::attention::{dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, Heads, Mat, Segment, Shared, BQ};
+use crate::attention::{exp_sum, gemm_into, max_of, parallel, scale_in_place, Heads, Mat, Segment, Shared, BQ};
 use crate::pool::install;
 use crate::{ensure, math, multiversion, Result};
 
@@ -187,22 +187,56 @@ fn online_update(visible: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32)
 #[allow(clippy::too_many_arguments)]
 unsafe fn single_query_tile(h: &Heads, q: &[f32], kp: *const f32, vp: *const f32, s: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32) {
     let (dh, ks) = (h.head_dim, h.kv_stride());
-    for (r, score) in s.iter_mut().enumerate() {
-        *score = dot(q, std::slice::from_raw_parts(kp.add(r * ks), dh)) * h.scale;
-    }
+    // Rows r * ks .. r * ks + dh of the tile, for r < s.len().
+    let span = (s.len() - 1) * ks + dh;
+    let keys = std::slice::from_raw_parts(kp, span);
+    let values = std::slice::from_raw_parts(vp, span);
+    tile_scores(q, keys, ks, h.scale, s);
     online_update(s, acc, m, l);
-    for (r, &p) in s.iter().enumerate() {
-        axpy(acc, p, std::slice::from_raw_parts(vp.add(r * ks), dh));
+    tile_accumulate(s, values, ks, acc);
+}
+
+multiversion! {
+    /// `s[r] = scale * q . keys[r * stride..][..q.len()]`.
+    fn tile_scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, s: &mut [f32]) {
+        let dh = q.len();
+        for (r, score) in s.iter_mut().enumerate() {
+            *score = dot8(q, &keys[r * stride..r * stride + dh]) * scale;
+        }
     }
 }
 
 multiversion! {
-    /// `y += a * x`.
-    fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
-        for (t, &xv) in y.iter_mut().zip(x) {
-            *t = xv.mul_add(a, *t);
+    /// `acc += sum_r p[r] * values[r * stride..][..acc.len()]`.
+    fn tile_accumulate(p: &[f32], values: &[f32], stride: usize, acc: &mut [f32]) {
+        let dh = acc.len();
+        for (r, &w) in p.iter().enumerate() {
+            for (a, &x) in acc.iter_mut().zip(&values[r * stride..r * stride + dh]) {
+                *a = x.mul_add(w, *a);
+            }
         }
     }
+}
+
+/// A dot product in eight lanes (inlined into the multiversioned callers).
+#[inline(always)]
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for j in 0..8 {
+            lanes[j] = x[j].mul_add(y[j], lanes[j]);
+        }
+    }
+    let mut s = 0.0f32;
+    for v in lanes {
+        s += v;
+    }
+    for (x, y) in ta.iter().zip(tb) {
+        s = x.mul_add(*y, s);
+    }
+    s
 }
 
 #[cfg(test)]
