@@ -57,6 +57,23 @@ def paged_attention(
             f"{op}: a page table {page_table.shape} for segment lists of lengths "
             f"{[len(x) for x in lists]}"
         )
+    return dispatch(q, k_pages, v_pages, page_table, *lists, scale=scale, window=window)
+
+
+def dispatch(
+    q: Tensor,
+    k_pages: Tensor,
+    v_pages: Tensor,
+    page_table: Tensor,
+    q_starts: Sequence[int],
+    q_counts: Sequence[int],
+    kv_lengths: Sequence[int],
+    *,
+    scale: float,
+    window: int,
+) -> Tensor:
+    """`paged_attention` without the argument checks, for callers that built the
+    pools and the table themselves (the backend still refuses inconsistent input)."""
     data = q.backend.paged_attention(
         q._data,
         q.shape,
@@ -65,11 +82,13 @@ def paged_attention(
         k_pages.shape,
         page_table._data,
         page_table.shape,
-        *lists,
+        q_starts,
+        q_counts,
+        kv_lengths,
         float(scale),
         int(window),
     )
     return Tensor._wrap(data, q.shape, rt.float32, q.backend)
 
 
-__all__ = ["paged_attention"]
+__all__ = ["dispatch", "paged_attention"]

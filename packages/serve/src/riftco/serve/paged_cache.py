@@ -25,7 +25,7 @@ from riftco.nn import DecodeStep, TransformerConfig
 from riftco.tensor import Backend, Tensor
 
 from .errors import CacheError, PoolExhausted
-from .paged_attention import paged_attention
+from .paged_attention import dispatch
 from .pages import PageAllocator, PrefixKey, prefix_keys
 
 
@@ -71,7 +71,11 @@ class PagedKvCachePool:
         self.keys = [rt.zeros(shape, backend=backend) for _ in range(config.n_layers)]
         self.values = [rt.zeros(shape, backend=backend) for _ in range(config.n_layers)]
         self._backend = rt.get_backend(backend) if not self.keys else self.keys[0].backend
-        self._paged_shape = (self.allocator.pages, self.page_size, *shape[1:])
+        self._flat_shape = shape
+        paged = (self.allocator.pages, self.page_size, *shape[1:])
+        # Views of the same storage (reshape never copies), for paged_attention.
+        self._paged_keys = [k.reshape(paged) for k in self.keys]
+        self._paged_values = [v.reshape(paged) for v in self.values]
         self._seqs: dict[int, _Sequence] = {}
         self._next_id = 0
         self._staged: _Staged | None = None
@@ -230,20 +234,39 @@ class PagedKvCachePool:
             raise CacheError("PagedKvCachePool: this step was not begun (or already ended)")
         return staged
 
+    def _check_rows(self, op: str, step: DecodeStep, x: Tensor, heads: int | None) -> None:
+        # The pools, rows and table are built here; only the model's tensors need checks
+        # (once per call, cheaply: decoding calls this for every layer of every step).
+        if not isinstance(x, Tensor) or x.dtype is not rt.float32 or x.backend != self._backend:
+            raise CacheError(f"{op}: expected a float32 Tensor on {self._backend.name}")
+        shape = x.shape
+        if (
+            len(shape) != 3
+            or shape[0] != step.rows
+            or shape[2] != self.config.head_dim
+            or (shape[1] != heads if heads is not None else shape[1] % self.config.n_kv_heads)
+        ):
+            raise CacheError(f"{op}: {shape} does not fit {step.rows} rows of this cache")
+
     def append(self, step: DecodeStep, layer: int, keys: Tensor, values: Tensor) -> None:
         staged = self._current(step)
-        rt.write_rows_(self.keys[layer], staged.rows, keys)
-        rt.write_rows_(self.values[layer], staged.rows, values)
+        heads = self.config.n_kv_heads
+        self._check_rows("append", step, keys, heads)
+        self._check_rows("append", step, values, heads)
+        b, flat = self._backend, self._flat_shape
+        for pool, new in ((self.keys[layer], keys), (self.values[layer], values)):
+            b.write_rows(pool._data, flat, rt.float32, staged.rows._data, new._data)
+            pool._bump_version()
 
     def attend(
         self, step: DecodeStep, layer: int, queries: Tensor, *, scale: float, window: int
     ) -> Tensor:
         staged = self._current(step)
-        shape = self._paged_shape
-        return paged_attention(
+        self._check_rows("attend", step, queries, None)
+        return dispatch(
             queries,
-            self.keys[layer].reshape(shape),
-            self.values[layer].reshape(shape),
+            self._paged_keys[layer],
+            self._paged_values[layer],
             staged.table,
             step.row_starts,
             step.counts,
