@@ -28,6 +28,8 @@ from riftco.interchange.errors import (
     ManifestError,
     WeightsError,
 )
+from riftco.interchange.gguf_export import export_gguf, export_gguf_model
+from riftco.interchange.gguf_import import GgufModel, import_gguf, import_gguf_model
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
 from riftco.interchange.layout import check_shapes, expected_shapes
 from riftco.interchange.manifest import FORMAT, FORMAT_VERSION, MANIFEST_KEY
@@ -55,6 +57,7 @@ __all__ = [
     "BundleError",
     "ContainerError",
     "ConversionError",
+    "GgufModel",
     "IntegrityError",
     "InterchangeError",
     "ManifestError",
@@ -69,8 +72,12 @@ __all__ = [
     "content_id",
     "convert",
     "expected_shapes",
+    "export_gguf",
+    "export_gguf_model",
     "export_huggingface",
     "export_huggingface_model",
+    "import_gguf",
+    "import_gguf_model",
     "import_huggingface",
     "import_huggingface_model",
     "load_bundle",

@@ -1,0 +1,221 @@
+"""GGUF v3 export through the ``gguf`` package, in llama.cpp's conventions.
+
+A GPT-family model becomes llama.cpp's ``gpt2`` architecture and a rotary model
+its ``llama`` architecture (names and layouts in :mod:`riftco.interchange.gguf_layout`),
+with the keys llama.cpp reads for them and a ``gpt2`` (byte-level BPE) tokenizer
+section (:mod:`riftco.interchange.gguf_tokenizer`). Tensors are F32, or with
+``dtype="f16"`` F16 for the matrices and F32 for the vectors and the position
+embedding, as llama.cpp's converter writes them.
+
+What llama.cpp would compute differently is refused with the reason: exact GELU
+(its ``gpt2`` graph computes the tanh form), a head bias, a sliding window,
+grouped-query attention in ``gpt2``, biases in ``llama``. Beside llama.cpp's keys
+the file holds ``riftco.config``, ``riftco.tokenizer`` and ``riftco.lineage``
+(JSON), so that import gives back the same model exactly, and ``riftco.tensors``:
+the SHA-256 of the tensors as stored (see :func:`~riftco.interchange.gguf_file.tensors_digest`)
+with the ``general.file_type`` it belongs to, since GGUF has no checksum of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from riftco.interchange.container import canonical_json
+from riftco.interchange.errors import ConversionError
+from riftco.interchange.gguf_file import tensors_digest
+from riftco.interchange.gguf_layout import GPT2, architecture_of, to_gguf_tensors
+from riftco.interchange.gguf_tokenizer import (
+    RIFTCO_PARITY,
+    RIFTCO_STATE,
+    GgufVocabulary,
+    gguf_vocabulary,
+)
+from riftco.interchange.hf_gpt2 import gpt2_config
+from riftco.interchange.hf_llama import llama_config
+from riftco.interchange.layout import check_shapes
+from riftco.interchange.lineage import RIFTCO_LINEAGE, lineage_of
+from riftco.interchange.models import model_arrays
+from riftco.interchange.runnable import RunnableModel
+from riftco.interchange.staging import staged_files
+from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+from riftco.text import Tokenizer
+
+SUFFIX = ".gguf"
+FORMAT_VERSION = 1
+RIFTCO_CONFIG = "riftco.config"
+RIFTCO_FORMAT_VERSION = "riftco.format_version"
+RIFTCO_TENSORS = "riftco.tensors"
+DTYPES = ("f32", "f16")
+_F16_MAX = float(np.finfo(np.float16).max)
+_TYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+
+Dtype = Literal["f32", "f16"]
+
+
+def check_gguf_exportable(config: TransformerConfig) -> str:
+    """The llama.cpp architecture for ``config``; ConversionError with the reason when
+    llama.cpp would compute something else."""
+    if config.family == "gpt":
+        if config.feed_forward == "gelu" and config.gelu == "exact":
+            raise ConversionError(
+                "llama.cpp's gpt2 architecture computes the tanh form of GELU, and this model "
+                "uses exact GELU (gelu='exact', as in the riftco_v1 preset); export it as ONNX, "
+                "a .rift bundle or a Hugging Face directory instead"
+            )
+        gpt2_config(config, None, None)
+    else:
+        llama_config(config, None, None)
+    return architecture_of(config)
+
+
+def export_gguf(
+    path: str | os.PathLike[str],
+    config: TransformerConfig,
+    arrays: Mapping[str, np.ndarray],
+    tokenizer: Tokenizer,
+    dtype: Dtype = "f32",
+    lineage: Mapping[str, Any] | None = None,
+    allow_tokenizer_mismatch: bool = False,
+) -> Path:
+    """Write a GGUF v3 file that llama.cpp loads as ``gpt2`` or ``llama``, atomically.
+
+    ``lineage`` (the source's ``artifact_id``, ``stage``, ``parent_id``) is recorded
+    as ``riftco.lineage``."""
+    import gguf
+
+    path = Path(path)
+    if dtype not in DTYPES:
+        raise ConversionError(f"GGUF export: expected dtype 'f32' or 'f16'; found {dtype!r}")
+    check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
+    architecture = check_gguf_exportable(config)
+    vocabulary = gguf_vocabulary(tokenizer, config.vocab_size, allow_tokenizer_mismatch)
+    tensors = {
+        name: _stored(name, array, dtype) for name, array in to_gguf_tensors(config, arrays).items()
+    }
+    with staged_files(path.parent, [path.name]) as stage:
+        writer = _writer_class()(stage / path.name, architecture)
+        _write_hyperparameters(writer, config, architecture, dtype, gguf)
+        _write_vocabulary(writer, vocabulary, gguf)
+        writer.add_uint32(RIFTCO_FORMAT_VERSION, FORMAT_VERSION)
+        writer.add_string(RIFTCO_CONFIG, canonical_json(config.to_dict()).decode("utf-8"))
+        writer.add_string(RIFTCO_STATE, canonical_json(tokenizer.to_state()).decode("utf-8"))
+        writer.add_string(RIFTCO_PARITY, vocabulary.parity)
+        writer.add_string(RIFTCO_LINEAGE, canonical_json(dict(lineage or {})).decode("utf-8"))
+        digest = tensors_digest((n, _TYPE_NAMES[a.dtype], a.shape, a) for n, a in tensors.items())
+        integrity = {"sha256": digest, "file_type": _file_type(dtype, gguf)}
+        writer.add_string(RIFTCO_TENSORS, canonical_json(integrity).decode("utf-8"))
+        for name, array in tensors.items():
+            writer.add_tensor(name, array)
+        try:
+            writer.write_header_to_file()
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file()
+        finally:
+            writer.close()
+    return path
+
+
+def _stored(name: str, array: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "f32" or array.ndim < 2 or name == "position_embd.weight":
+        return np.ascontiguousarray(array, dtype=np.float32)
+    largest = float(np.max(np.abs(array))) if array.size else 0.0
+    if largest > _F16_MAX:
+        raise ConversionError(
+            f"{name}: a value of magnitude {largest:g} does not fit float16 "
+            f"(largest {_F16_MAX:g}); export with dtype 'f32'"
+        )
+    return np.ascontiguousarray(array, dtype=np.float16)
+
+
+def _file_type(dtype: str, gguf: Any) -> int:
+    return int(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+
+
+def _write_hyperparameters(
+    writer: Any, c: TransformerConfig, architecture: str, dtype: str, gguf: Any
+) -> None:
+    writer.add_file_type(_file_type(dtype, gguf))
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_vocab_size(c.vocab_size)
+    writer.add_context_length(c.context_length)
+    writer.add_embedding_length(c.d_model)
+    writer.add_block_count(c.n_layers)
+    writer.add_feed_forward_length(c.d_ff)
+    writer.add_head_count(c.n_heads)
+    if architecture == GPT2:
+        writer.add_layer_norm_eps(c.norm_eps)
+        return
+    writer.add_head_count_kv(c.n_kv_heads)
+    writer.add_layer_norm_rms_eps(c.norm_eps)
+    writer.add_rope_dimension_count(c.head_dim)
+    writer.add_rope_freq_base(c.rope_theta)
+
+
+def _write_vocabulary(writer: Any, vocabulary: GgufVocabulary, gguf: Any) -> None:
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(vocabulary.pre)
+    writer.add_token_list(vocabulary.tokens)
+    writer.add_token_types(vocabulary.token_types)
+    # llama.cpp needs the merges key even when there are none (a byte vocabulary).
+    writer.add_key_value(
+        gguf.Keys.Tokenizer.MERGES,
+        vocabulary.merges,
+        gguf.GGUFValueType.ARRAY,
+        sub_type=gguf.GGUFValueType.STRING,
+    )
+    if vocabulary.eos_id is not None:
+        writer.add_bos_token_id(vocabulary.eos_id)
+        writer.add_eos_token_id(vocabulary.eos_id)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+    if vocabulary.chat_template is not None:
+        writer.add_chat_template(vocabulary.chat_template)
+
+
+@cache
+def _writer_class() -> type:
+    import gguf
+
+    class Writer(gguf.GGUFWriter):
+        """``gguf.GGUFWriter`` that also writes empty arrays, which GGUF allows and
+        llama.cpp reads, when their item type is given."""
+
+        def _pack_val(self, val: Any, vtype: Any, add_vtype: bool, sub_type: Any = None) -> bytes:
+            if vtype == gguf.GGUFValueType.ARRAY and sub_type is not None and len(val) == 0:
+                prefix = self._pack("I", vtype) if add_vtype else b""
+                return prefix + self._pack("I", sub_type) + self._pack("Q", 0)
+            return super()._pack_val(val, vtype, add_vtype, sub_type)
+
+    return Writer
+
+
+def export_gguf_model(
+    model: DecoderOnlyTransformer | RunnableModel,
+    path: str | os.PathLike[str],
+    tokenizer: Tokenizer | None = None,
+    dtype: Dtype = "f32",
+    allow_tokenizer_mismatch: bool = False,
+) -> Path:
+    """Write ``model`` (and its tokenizer; a runnable model's lineage too) as GGUF."""
+    manifest = None
+    if isinstance(model, RunnableModel):
+        tokenizer = tokenizer or model.tokenizer
+        manifest = model.manifest
+        model = model.model
+    if tokenizer is None:
+        raise ConversionError("GGUF export needs a tokenizer (llama.cpp reads it from the file)")
+    return export_gguf(
+        path,
+        model.config,
+        model_arrays(model),
+        tokenizer,
+        dtype,
+        lineage_of(manifest),
+        allow_tokenizer_mismatch,
+    )

@@ -1,0 +1,278 @@
+"""GGUF import: llama.cpp ``gpt2`` and ``llama`` files as riftco configurations and weights.
+
+The file is checked completely first (:func:`riftco.interchange.gguf_file.read_gguf`),
+then read as llama.cpp would read it: the architecture's keys give the
+configuration, the tensors under llama.cpp's names give the weights (F16, BF16
+and quantized types widened to float32), and the ``tokenizer.ggml`` section gives
+the tokenizer when riftco can represent it. Keys whose math riftco does not
+implement are refused by name (rotary scaling and ``rope_freqs``, experts,
+partial rotary dimensions, key or value lengths other than ``d_model / heads``).
+
+A file riftco wrote also holds ``riftco.config`` and ``riftco.tokenizer``: they
+must agree with llama.cpp's keys and tokens, and then restore what those cannot
+say (a bias-free GPT, the attention kernel, the chat template), so export then
+import gives back the same model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from riftco.interchange.errors import (
+    ConversionError,
+    IntegrityError,
+    ManifestError,
+    WeightsError,
+)
+from riftco.interchange.gguf_export import RIFTCO_CONFIG, RIFTCO_TENSORS
+from riftco.interchange.gguf_file import GgufFile, read_gguf
+from riftco.interchange.gguf_layout import ARCHITECTURES, GPT2, from_gguf_tensors
+from riftco.interchange.gguf_tokenizer import TOKENS, tokenizer_from_gguf
+from riftco.interchange.layout import check_shapes, config_from_dict
+from riftco.interchange.lineage import RIFTCO_LINEAGE, parse_lineage
+from riftco.interchange.models import build_model
+from riftco.interchange.runnable import RunnableModel
+from riftco.nn import ConfigError, TransformerConfig
+from riftco.tensor import Backend
+from riftco.text import Tokenizer
+
+# Keys (after "{arch}.") whose presence with another value changes the math.
+_REFUSED = {
+    "expert_count": (None, 0),
+    "rope.scaling.type": (None, "none"),
+    "rope.scaling.factor": (None, 1.0),
+}
+_SHARED_FIELDS = (
+    "vocab_size",
+    "context_length",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "d_ff",
+    "n_kv_heads",
+    "norm",
+    "positions",
+    "feed_forward",
+    "tie_embeddings",
+    "head_bias",
+    "sliding_window",
+)
+
+
+@dataclass
+class GgufModel:
+    """What an imported GGUF file holds, under riftco's names."""
+
+    model_config: TransformerConfig
+    arrays: dict[str, np.ndarray] = field(repr=False)
+    tokenizer: Tokenizer | None
+    architecture: str
+    metadata: dict[str, Any] = field(repr=False)
+    lineage: dict[str, Any] = field(default_factory=dict)
+
+    def origin(self) -> dict[str, Any]:
+        """The stage, parent and metadata a bundle made from this file records."""
+        return {
+            "stage": "imported",
+            "parent_id": self.lineage.get("artifact_id"),
+            "metadata": {
+                "source": "gguf",
+                "architecture": self.architecture,
+                "file_type": self.metadata.get("general.file_type"),
+            },
+        }
+
+
+def import_gguf(
+    path: str | os.PathLike[str],
+    tokenizer: Tokenizer | None = None,
+    require_tokenizer: bool = True,
+) -> GgufModel:
+    """Read a llama.cpp ``gpt2`` or ``llama`` GGUF file; ``tokenizer`` overrides its own.
+
+    Without ``require_tokenizer`` a vocabulary riftco cannot represent leaves
+    ``tokenizer`` None instead of raising."""
+    path = Path(path)
+    stored = read_gguf(path)
+    metadata = stored.metadata
+    try:
+        _check_integrity(stored)
+        config = _reconcile(config_from_gguf(metadata, stored.arrays), metadata)
+        arrays = from_gguf_tensors(config, stored.arrays)
+        check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
+        for name, array in arrays.items():
+            if not np.isfinite(array).all():
+                raise WeightsError(f"{name}: expected finite values; found NaN or infinity")
+        lineage = parse_lineage(metadata.get(RIFTCO_LINEAGE), RIFTCO_LINEAGE)
+        if tokenizer is None:
+            try:
+                tokenizer = tokenizer_from_gguf(metadata)
+            except ConversionError:
+                if require_tokenizer:
+                    raise
+    except (ConversionError, WeightsError, IntegrityError) as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+    except (ConfigError, ValueError) as exc:  # sizes the configuration rejects
+        raise ConversionError(f"{path}: {exc}") from None
+    if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:
+        raise ConversionError(
+            f"{path}: tokenizer: {tokenizer.vocab_size} ids do not fit the model's "
+            f"vocab_size {config.vocab_size}"
+        )
+    return GgufModel(config, arrays, tokenizer, metadata["general.architecture"], metadata, lineage)
+
+
+def import_gguf_model(
+    path: str | os.PathLike[str],
+    tokenizer: Tokenizer | None = None,
+    backend: str | Backend | None = None,
+    trainable: bool = False,
+) -> RunnableModel:
+    """A llama.cpp ``gpt2`` or ``llama`` GGUF file as a runnable model."""
+    imported = import_gguf(path, tokenizer)
+    assert imported.tokenizer is not None  # import_gguf requires one by default
+    model = build_model(imported.model_config, imported.arrays, backend, trainable)
+    return RunnableModel(model, imported.tokenizer, None, Path(path), imported.origin())
+
+
+def config_from_gguf(
+    metadata: Mapping[str, Any], tensors: Mapping[str, np.ndarray]
+) -> TransformerConfig:
+    """The configuration llama.cpp's keys and tensor shapes describe."""
+    arch = metadata.get("general.architecture")
+    if arch not in ARCHITECTURES:
+        raise ConversionError(
+            f"general.architecture: riftco reads {' and '.join(map(repr, ARCHITECTURES))}; "
+            f"found {arch!r}"
+        )
+    for key, allowed in _REFUSED.items():
+        if metadata.get(f"{arch}.{key}") not in allowed:
+            raise ConversionError(
+                f"{arch}.{key}={metadata[f'{arch}.{key}']!r} is not supported by riftco"
+            )
+    if "rope_freqs.weight" in tensors:
+        raise ConversionError(
+            "rope_freqs.weight: llama.cpp scales the rotary frequencies with it (Llama 3.1 "
+            "style), which riftco does not implement"
+        )
+    embedding = tensors.get("token_embd.weight")
+    if embedding is None or embedding.ndim != 2:
+        raise ConversionError("tensors: expected token_embd.weight, a matrix")
+    vocab_size = int(embedding.shape[0])
+    tokens = metadata.get(TOKENS)
+    if isinstance(tokens, list) and len(tokens) != vocab_size:
+        raise ConversionError(
+            f"{TOKENS}: expected {vocab_size} tokens (the rows of token_embd.weight); "
+            f"found {len(tokens)}"
+        )
+    d_model, heads = (
+        _count(metadata, f"{arch}.embedding_length"),
+        _count(metadata, f"{arch}.attention.head_count"),
+    )
+    kv_heads = metadata.get(f"{arch}.attention.head_count_kv", heads)
+    head_dim = d_model // heads if d_model % heads == 0 else None
+    lengths = ["attention.key_length", "attention.value_length"]
+    if arch != GPT2:
+        lengths.append("rope.dimension_count")
+    for key in lengths:
+        value = metadata.get(f"{arch}.{key}")
+        if value is not None and value != head_dim:
+            raise ConversionError(
+                f"{arch}.{key}={value!r} is not supported (riftco needs "
+                f"embedding_length / head_count = {head_dim})"
+            )
+    sizes = dict(
+        vocab_size=vocab_size,
+        context_length=_count(metadata, f"{arch}.context_length"),
+        d_model=d_model,
+        n_layers=_count(metadata, f"{arch}.block_count"),
+        n_heads=heads,
+        d_ff=_count(metadata, f"{arch}.feed_forward_length"),
+        tie_embeddings="output.weight" not in tensors,
+    )
+    if arch == GPT2:
+        if kv_heads != heads:
+            raise ConversionError(
+                f"gpt2.attention.head_count_kv={kv_heads!r}: llama.cpp's gpt2 graph has "
+                f"one key/value head per query head ({heads})"
+            )
+        eps = _number(metadata, "gpt2.attention.layer_norm_epsilon", 1e-5)
+        return TransformerConfig.preset("gpt2", **sizes, norm_eps=eps, gelu="tanh")
+    if not isinstance(kv_heads, int) or isinstance(kv_heads, bool):
+        raise ConversionError(
+            f"llama.attention.head_count_kv: expected an integer; found {kv_heads!r}"
+        )
+    return TransformerConfig.preset(
+        "llama",
+        **sizes,
+        kv_heads=None if kv_heads == heads else kv_heads,
+        norm_eps=_number(metadata, "llama.attention.layer_norm_rms_epsilon", 1e-5),
+        rope_theta=_number(metadata, "llama.rope.freq_base", 10000.0),
+    )
+
+
+def _check_integrity(stored: GgufFile) -> None:
+    """The tensors against ``riftco.tensors``, unless another tool has since re-encoded
+    them (a ``general.file_type`` other than the one recorded)."""
+    raw = stored.metadata.get(RIFTCO_TENSORS)
+    if raw is None:
+        return
+    try:
+        recorded = json.loads(raw)
+        sha256, file_type = recorded["sha256"], recorded["file_type"]
+    except (ValueError, TypeError, KeyError):
+        raise ConversionError(f"{RIFTCO_TENSORS}: expected {{sha256, file_type}} JSON") from None
+    if stored.metadata.get("general.file_type") == file_type and stored.digest != sha256:
+        raise IntegrityError(
+            f"tensors: SHA-256 is {stored.digest}; {RIFTCO_TENSORS} records {sha256} "
+            "(the tensor data was changed or corrupted)"
+        )
+
+
+def _reconcile(derived: TransformerConfig, metadata: Mapping[str, Any]) -> TransformerConfig:
+    """``riftco.config`` when it agrees with what llama.cpp's keys say, else an error."""
+    raw = metadata.get(RIFTCO_CONFIG)
+    if raw is None:
+        return derived
+    try:
+        stored = config_from_dict(json.loads(raw) if isinstance(raw, str) else None)
+    except (ValueError, ManifestError) as exc:
+        raise ConversionError(f"{RIFTCO_CONFIG}: {exc}") from None
+    fields = list(_SHARED_FIELDS)
+    fields += ["gelu"] if derived.family == "gpt" else ["linear_bias"]
+    for name in fields:
+        if getattr(stored, name) != getattr(derived, name):
+            raise _disagrees(name, getattr(stored, name), getattr(derived, name))
+    for name in ("norm_eps",) if derived.family == "gpt" else ("norm_eps", "rope_theta"):
+        if np.float32(getattr(stored, name)) != np.float32(getattr(derived, name)):
+            raise _disagrees(name, getattr(stored, name), getattr(derived, name))
+    return stored
+
+
+def _disagrees(name: str, stored: Any, derived: Any) -> ConversionError:
+    return ConversionError(
+        f"{RIFTCO_CONFIG}: {name}={stored!r} disagrees with llama.cpp's keys and tensors, "
+        f"which say {derived!r} (the file was changed after export?)"
+    )
+
+
+def _count(metadata: Mapping[str, Any], key: str) -> int:
+    value = metadata.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConversionError(f"{key}: expected a positive integer; found {value!r}")
+    return value
+
+
+def _number(metadata: Mapping[str, Any], key: str, default: float) -> float:
+    value = metadata.get(key, default)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ConversionError(f"{key}: expected a positive number; found {value!r}")
+    # GGUF stores float32: take the shortest decimal that rounds to it (1e-05, not 9.99e-06).
+    return float(str(np.float32(value)))
