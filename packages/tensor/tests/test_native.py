@@ -52,6 +52,8 @@ def _run_all(x, y, idx):
         rt.exp(t).numpy(),
         (t * u + 1.0).numpy(),
         t.transpose(0, 1).numpy(),
+        (t[:1] @ u).numpy(),
+        rt.matmul(t[:1], u, transpose_b=True).numpy(),
         rt.index_add(rt.zeros(512, 512), 0, rt.tensor(idx), t).numpy(),
     ]
 

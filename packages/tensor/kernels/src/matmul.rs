@@ -4,7 +4,7 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 use crate::pool::{install, num_threads};
-use crate::{ensure, Result};
+use crate::{ensure, multiversion, Result};
 
 /// One matmul problem: `out[b] = op(a[b]) @ op(b[b])` for each batch entry,
 /// where `op` optionally transposes. `a_offsets[i]` / `b_offsets[i]` are the
@@ -49,6 +49,66 @@ fn one(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], parallelism: Pa
     }
 }
 
+multiversion! {
+    /// `out[j] = dot(x, w[j])` for rows of `w` (`[n, k]`): a vector times a transposed matrix.
+    fn dot_rows(x: &[f32], w: &[f32], out: &mut [f32]) {
+        let k = x.len();
+        for (j, o) in out.iter_mut().enumerate() {
+            let row = &w[j * k..(j + 1) * k];
+            let mut lanes = [0.0f32; 8];
+            let chunks = row.chunks_exact(8);
+            let tail = chunks.remainder();
+            for (c, xs) in chunks.zip(x.chunks_exact(8)) {
+                for l in 0..8 {
+                    lanes[l] = c[l].mul_add(xs[l], lanes[l]);
+                }
+            }
+            let mut s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+            for (c, xv) in tail.iter().zip(&x[k - tail.len()..]) {
+                s = c.mul_add(*xv, s);
+            }
+            *o = s;
+        }
+    }
+}
+
+multiversion! {
+    /// `out = sum_p x[p] * w[p, cols]` for a column range of `w` (`[k, n]`), in p order.
+    fn axpy_rows(x: &[f32], w: &[f32], n: usize, first_col: usize, out: &mut [f32]) {
+        out.fill(0.0);
+        let width = out.len();
+        for (p, &xp) in x.iter().enumerate() {
+            let row = &w[p * n + first_col..p * n + first_col + width];
+            for (o, &v) in out.iter_mut().zip(row) {
+                *o = v.mul_add(xp, *o);
+            }
+        }
+    }
+}
+
+/// Columns per parallel piece of a vector-matrix product (fixed, so results do
+/// not depend on the thread count).
+const GEMV_COLUMNS: usize = 64;
+
+/// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
+/// split over output columns, each column accumulated in a fixed order.
+fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
+    let parallel = k * n >= (1 << 16) && num_threads() > 1;
+    let piece = |(i, dst): (usize, &mut [f32])| {
+        let first = i * GEMV_COLUMNS;
+        if transposed {
+            dot_rows(x, &w[first * k..(first + dst.len()) * k], dst);
+        } else {
+            axpy_rows(x, w, n, first, dst);
+        }
+    };
+    if parallel {
+        install(|| out.par_chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece));
+    } else {
+        out.chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece);
+    }
+}
+
 pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let batch = spec.a_offsets.len();
@@ -61,6 +121,11 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
         ensure!(o + k * n <= b.len(), "matmul: b batch entry at {o} runs past {} elements", b.len());
     }
     if out.is_empty() {
+        return Ok(());
+    }
+    if m == 1 && batch == 1 && k > 0 {
+        let (ao, bo) = (spec.a_offsets[0], spec.b_offsets[0]);
+        vector_matrix(&a[ao..ao + k], &b[bo..bo + k * n], k, n, spec.transpose_b, out);
         return Ok(());
     }
     let threads = num_threads();
@@ -112,6 +177,27 @@ mod tests {
         let spec = MatmulSpec { transpose_b: true, ..spec };
         matmul_f32(&spec, &a, &bt, &mut out).unwrap();
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn vector_times_matrix_matches_naive() {
+        for &(k, n) in &[(7usize, 3usize), (384, 1152), (33, 130)] {
+            let a: Vec<f32> = (0..k).map(|v| ((v * 13) % 17) as f32 * 0.25 - 2.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|v| ((v * 7) % 11) as f32 * 0.5 - 2.5).collect();
+            let want = naive(&a, &b, 1, k, n);
+            let mut out = vec![0.0; n];
+            let spec = MatmulSpec { m: 1, k, n, transpose_a: false, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
+            matmul_f32(&spec, &a, &b, &mut out).unwrap();
+            for (x, y) in out.iter().zip(&want) {
+                assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+            }
+            let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+            let spec = MatmulSpec { transpose_b: true, ..spec };
+            matmul_f32(&spec, &a, &bt, &mut out).unwrap();
+            for (x, y) in out.iter().zip(&want) {
+                assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+            }
+        }
     }
 
     #[test]
