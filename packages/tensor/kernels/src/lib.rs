@@ -16,6 +16,7 @@ pub mod layout;
 pub mod loss;
 pub mod matmul;
 pub mod math;
+pub mod nf4;
 pub mod norm;
 pub mod paged;
 pub mod pool;

@@ -6,6 +6,7 @@
 //! `riftco.tensor.errors.KernelError` (a `RiftcoError`).
 
 mod convert;
+mod nf4_ops;
 mod nn_ops;
 mod ops;
 mod optim_ops;
@@ -25,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     optim_ops::register(m)?;
     nn_ops::register(m)?;
     serve_ops::register(m)?;
+    nf4_ops::register(m)?;
     ops::register(m)
 }

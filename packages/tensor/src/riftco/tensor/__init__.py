@@ -106,6 +106,13 @@ from .ops.fused import (
     softmax_cross_entropy_backward,
     write_rows_,
 )
+from .ops.quantized import (
+    NF4Weight,
+    nf4_dequantize,
+    nf4_linear,
+    nf4_linear_backward,
+    nf4_quantize,
+)
 from .registry import BackendInfo, backends, get_backend, reset_discovery
 from .tensor import Tensor, _install_methods
 
@@ -227,4 +234,11 @@ __all__ += [
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
     "write_rows_",
+]
+__all__ += [
+    "NF4Weight",
+    "nf4_dequantize",
+    "nf4_linear",
+    "nf4_linear_backward",
+    "nf4_quantize",
 ]

@@ -113,6 +113,36 @@ def paged_attention(
     scale: float,
     window: int,
 ) -> np.ndarray: ...
+def nf4_dequantize(
+    codes: np.ndarray,
+    absmax: np.ndarray,
+    group_range: np.ndarray | None,
+    offset: float,
+    rows: int,
+    cols: int,
+    block_size: int,
+) -> np.ndarray: ...
+def nf4_linear(
+    x: np.ndarray,
+    codes: np.ndarray,
+    absmax: np.ndarray,
+    group_range: np.ndarray | None,
+    offset: float,
+    rows: int,
+    cols: int,
+    block_size: int,
+    bias: np.ndarray | None,
+) -> np.ndarray: ...
+def nf4_linear_backward(
+    dy: np.ndarray,
+    codes: np.ndarray,
+    absmax: np.ndarray,
+    group_range: np.ndarray | None,
+    offset: float,
+    rows: int,
+    cols: int,
+    block_size: int,
+) -> np.ndarray: ...
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
 def _panic_for_test() -> None: ...

@@ -24,7 +24,7 @@ from .errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 3)
+BACKEND_API_VERSION = (1, 4)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -48,6 +48,7 @@ CAPABILITIES.update(
 )
 
 CAPABILITIES["paged_attention"] = 3
+CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 
 
 class Backend:
@@ -427,3 +428,56 @@ class Backend:
         more positions back. Returns ``out [N, H, Dh]``; a sequence's rows do not
         depend on the other sequences."""
         raise self._missing("paged_attention")
+
+    # -- quantized weights (NF4) ------------------------------------------------
+    # A packed NF4 weight ``w_shape`` = [rows, cols] (n elements, flat row-major) is
+    # ``codes`` uint8 [ceil(n / 2)] (element 2j in the low nibble of byte j, 2j + 1
+    # in the high one) and per-block scales ``absmax`` [ceil(n / block_size)]. With
+    # double quantization ``absmax`` is uint8, ``group_range`` float32
+    # [ceil(blocks / 256)] and block b's scale is, in float32 from left to right,
+    # ``clamp(offset + (group_range[b // 256] * (absmax[b] - 128)) / 127, 0, FLT_MAX)``;
+    # without it ``absmax`` is float32 and ``group_range`` None. Element i is
+    # ``NF4[code_i] * scale[i // block_size]`` in float32 (riftco.tensor.ops.quantized
+    # documents the format). Kernels must not materialize the whole float32 weight.
+    def nf4_dequantize(
+        self,
+        codes: Storage,
+        absmax: Storage,
+        group_range: Storage | None,
+        offset: float,
+        w_shape: Shape,
+        block_size: int,
+    ) -> Storage:
+        """The float32 weight ``[rows, cols]`` of a packed NF4 weight."""
+        raise self._missing("nf4_dequantize")
+
+    def nf4_linear(
+        self,
+        x: Storage,
+        x_shape: Shape,
+        codes: Storage,
+        absmax: Storage,
+        group_range: Storage | None,
+        offset: float,
+        w_shape: Shape,
+        block_size: int,
+        bias: Storage | None,
+    ) -> Storage:
+        """``x [..., cols] @ dequant(W)^T (+ bias [rows])`` -> ``[..., rows]``, the weight
+        dequantized tile by tile inside the kernel."""
+        raise self._missing("nf4_linear")
+
+    def nf4_linear_backward(
+        self,
+        dy: Storage,
+        dy_shape: Shape,
+        codes: Storage,
+        absmax: Storage,
+        group_range: Storage | None,
+        offset: float,
+        w_shape: Shape,
+        block_size: int,
+    ) -> Storage:
+        """``dy [..., rows] @ dequant(W)`` -> ``[..., cols]``: the input gradient of
+        :meth:`nf4_linear` (the packed weight gets none)."""
+        raise self._missing("nf4_linear_backward")

@@ -203,6 +203,24 @@ class CpuBackend(Backend):
             window,
         )
 
+    def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):
+        rows, cols = w_shape
+        return _native.nf4_dequantize(codes, absmax, group_range, offset, rows, cols, block_size)
+
+    def nf4_linear(self, x, x_shape, codes, absmax, group_range, offset, w_shape, block_size, bias):
+        rows, cols = w_shape
+        return _native.nf4_linear(
+            x, codes, absmax, group_range, offset, rows, cols, block_size, bias
+        )
+
+    def nf4_linear_backward(
+        self, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+    ):
+        rows, cols = w_shape
+        return _native.nf4_linear_backward(
+            dy, codes, absmax, group_range, offset, rows, cols, block_size
+        )
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

@@ -412,6 +412,27 @@ class NumpyReferenceBackend(Backend):
             window,
         )
 
+    def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):
+        return _box(_nf4_weight(codes, absmax, group_range, offset, w_shape, block_size))
+
+    def nf4_linear(self, x, x_shape, codes, absmax, group_range, offset, w_shape, block_size, bias):
+        w = _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size)
+        y = _a(x) @ w.T
+        return _box((y if bias is None else y + _a(bias)).astype(np.float32))
+
+    def nf4_linear_backward(
+        self, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+    ):
+        w = _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size)
+        return _box((_a(dy) @ w).astype(np.float32))
+
+
+def _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size) -> np.ndarray:
+    from .ops.quantized import dequantize_nf4_array
+
+    ranges = None if group_range is None else _a(group_range)
+    return dequantize_nf4_array(_a(codes), _a(absmax), ranges, offset, w_shape, block_size)
+
 
 def _f32(a) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float32)

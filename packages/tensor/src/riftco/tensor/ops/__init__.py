@@ -67,6 +67,13 @@ from .layout import (
     unsqueeze,
 )
 from .linalg import matmul
+from .quantized import (
+    NF4Weight,
+    nf4_dequantize,
+    nf4_linear,
+    nf4_linear_backward,
+    nf4_quantize,
+)
 from .reduction import argmax, log_softmax, max, mean, min, softmax, sum, sum_squares
 
 __all__ = [
@@ -146,4 +153,12 @@ __all__ += [
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
     "write_rows_",
+]
+__all__ += [
+    "NF4Weight",
+    "nf4_dequantize",
+    "nf4_linear",
+    "nf4_linear_backward",
+    "nf4_quantize",
+    "quantized",
 ]
