@@ -102,8 +102,9 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
         f"      model validation loss:            {loss:.4f} ({loss / baseline:.2f}x the baseline)"
     )
     model, tokenizer = load_model(base.bundle)
-    text = complete(model, tokenizer, "The ", max_new_tokens=48, temperature=0.7)
-    print(f"      sample: {'The ' + text!r}")
+    start = 'The "for" statement'
+    text = complete(model, tokenizer, start, max_new_tokens=40, temperature=0.5, seed=seed)
+    print(f"      sample: {start + text!r}")
     print(
         f"[2/3] post-training on the default instructions ({post_training.training.steps} steps, loss on responses)",
         flush=True,
@@ -113,7 +114,7 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
         print(f"interrupted; resume with: riftco post-train --resume {chat.checkpoint}")
         return 130
     print(f"      validation loss on held-out instructions: {chat.summary['validation_loss']:.4f}")
-    command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "80"]
+    command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "60"]
     print(f"[3/3] riftco {' '.join(command[:3])} --prompt {prompt!r}", flush=True)
     if _generate(command) != 0:
         model, tokenizer = load_model(chat.bundle)

@@ -16,6 +16,7 @@ from riftco.train.batches import (
     fixed_examples,
     fixed_windows,
 )
+from riftco.train.checkpoint import Checkpoint, read_checkpoint, restore, save_checkpoint
 from riftco.train.corpus import (
     DEFAULT_CORPUS,
     Document,
@@ -24,6 +25,7 @@ from riftco.train.corpus import (
     load_text,
     split_corpus,
 )
+from riftco.train.engine import Trainer
 from riftco.train.errors import CheckpointError, DataError, ResumeMismatch, TrainError
 from riftco.train.instructions import (
     DEFAULT_INSTRUCTIONS,
@@ -33,6 +35,7 @@ from riftco.train.instructions import (
     load_instructions,
     load_jsonl,
 )
+from riftco.train.losses import masked_cross_entropy, unigram_loss
 from riftco.train.metrics import (
     MetricsLog,
     MovingAverage,
@@ -41,6 +44,10 @@ from riftco.train.metrics import (
     plot_loss_curve,
     read_metrics,
 )
+from riftco.train.post_training import PostTrainOptions, post_train
+from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
+from riftco.train.stage import StageResult, TrainingOptions
+from riftco.train.tokens import encode_examples, fit_tokenizer
 
 __all__ = [
     "DEFAULT_CORPUS",
@@ -48,6 +55,7 @@ __all__ = [
     "Batch",
     "BatchSource",
     "ChatExample",
+    "Checkpoint",
     "CheckpointError",
     "DataError",
     "Document",
@@ -55,21 +63,36 @@ __all__ = [
     "ExampleSampler",
     "Message",
     "MetricsLog",
+    "ModelOptions",
     "MovingAverage",
+    "PostTrainOptions",
+    "PretrainOptions",
     "ProgressBar",
     "RandomWindows",
     "ResumeMismatch",
+    "StageResult",
     "TextCorpus",
     "TrainError",
+    "Trainer",
     "TrainingMetric",
+    "TrainingOptions",
     "default_corpus",
     "default_instructions",
+    "encode_examples",
+    "fit_tokenizer",
     "fixed_examples",
     "fixed_windows",
     "load_instructions",
     "load_jsonl",
     "load_text",
+    "masked_cross_entropy",
     "plot_loss_curve",
+    "post_train",
+    "pretrain",
+    "read_checkpoint",
     "read_metrics",
+    "restore",
+    "save_checkpoint",
     "split_corpus",
+    "unigram_loss",
 ]

@@ -46,15 +46,15 @@ STAGE = "post_training"
 def post_training_defaults() -> TrainingOptions:
     """The default budget: about a minute on two cores for the default instructions."""
     return TrainingOptions(
-        steps=150,
+        steps=80,
         batch_size=16,
         learning_rate=1e-3,
         min_learning_rate=1e-4,
-        warmup_steps=10,
+        warmup_steps=8,
         weight_decay=0.0,
-        eval_every=50,
+        eval_every=40,
         eval_batches=4,
-        checkpoint_every=50,
+        checkpoint_every=40,
     )
 
 
