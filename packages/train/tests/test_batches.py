@@ -1,5 +1,9 @@
+import json
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from riftco.train.batches import (
     DocumentWindows,
@@ -14,11 +18,11 @@ STREAM = np.arange(1000, dtype=np.int64) % 97
 DOCS = [np.arange(n, dtype=np.int64) + 100 * i for i, n in enumerate([5, 40, 12, 3, 70])]
 
 
-def sources():
+def sources(seed=3):
     return [
-        RandomWindows(STREAM, 16, 4, seed=3),
-        DocumentWindows(DOCS, 8, 3, seed=3),
-        ExampleSampler(DOCS, 8, 3, seed=3, weights=[np.arange(len(d)) % 2 for d in DOCS]),
+        RandomWindows(STREAM, 16, 4, seed=seed),
+        DocumentWindows(DOCS, 8, 3, seed=seed),
+        ExampleSampler(DOCS, 8, 3, seed=seed, weights=[np.arange(len(d)) % 2 for d in DOCS]),
     ]
 
 
@@ -103,3 +107,24 @@ def test_fixed_batches_are_fixed():
     assert fixed_windows(np.arange(5), 16, 4, 3) == []
     examples = fixed_examples(DOCS, None, 8, 2, max_batches=10)
     assert [b.inputs.shape[0] for b in examples] == [2, 2, 1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    index=st.integers(0, 2),
+    seed=st.integers(0, 2**63),
+    before=st.integers(0, 12),
+    after=st.integers(1, 6),
+)
+def test_any_split_point_resumes_exactly(index, seed, before, after):
+    def make():
+        return sources(seed)[index]
+
+    uninterrupted = make()
+    expected = [uninterrupted.next_batch() for _ in range(before + after)]
+    first = make()
+    for _ in range(before):
+        first.next_batch()
+    second = make()
+    second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert all(same(e, second.next_batch()) for e in expected[before:])
