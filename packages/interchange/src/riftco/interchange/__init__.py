@@ -42,6 +42,8 @@ from riftco.interchange.models import (
     save_bundle,
     validate_bundle,
 )
+from riftco.interchange.onnx_export import export_onnx, export_onnx_model
+from riftco.interchange.onnx_import import OnnxModel, import_onnx, import_onnx_model
 from riftco.interchange.runnable import RunnableModel
 from riftco.interchange.safetensors_io import load_safetensors, save_safetensors
 
@@ -61,6 +63,7 @@ __all__ = [
     "IntegrityError",
     "InterchangeError",
     "ManifestError",
+    "OnnxModel",
     "RunnableModel",
     "SafetensorsFile",
     "TensorInfo",
@@ -76,10 +79,14 @@ __all__ = [
     "export_gguf_model",
     "export_huggingface",
     "export_huggingface_model",
+    "export_onnx",
+    "export_onnx_model",
     "import_gguf",
     "import_gguf_model",
     "import_huggingface",
     "import_huggingface_model",
+    "import_onnx",
+    "import_onnx_model",
     "load_bundle",
     "load_safetensors",
     "model_arrays",
