@@ -22,7 +22,29 @@ from .feed_forward import FeedForward, SwiGLU
 from .functional import cross_entropy
 from .generation import GenerationResult, SamplingConfig, generate, sample_next, sequence_rng
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
+from .lora import (
+    LORA_TARGETS,
+    AdapterError,
+    LoraConfig,
+    LoraLinear,
+    LoraQuantizedLinear,
+    attach_lora,
+    check_exportable,
+    detach_lora,
+    has_adapters,
+    load_lora_state_dict,
+    lora_parameters,
+    lora_state_dict,
+    merge_lora,
+)
 from .module import LoadResult, Module, ModuleList, ParameterList
+from .quantized import (
+    QuantizedLinear,
+    WeightMemory,
+    dequantize_model,
+    quantize_model,
+    weight_memory,
+)
 from .transformer import DecoderOnlyTransformer, LanguageModelHead, TransformerBlock, initialize
 
 __all__ = [
@@ -61,4 +83,24 @@ __all__ = [
     "initialize",
     "sample_next",
     "sequence_rng",
+]
+__all__ += [
+    "LORA_TARGETS",
+    "AdapterError",
+    "LoraConfig",
+    "LoraLinear",
+    "LoraQuantizedLinear",
+    "QuantizedLinear",
+    "WeightMemory",
+    "attach_lora",
+    "check_exportable",
+    "dequantize_model",
+    "detach_lora",
+    "has_adapters",
+    "load_lora_state_dict",
+    "lora_parameters",
+    "lora_state_dict",
+    "merge_lora",
+    "quantize_model",
+    "weight_memory",
 ]
