@@ -254,3 +254,22 @@ def test_runnable_models_and_lineage(tmp_path, make_model, tokenizer):
         "parent_id": None,
         "stage": "post_training",
     }
+
+
+def test_convert_command(tmp_path, make_model, tokenizer, capsys):
+    from riftco.interchange.cli import convert_main
+
+    manifest = save_bundle(tmp_path / "a.rift", make_model("gpt2"), tokenizer)
+    args = [str(tmp_path / "a.rift"), str(tmp_path / "a.gguf"), "--to", "gguf", "--dtype", "f16"]
+    assert convert_main(args) == 0
+    assert _reader(tmp_path / "a.gguf")[0]["general.file_type"] == gguf.LlamaFileType.MOSTLY_F16
+    assert convert_main([str(tmp_path / "a.gguf"), str(tmp_path / "b.rift"), "--to", "rift"]) == 0
+    back = load_bundle(tmp_path / "b.rift")
+    assert back.manifest["stage"] == "imported"
+    assert back.manifest["parent_id"] == manifest["artifact_id"]
+    assert back.tokenizer == tokenizer
+    capsys.readouterr()
+    save_bundle(tmp_path / "v1.rift", make_model("riftco_v1"), tokenizer)
+    assert convert_main([str(tmp_path / "v1.rift"), str(tmp_path / "v1.gguf"), "--to", "gguf"]) == 1
+    assert "tanh form of GELU" in capsys.readouterr().err
+    assert not (tmp_path / "v1.gguf").exists()

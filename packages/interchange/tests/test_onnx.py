@@ -151,3 +151,20 @@ def test_external_data(tmp_path, make_model, tokenizer):
     back = import_onnx(path)
     for name, array in model_arrays(model).items():
         np.testing.assert_array_equal(back.arrays[name], array, err_msg=name)
+
+
+def test_convert_command(tmp_path, make_model, tokenizer, capsys):
+    from riftco.interchange.cli import convert_main
+
+    manifest = save_bundle(tmp_path / "a.rift", make_model("riftco_v1"), tokenizer)
+    assert convert_main([str(tmp_path / "a.rift"), str(tmp_path / "a.onnx"), "--to", "onnx"]) == 0
+    sidecar = json.loads((tmp_path / "a.onnx.json").read_text())
+    assert sidecar["lineage"]["artifact_id"] == manifest["artifact_id"]
+    assert convert_main([str(tmp_path / "a.onnx"), str(tmp_path / "b.rift"), "--to", "rift"]) == 0
+    original, back = load_bundle(tmp_path / "a.rift"), load_bundle(tmp_path / "b.rift")
+    assert back.manifest["parent_id"] == manifest["artifact_id"]
+    assert back.manifest["weights"]["sha256"] == original.manifest["weights"]["sha256"]
+    capsys.readouterr()
+    args = [str(tmp_path / "a.rift"), str(tmp_path / "c.onnx"), "--to", "onnx", "--dtype", "f16"]
+    assert convert_main(args) == 1
+    assert "GGUF only" in capsys.readouterr().err

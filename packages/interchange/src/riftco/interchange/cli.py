@@ -14,7 +14,7 @@ from riftco.interchange.cli_inspect import main as _inspect_main
 from riftco.tensor import RiftcoError
 from riftco.text import TokenizerError
 
-TARGETS = ("rift", "safetensors", "huggingface")
+TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
 
 
 def generate_main(argv: list[str]) -> int:
@@ -63,19 +63,38 @@ def generate_main(argv: list[str]) -> int:
 
 
 def convert_main(argv: list[str]) -> int:
-    """Convert between .rift bundles, SafeTensors and Hugging Face directories."""
+    """Convert between .rift bundles, SafeTensors, Hugging Face directories, GGUF and ONNX."""
     parser = argparse.ArgumentParser(prog="riftco convert", description=convert_main.__doc__)
-    parser.add_argument("src", type=Path, help="a .rift bundle or a Hugging Face model directory")
+    parser.add_argument(
+        "src",
+        type=Path,
+        help="a .rift bundle, a Hugging Face model directory, a GGUF file or a riftco ONNX export",
+    )
     parser.add_argument("dst", type=Path, help="the file or directory to write")
     parser.add_argument("--to", required=True, choices=TARGETS, help="the format of DST")
     parser.add_argument(
         "--stage", default=None, help="stage recorded in a new .rift (default: kept, or 'imported')"
     )
+    parser.add_argument(
+        "--dtype", default="f32", choices=("f32", "f16"), help="GGUF tensor type (default f32)"
+    )
+    parser.add_argument(
+        "--allow-tokenizer-mismatch",
+        action="store_true",
+        help="GGUF: export a tokenizer llama.cpp splits differently (recorded in the file)",
+    )
     args = parser.parse_args(argv)
     from riftco.interchange.convert import convert
 
     try:
-        written = convert(args.src, args.dst, to=args.to, stage=args.stage)
+        written = convert(
+            args.src,
+            args.dst,
+            to=args.to,
+            stage=args.stage,
+            dtype=args.dtype,
+            allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
+        )
     except (RiftcoError, TokenizerError) as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)
         return 1

@@ -1,10 +1,13 @@
-"""Conversions between .rift bundles, SafeTensors and Hugging Face directories.
+"""Conversions between .rift bundles, SafeTensors, Hugging Face directories, GGUF and ONNX.
 
-A source is a ``.rift`` bundle or a Hugging Face model directory; every source
-is fully validated before anything is written. Converting a bundle to a bundle
-keeps its manifest, so the copy has the same ``artifact_id``; a directory
-becomes a bundle with stage ``imported`` (unless told otherwise) and its
-origin in the metadata.
+A source is a ``.rift`` bundle, a Hugging Face model directory, a GGUF file
+(recognised by its magic number) or an ONNX file riftco exported (``.onnx`` with
+its sidecar); every source is fully validated before anything is written.
+Converting a bundle to a bundle keeps its manifest, so the copy has the same
+``artifact_id``; any other source becomes a bundle with stage ``imported``
+(unless told otherwise), its origin in the metadata and, when the file records
+the bundle it came from, that bundle as its parent. GGUF and ONNX exports record
+the source bundle's lineage.
 """
 
 from __future__ import annotations
@@ -15,11 +18,18 @@ from typing import Literal
 
 from riftco.interchange.bundle import read_bundle, write_bundle
 from riftco.interchange.errors import ConversionError
+from riftco.interchange.gguf_export import export_gguf
+from riftco.interchange.gguf_file import is_gguf
+from riftco.interchange.gguf_import import import_gguf
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
+from riftco.interchange.lineage import lineage_of
 from riftco.interchange.models import huggingface_origin, validate_bundle
+from riftco.interchange.onnx_export import export_onnx
+from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.safetensors_io import save_safetensors
 
-Target = Literal["rift", "safetensors", "huggingface"]
+Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
+TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
 
 
 def convert(
@@ -27,12 +37,26 @@ def convert(
     dst: str | os.PathLike[str],
     to: Target,
     stage: str | None = None,
+    dtype: Literal["f32", "f16"] = "f32",
+    allow_tokenizer_mismatch: bool = False,
 ) -> Path:
-    """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``."""
+    """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``.
+
+    ``dtype`` (``f32`` or ``f16``) and ``allow_tokenizer_mismatch`` apply to GGUF."""
     src, dst = Path(src), Path(dst)
-    if to not in ("rift", "safetensors", "huggingface"):
-        raise ConversionError(f"expected --to rift, safetensors or huggingface; found {to!r}")
-    if src.is_dir():
+    if to not in TARGETS:
+        raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
+    if dtype != "f32" and to != "gguf":
+        raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
+    lineage: dict = {}
+    if src.is_file() and (is_gguf(src) or src.suffix == ".onnx"):
+        imported = import_gguf(src) if is_gguf(src) else import_onnx(src)
+        config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
+        if tokenizer is None:
+            raise ConversionError(f"{src}: holds no tokenizer")
+        fields = dict(imported.origin(), stage=stage or "imported")
+        lineage = imported.lineage
+    elif src.is_dir():
         imported = import_huggingface(src)
         config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
         assert tokenizer is not None  # import_huggingface requires one by default
@@ -50,10 +74,15 @@ def convert(
             "parent_id": bundle.parent_id,
             "metadata": bundle.metadata,
         }
+        lineage = lineage_of(bundle.manifest)
     if to == "rift":
         write_bundle(dst, config.to_dict(), arrays, tokenizer.to_state(), **fields)
     elif to == "safetensors":
         save_safetensors(dst, arrays)
-    else:
+    elif to == "huggingface":
         export_huggingface(dst, config, arrays, tokenizer)
+    elif to == "gguf":
+        export_gguf(dst, config, arrays, tokenizer, dtype, lineage, allow_tokenizer_mismatch)
+    else:
+        export_onnx(dst, config, arrays, tokenizer, lineage)
     return dst

@@ -41,6 +41,7 @@ from riftco.interchange.hf_llama import llama_config
 from riftco.interchange.layout import check_shapes
 from riftco.interchange.lineage import RIFTCO_LINEAGE, lineage_of
 from riftco.interchange.models import model_arrays
+from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
 from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
@@ -87,8 +88,7 @@ def export_gguf(
 
     ``lineage`` (the source's ``artifact_id``, ``stage``, ``parent_id``) is recorded
     as ``riftco.lineage``."""
-    import gguf
-
+    gguf = require("gguf")
     path = Path(path)
     if dtype not in DTYPES:
         raise ConversionError(f"GGUF export: expected dtype 'f32' or 'f16'; found {dtype!r}")

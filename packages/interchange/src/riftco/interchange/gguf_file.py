@@ -32,6 +32,7 @@ import numpy as np
 
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ContainerError, ConversionError
+from riftco.interchange.optional import require
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)
@@ -97,8 +98,7 @@ def scan_gguf(path: str | os.PathLike[str]) -> _Layout:
 def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
     """A checked GGUF file, read through ``gguf.GGUFReader``; tensors widened to float32
     (F16 and BF16 exactly, quantized types through ``gguf``'s dequantizer)."""
-    import gguf
-
+    gguf = require("gguf")
     path = Path(path)
     layout = scan_gguf(path)
     try:
@@ -289,8 +289,7 @@ class _Scanner:
     def check_data(
         self, infos: list[tuple[str, int, tuple[int, ...], int]], alignment: int, start: int
     ) -> dict[str, GgufTensorInfo]:
-        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
+        gguf = require("gguf")
         available = self.size - start
         if available < 0:
             raise self.fail("truncated: the file ends inside the padding before the data")
@@ -299,8 +298,8 @@ class _Scanner:
             if name in tensors:
                 raise self.fail(f"tensor {name!r} appears twice")
             try:
-                qtype = GGMLQuantizationType(kind)
-                block, type_size = GGML_QUANT_SIZES[qtype]
+                qtype = gguf.GGMLQuantizationType(kind)
+                block, type_size = gguf.GGML_QUANT_SIZES[qtype]
             except (ValueError, KeyError):
                 raise self.fail(f"{name}: unknown ggml type {kind}") from None
             if any(d == 0 for d in ne) or ne[0] % block:

@@ -26,6 +26,7 @@ from riftco.interchange.layout import check_shapes
 from riftco.interchange.lineage import lineage_of
 from riftco.interchange.models import model_arrays
 from riftco.interchange.onnx_graph import INPUT, IR_VERSION, OPSET, OUTPUT, build_graph
+from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
 from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
@@ -52,8 +53,7 @@ def export_onnx(
     external_data: bool | None = None,
 ) -> Path:
     """Write ``path`` (opset 18) and its sidecar; ``external_data`` None decides by size."""
-    import onnx
-
+    onnx = require("onnx")
     path = Path(path)
     check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
     if tokenizer is not None and tokenizer.vocab_size > config.vocab_size:

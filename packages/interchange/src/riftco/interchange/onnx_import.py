@@ -35,6 +35,7 @@ from riftco.interchange.onnx_export import (
     file_sha256,
     sidecar_path,
 )
+from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
 from riftco.nn import TransformerConfig
 from riftco.tensor import Backend
@@ -64,7 +65,7 @@ class OnnxModel:
 
 def import_onnx(path: str | os.PathLike[str], tokenizer: Tokenizer | None = None) -> OnnxModel:
     """Read an ONNX file riftco exported (with its sidecar); ``tokenizer`` overrides its own."""
-    import onnx
+    onnx = require("onnx")
     from onnx import numpy_helper
 
     path = Path(path)
