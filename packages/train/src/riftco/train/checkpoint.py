@@ -4,7 +4,9 @@ A checkpoint is a safetensors file (written and read with riftco-interchange's
 container: atomic writes, bounded reads, no pickle) holding
 
 - tensors ``model.<name>`` (the weights) and ``optimizer.<i>.exp_avg`` /
-  ``optimizer.<i>.exp_avg_sq`` (Adam's moments of parameter ``i``), float32;
+  ``optimizer.<i>.exp_avg_sq`` (Adam's moments of parameter ``i``), float32, and for a
+  model with NF4 layers (QLoRA) their packed payloads ``nf4.<layer>.<part>`` (uint8
+  codes and scale bytes, float32 ranges; see ``riftco.train.adapters``);
 - under the metadata key ``riftco.checkpoint``, a JSON manifest::
 
     {"format": "riftco-train/checkpoint", "format_version": 1,
@@ -39,6 +41,7 @@ from riftco.interchange import (
     tensors_digest,
     write_safetensors,
 )
+from riftco.train.adapters import PACKED_PREFIX, packed_tensors
 from riftco.train.engine import Trainer
 from riftco.train.errors import CheckpointError, ResumeMismatch
 
@@ -114,6 +117,7 @@ def save_checkpoint(
     """Write ``trainer``'s full state and ``run`` atomically; returns the manifest."""
     state = trainer.state_dict()
     tensors = {f"model.{name}": array for name, array in trainer.weights().items()}
+    tensors.update(packed_tensors(trainer.model))
     optimizer = dict(state["optimizer"])
     scalars = {}
     for index, entry in optimizer["state"].items():
@@ -162,7 +166,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
                 f"{expected['sha256']} over {expected['count']} (the file was changed or corrupted)"
             )
         for info in stored.tensors.values():
-            if info.dtype != "F32":
+            packed = info.name.startswith(PACKED_PREFIX) and info.dtype == "U8"
+            if info.dtype != "F32" and not packed:
                 raise CheckpointError(f"{info.name}: expected F32; found {info.dtype}")
     except CheckpointError as exc:
         raise CheckpointError(f"{path}: {exc}") from None

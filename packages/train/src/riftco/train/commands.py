@@ -265,8 +265,65 @@ def post_train_parser() -> argparse.ArgumentParser:
         metavar="PROMPT",
         help="print the model's reply to PROMPT at the end ('' to skip; default %(default)r)",
     )
+    _adapter_flags(parser)
     _training_flags(parser, post_training_defaults())
     return parser
+
+
+def _adapter_flags(parser: argparse.ArgumentParser) -> None:
+    from riftco.nn import LORA_TARGETS
+    from riftco.tensor.ops.quantized import NF4_BLOCK_SIZES
+    from riftco.train.adapters import METHODS, AdapterOptions
+
+    d = AdapterOptions()
+    g = parser.add_argument_group("adapters")
+    add = g.add_argument
+    add(
+        "--method",
+        choices=METHODS,
+        default=d.method,
+        help="full: every parameter trains; lora: low-rank adapters on a frozen float32 base; qlora: adapters on a base quantized to NF4 (default %(default)s)",
+    )
+    add(
+        "--lora-rank",
+        type=int,
+        default=d.lora_rank,
+        metavar="R",
+        help="adapter rank (default %(default)s)",
+    )
+    add(
+        "--lora-alpha",
+        type=float,
+        default=d.lora_alpha,
+        help="adapter scale numerator: updates are scaled by alpha / rank (default %(default)s)",
+    )
+    add(
+        "--lora-targets",
+        default=",".join(d.lora_targets),
+        metavar="NAMES",
+        help=f"comma-separated layers to adapt, from {', '.join(LORA_TARGETS)} (default %(default)s)",
+    )
+    add(
+        "--nf4-block-size",
+        type=int,
+        choices=NF4_BLOCK_SIZES,
+        default=d.nf4_block_size,
+        metavar="N",
+        help="qlora: weights per NF4 scale, a power of two from 32 to 4096 (default %(default)s)",
+    )
+
+
+def _adapter_options(args: argparse.Namespace):  # -> AdapterOptions
+    from riftco.train.adapters import AdapterOptions
+
+    targets = tuple(t.strip() for t in args.lora_targets.split(",") if t.strip())
+    return AdapterOptions(
+        method=args.method,
+        lora_rank=args.lora_rank,
+        lora_alpha=args.lora_alpha,
+        lora_targets=targets,
+        nf4_block_size=args.nf4_block_size,
+    )
 
 
 def _run(name: str, work) -> int:  # work: () -> StageResult
@@ -294,6 +351,15 @@ def _report(result, sample_text: str | None) -> None:  # result: StageResult
         print(f"unigram baseline loss: {s['unigram_validation_loss']:.4f}")
     if s.get("validation_loss") is not None:
         print(f"validation loss:       {s['validation_loss']:.4f}")
+    if s.get("method"):
+        line = f"{s['method']}: {s['trainable_parameters']:,} trainable adapter parameters"
+        if "nf4" in s:
+            nf4 = s["nf4"]
+            line += (
+                f"; linear weights {nf4['float32_bytes'] / 2**20:.2f} MiB as float32, "
+                f"{nf4['stored_bytes'] / 2**20:.2f} MiB as NF4"
+            )
+        print(line)
     if sample_text is not None:
         print(f"sample: {sample_text}")
     print(f"bundle:     {result.bundle} ({result.artifact_id})")
@@ -352,6 +418,10 @@ def post_train_main(argv: list[str]) -> int:
     if args.base is None and args.resume is None:
         parser.error("--base is required (unless resuming with --resume)")
     _threads(args.threads)
+    try:
+        adapters = _adapter_options(args)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     def work():
         from riftco.train.post_training import PostTrainOptions, post_train
@@ -362,6 +432,7 @@ def post_train_main(argv: list[str]) -> int:
             overlong=args.overlong,
             validation_fraction=args.validation_fraction,
             training=_training_options(args),
+            adapters=adapters,
         )
         out = args.out or (args.resume or args.base).parent
         result = post_train(options, args.base, out, resume=args.resume)

@@ -26,6 +26,15 @@ import numpy as np
 from riftco.interchange import read_bundle
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import tokenizer_from_state
+from riftco.train.adapters import (
+    AdapterOptions,
+    adapter_summary,
+    export_model,
+    packed_manifest,
+    prepare_model,
+    read_packed,
+    save_adapters,
+)
 from riftco.train.batches import ExampleSampler, fixed_examples
 from riftco.train.checkpoint import read_checkpoint
 from riftco.train.engine import Callback
@@ -67,15 +76,17 @@ class PostTrainOptions:
     overlong: str = "truncate"
     validation_fraction: float = 0.1
     training: TrainingOptions = field(default_factory=post_training_defaults)
+    adapters: AdapterOptions = field(default_factory=AdapterOptions)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "adapters": self.adapters.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PostTrainOptions:
         fields = dict(data)
         training = TrainingOptions.from_dict(fields.pop("training", {}))
-        return cls(**fields, training=training)
+        adapters = AdapterOptions.from_dict(fields.pop("adapters", {}))
+        return cls(**fields, training=training, adapters=adapters)
 
 
 def split_examples(
@@ -108,7 +119,10 @@ def post_train(
     """Fine-tune the base bundle ``base`` on ``options.data`` and write ``out_dir/chat.rift``.
 
     With ``resume``, the model, tokenizer, options and the base's identity come from the
-    checkpoint (``base`` may be None) and the data from ``options.data``.
+    checkpoint (``base`` may be None) and the data from ``options.data``. With
+    ``options.adapters.method`` ``lora`` or ``qlora`` only adapters train; the child
+    bundle holds the merged float32 weights and ``<bundle stem>-adapters.safetensors``
+    the adapters alone.
     """
     out = Path(out_dir)
     checkpoint = read_checkpoint(resume) if resume is not None else None
@@ -132,6 +146,11 @@ def post_train(
         model = DecoderOnlyTransformer(config)
         weights = bundle.tensors
         model.load_state_dict(weights)
+    adapters = options.adapters
+    packed = None
+    if checkpoint is not None and adapters.method == "qlora":
+        packed = read_packed(checkpoint.tensors, checkpoint.run.get("nf4") or {})
+    prepare_model(model, adapters, packed)
     examples = load_instructions(options.data)
     source_name = options.data or DEFAULT_INSTRUCTIONS
     train_examples, validation_examples = split_examples(examples, options.validation_fraction)
@@ -160,6 +179,8 @@ def post_train(
         "parent_id": parent_id,
         "data": {"source": source_name, "examples": len(train.sequences)},
     }
+    if adapters.method == "qlora":
+        run["nf4"] = packed_manifest(model)
     trainer, outcome, files = run_stage(
         stage=STAGE,
         model=model,
@@ -172,6 +193,7 @@ def post_train(
         callbacks=callbacks,
         progress=progress,
         stop=stop,
+        paged_moments=adapters.paged,
     )
     found = [m.loss for m in trainer.history if m.phase == "validation"]
     summary = {
@@ -186,7 +208,12 @@ def post_train(
         "tokens_seen": trainer.tokens,
         "validation_loss": found[-1] if found else None,
         "train_seconds": round(trainer.seconds, 3),
+        **adapter_summary(model, adapters),
     }
+    if outcome == "finished" and adapters.method != "full":
+        meta = {"parent_id": parent_id, "method": adapters.method}
+        save_adapters(out / f"{Path(bundle_name).stem}-adapters.safetensors", model, meta)
+        export_model(model)
     return finish_stage(
         stage=STAGE,
         outcome=outcome,

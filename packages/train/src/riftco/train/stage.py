@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from riftco.interchange import write_bundle
+from riftco.nn import check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -99,9 +100,13 @@ class RunFiles:
         )
 
 
-def build_optimizer(model: Any, options: TrainingOptions) -> tuple[AdamW, WarmupCosineSchedule]:
-    """AdamW (no decay on norms, biases and embeddings) and warmup + cosine decay."""
-    groups = weight_decay_groups(model.named_parameters(), options.weight_decay)
+def build_optimizer(
+    model: Any, options: TrainingOptions, paged: bool = False
+) -> tuple[AdamW, WarmupCosineSchedule]:
+    """AdamW over the parameters that require gradients (no decay on norms, biases and
+    embeddings; moments in pages when ``paged``) and warmup + cosine decay."""
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = weight_decay_groups(trainable, options.weight_decay)
     groups = [g for g in groups if g["params"]]
     optimizer = AdamW(
         groups,
@@ -109,6 +114,7 @@ def build_optimizer(model: Any, options: TrainingOptions) -> tuple[AdamW, Warmup
         betas=(0.9, 0.95),
         weight_decay=options.weight_decay,
         max_grad_norm=options.max_grad_norm,
+        paged=paged,
     )
     schedule = WarmupCosineSchedule(
         options.learning_rate, options.warmup_steps, options.steps, options.min_learning_rate
@@ -137,6 +143,7 @@ def run_stage(
     progress: TextIO | None = None,
     stop: Callable[[], bool] | None = None,
     plot: bool = True,
+    paged_moments: bool = False,
 ) -> tuple[Trainer, str, RunFiles]:
     """Train ``model`` for one stage, writing the checkpoint, metrics and plot to
     ``out_dir``; returns the trainer, the outcome and the files.
@@ -144,10 +151,12 @@ def run_stage(
     ``run`` describes the run (saved in every checkpoint); ``resume`` continues from a
     checkpoint. Ctrl-C saves a checkpoint after the current step and ends the run
     with outcome ``interrupted``. ``progress`` receives the progress bar (None: stderr).
+    Only parameters that require gradients are optimized (``paged_moments``: Adam's
+    moments in pages).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     files = RunFiles.for_stage(out_dir, stage)
-    optimizer, schedule = build_optimizer(model, options)
+    optimizer, schedule = build_optimizer(model, options, paged=paged_moments)
     log = MetricsLog(files.metrics, keep_through=resume.step if resume else None)
     bar = ProgressBar(options.steps, progress if progress is not None else sys.stderr)
     trainer = Trainer(
@@ -207,6 +216,7 @@ def finish_stage(
     artifact_id = None
     if outcome == "finished":
         model = trainer.model
+        check_exportable(model, f"write the {stage} bundle")
         weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
         reproducible = {k: v for k, v in summary.items() if k != "train_seconds"}
         manifest = write_bundle(
