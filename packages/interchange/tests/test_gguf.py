@@ -273,3 +273,12 @@ def test_convert_command(tmp_path, make_model, tokenizer, capsys):
     assert convert_main([str(tmp_path / "v1.rift"), str(tmp_path / "v1.gguf"), "--to", "gguf"]) == 1
     assert "tanh form of GELU" in capsys.readouterr().err
     assert not (tmp_path / "v1.gguf").exists()
+
+
+def test_a_missing_library_names_the_extra(tmp_path, make_model, tokenizer, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gguf", None)
+    model = make_model("gpt2")
+    with pytest.raises(ConversionError, match=r"riftco-interchange\[gguf\]"):
+        export_gguf(tmp_path / "m.gguf", model.config, model_arrays(model), tokenizer)
