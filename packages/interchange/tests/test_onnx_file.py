@@ -71,12 +71,30 @@ def test_sidecar_checks(exported, monkeypatch):
         import_onnx(exported)
 
 
-def test_a_config_that_disagrees_with_the_initializers(exported):
+def test_a_sidecar_changed_alone_is_refused(exported):
     side = sidecar_path(exported)
-    sidecar = json.loads(side.read_text())
-    sidecar["config"]["d_ff"] = 64
-    side.write_text(json.dumps(sidecar))
-    with pytest.raises(InterchangeError, match=r"blocks\.0\.feed_forward\.gate\.weight"):
+    original = json.loads(side.read_text())
+    changed = json.loads(side.read_text())
+    changed["config"]["d_ff"] = 64
+    side.write_text(json.dumps(changed))
+    with pytest.raises(IntegrityError, match="config"):
+        import_onnx(exported)
+    changed = json.loads(json.dumps(original))
+    changed["tokenizer"]["eos_token"] = None
+    side.write_text(json.dumps(changed))
+    with pytest.raises(IntegrityError, match="tokenizer"):
+        import_onnx(exported)
+
+
+def test_initializers_that_disagree_with_the_config(exported):
+    proto = onnx.load(str(exported))
+    weight = next(
+        i for i in proto.graph.initializer if i.name == "blocks.0.feed_forward.gate.weight"
+    )
+    weight.name = "renamed"
+    exported.write_bytes(proto.SerializeToString())
+    _reseal(exported)
+    with pytest.raises(InterchangeError, match=r"missing the initializer blocks\.0\.feed_forward"):
         import_onnx(exported)
 
 

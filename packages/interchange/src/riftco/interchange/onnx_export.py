@@ -64,9 +64,7 @@ def export_onnx(
     model = build_graph(config, arrays)
     model.producer_name = PRODUCER
     model.doc_string = "riftco decoder: input_ids [batch, sequence] -> logits"
-    onnx.helper.set_model_props(
-        model, {"riftco.format": SIDECAR_FORMAT, "riftco.sidecar": sidecar_path(path).name}
-    )
+    onnx.helper.set_model_props(model, model_props(config, tokenizer, sidecar_path(path).name))
     if external_data is None:
         external_data = sum(int(a.nbytes) for a in arrays.values()) > EXTERNAL_DATA_BYTES
     data_name = f"{path.name}.data" if external_data else None
@@ -126,6 +124,20 @@ def export_onnx_model(
     return export_onnx(
         path, model.config, model_arrays(model), tokenizer, lineage_of(manifest), external_data
     )
+
+
+def model_props(
+    config: TransformerConfig, tokenizer: Tokenizer | None, sidecar_name: str
+) -> dict[str, str]:
+    """The ``metadata_props`` of an export: they tie the sidecar's configuration and
+    tokenizer to the ``.onnx`` file, whose SHA-256 the sidecar records."""
+    state = None if tokenizer is None else tokenizer.to_state()
+    return {
+        "riftco.format": SIDECAR_FORMAT,
+        "riftco.sidecar": sidecar_name,
+        "riftco.config": canonical_json(config.to_dict()).decode("utf-8"),
+        "riftco.tokenizer_sha256": hashlib.sha256(canonical_json(state)).hexdigest(),
+    }
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -4,12 +4,14 @@ An ONNX graph says how to compute, not which architecture it is, so only files
 that riftco wrote are read back: the sidecar ``model.onnx.json`` must be there,
 name the file, and match the SHA-256 of the ``.onnx`` (and of its external data)
 before ``onnx`` parses anything. The configuration and tokenizer come from the
-sidecar; each parameter is the float32 initializer of the same name, checked
-against the shapes the configuration implies.
+sidecar, and must be the ones the ``.onnx`` file's metadata records; each
+parameter is the float32 initializer of the same name, checked against the
+shapes the configuration implies.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import (
     ConversionError,
     IntegrityError,
@@ -81,6 +84,7 @@ def import_onnx(path: str | os.PathLike[str], tokenizer: Tokenizer | None = None
         )
     try:
         config = config_from_dict(sidecar.get("config"))
+        _check_props(model, config, sidecar.get("tokenizer"))
         initializers = {i.name: i for i in model.graph.initializer}
         arrays = {}
         for name, shape in expected_shapes(config).items():
@@ -105,7 +109,7 @@ def import_onnx(path: str | os.PathLike[str], tokenizer: Tokenizer | None = None
             except TokenizerError as exc:
                 raise ManifestError(f"tokenizer: {exc}") from None
         lineage = parse_lineage(sidecar.get("lineage"), "lineage")
-    except (ManifestError, WeightsError, ConversionError) as exc:
+    except (ManifestError, WeightsError, ConversionError, IntegrityError) as exc:
         raise type(exc)(f"{path}: {exc}") from None
     return OnnxModel(config, arrays, tokenizer, sidecar, lineage)
 
@@ -152,6 +156,16 @@ def _read_sidecar(path: Path) -> dict[str, Any]:
             raise ManifestError(f"{where}: onnx.external_data.file: expected a file name")
         _check_digest(path.with_name(name), external.get("sha256"), where)
     return sidecar
+
+
+def _check_props(model: Any, config: TransformerConfig, state: Any) -> None:
+    """The sidecar's configuration and tokenizer against what the ``.onnx`` file records."""
+    props = {p.key: p.value for p in model.metadata_props}
+    tokenizer_sha256 = hashlib.sha256(canonical_json(state)).hexdigest()
+    if props.get("riftco.config") != canonical_json(config.to_dict()).decode("utf-8"):
+        raise IntegrityError("config: the sidecar's differs from the one the .onnx file records")
+    if props.get("riftco.tokenizer_sha256") != tokenizer_sha256:
+        raise IntegrityError("tokenizer: the sidecar's differs from the one the .onnx file records")
 
 
 def _load_external_data(model: Any, path: Path, sidecar: Mapping[str, Any], onnx: Any) -> None:
