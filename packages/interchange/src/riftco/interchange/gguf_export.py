@@ -47,7 +47,6 @@ from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer
 
-SUFFIX = ".gguf"
 FORMAT_VERSION = 1
 RIFTCO_CONFIG = "riftco.config"
 RIFTCO_FORMAT_VERSION = "riftco.format_version"

@@ -31,7 +31,12 @@ from riftco.interchange.errors import (
     ManifestError,
     WeightsError,
 )
-from riftco.interchange.gguf_export import RIFTCO_CONFIG, RIFTCO_TENSORS
+from riftco.interchange.gguf_export import (
+    FORMAT_VERSION,
+    RIFTCO_CONFIG,
+    RIFTCO_FORMAT_VERSION,
+    RIFTCO_TENSORS,
+)
 from riftco.interchange.gguf_file import GgufFile, read_gguf
 from riftco.interchange.gguf_layout import ARCHITECTURES, GPT2, from_gguf_tensors
 from riftco.interchange.gguf_tokenizer import TOKENS, tokenizer_from_gguf
@@ -103,6 +108,12 @@ def import_gguf(
     stored = read_gguf(path)
     metadata = stored.metadata
     try:
+        version = metadata.get(RIFTCO_FORMAT_VERSION, FORMAT_VERSION)
+        if version != FORMAT_VERSION:
+            raise ConversionError(
+                f"{RIFTCO_FORMAT_VERSION}: expected {FORMAT_VERSION}; found {version!r} "
+                "(written by another version of riftco)"
+            )
         _check_integrity(stored)
         config = _reconcile(config_from_gguf(metadata, stored.arrays), metadata)
         arrays = from_gguf_tensors(config, stored.arrays)
