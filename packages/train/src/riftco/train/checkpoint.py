@@ -223,10 +223,17 @@ def restore(trainer: Trainer, checkpoint: Checkpoint) -> None:
             f"{checkpoint.path}: a {checkpoint.stage} checkpoint; this run is {trainer.stage}"
         )
     if checkpoint.data_fingerprint != trainer.source.fingerprint:
+        source = (
+            checkpoint.run.get("data", {}).get("source")
+            if isinstance(checkpoint.run, dict)
+            else None
+        )
+        trained_on = f" ({source})" if source else ""
         raise ResumeMismatch(
             f"{checkpoint.path}: the checkpoint was written for other data (fingerprint "
             f"{checkpoint.data_fingerprint[:16]}..., this run's data has "
-            f"{trainer.source.fingerprint[:16]}...); resume with the data it was trained on"
+            f"{trainer.source.fingerprint[:16]}...); resume with the data it was trained "
+            f"on{trained_on}"
         )
     trainer.load_state_dict(checkpoint.trainer_state(), checkpoint.weights())
 

@@ -63,17 +63,17 @@ class ModelOptions:
 
 def pretraining_defaults() -> TrainingOptions:
     """The default budget: sized so pretraining on the default corpus takes about two
-    and a half minutes on two cores (the main job's first stage)."""
+    minutes on two cores (the main job's first stage)."""
     return TrainingOptions(
-        steps=600,
+        steps=500,
         batch_size=16,
         learning_rate=3e-3,
         min_learning_rate=3e-4,
         warmup_steps=30,
         weight_decay=0.1,
-        eval_every=150,
+        eval_every=125,
         eval_batches=8,
-        checkpoint_every=150,
+        checkpoint_every=125,
     )
 
 
