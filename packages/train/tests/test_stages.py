@@ -1,5 +1,7 @@
 import dataclasses
+import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,7 +40,7 @@ def post_options(data=None, steps=6, **kw):
 
 def test_pretraining_makes_a_base_bundle(tmp_path, corpus):
     options = dataclasses.replace(tiny_pretrain_options(), data=corpus)
-    result = pretrain(options, tmp_path / "run", progress=open("/dev/null", "w"))
+    result = pretrain(options, tmp_path / "run", progress=io.StringIO())
     assert result.outcome == "finished"
     bundle = read_bundle(result.bundle)
     assert bundle.stage == "pretraining" and bundle.parent_id is None
@@ -53,20 +55,20 @@ def test_pretraining_makes_a_base_bundle(tmp_path, corpus):
 
 def test_same_seed_same_run_same_artifact(tmp_path, corpus):
     options = dataclasses.replace(tiny_pretrain_options(), data=corpus)
-    a = pretrain(options, tmp_path / "a", progress=open("/dev/null", "w"))
-    b = pretrain(options, tmp_path / "b", progress=open("/dev/null", "w"))
+    a = pretrain(options, tmp_path / "a", progress=io.StringIO())
+    b = pretrain(options, tmp_path / "b", progress=io.StringIO())
     assert untimed(a.history) == untimed(b.history)
     assert a.artifact_id == b.artifact_id
     other = dataclasses.replace(
         options, training=dataclasses.replace(options.training, data_seed=1)
     )
-    c = pretrain(other, tmp_path / "c", progress=open("/dev/null", "w"))
+    c = pretrain(other, tmp_path / "c", progress=io.StringIO())
     assert c.artifact_id != a.artifact_id
 
 
 def test_pretraining_resume_is_bit_identical(tmp_path, corpus):
     options = dataclasses.replace(tiny_pretrain_options(steps=10), data=corpus)
-    quiet = open("/dev/null", "w")
+    quiet = io.StringIO()
     whole = pretrain(options, tmp_path / "whole", progress=quiet)
     stops = iter(range(100))
     first = pretrain(options, tmp_path / "split", progress=quiet, stop=lambda: next(stops) == 3)
@@ -84,10 +86,10 @@ def test_pretraining_resume_is_bit_identical(tmp_path, corpus):
 
 def test_resume_on_different_text_fails(tmp_path, corpus):
     options = dataclasses.replace(tiny_pretrain_options(steps=6), data=corpus)
-    quiet = open("/dev/null", "w")
+    quiet = io.StringIO()
     first = pretrain(options, tmp_path / "run", progress=quiet, stop=lambda: True)
     other = tmp_path / "other.txt"
-    other.write_text(open(corpus).read().replace("statement", "clause"))
+    other.write_text(Path(corpus).read_text().replace("statement", "clause"))
     with pytest.raises(ResumeMismatch, match="other data"):
         pretrain(
             dataclasses.replace(options, data=str(other)),
@@ -109,7 +111,7 @@ def write_chat(folder):
 
 
 def test_post_training_lineage(tmp_path, corpus):
-    quiet = open("/dev/null", "w")
+    quiet = io.StringIO()
     base = pretrain(
         dataclasses.replace(tiny_pretrain_options(steps=4), data=corpus), tmp_path, progress=quiet
     )
@@ -121,7 +123,7 @@ def test_post_training_lineage(tmp_path, corpus):
 
 
 def test_post_training_resume_needs_no_base(tmp_path, corpus):
-    quiet = open("/dev/null", "w")
+    quiet = io.StringIO()
     base = pretrain(
         dataclasses.replace(tiny_pretrain_options(steps=4), data=corpus), tmp_path, progress=quiet
     )
