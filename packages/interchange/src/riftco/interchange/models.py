@@ -22,13 +22,15 @@ from riftco.interchange.errors import BundleError, ManifestError
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
 from riftco.interchange.layout import check_shapes, config_from_dict
 from riftco.interchange.runnable import RunnableModel
-from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+from riftco.nn import DecoderOnlyTransformer, TransformerConfig, check_exportable
 from riftco.tensor import Backend
 from riftco.text import Tokenizer, TokenizerError, tokenizer_from_state
 
 
 def model_arrays(model: DecoderOnlyTransformer) -> dict[str, np.ndarray]:
-    """The model's state dict as float32 numpy arrays (copies)."""
+    """The model's state dict as float32 numpy arrays (copies); refuses unmerged
+    adapters and quantized layers, which a plain float32 state cannot hold."""
+    check_exportable(model, "export the weights")
     return {
         name: np.array(value.numpy(), dtype=np.float32)
         for name, value in model.state_dict().items()
@@ -43,7 +45,10 @@ def save_bundle(
     parent_id: str | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``model`` and ``tokenizer`` as a ``.rift`` bundle, atomically; returns the manifest."""
+    """Write ``model`` and ``tokenizer`` as a ``.rift`` bundle, atomically; returns the manifest.
+
+    A model with active, unmerged LoRA adapters or NF4 layers is refused."""
+    check_exportable(model)
     config = model.config
     _check_tokenizer_fits(tokenizer, config)
     return write_bundle(
