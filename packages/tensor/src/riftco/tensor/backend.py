@@ -91,8 +91,13 @@ class Backend:
 
     # -- layout ---------------------------------------------------------------
     def copy_strided(
-        self, x: Storage, shape: Shape, dtype: DType,
-        out_shape: Shape, strides: Sequence[int], offset: int,
+        self,
+        x: Storage,
+        shape: Shape,
+        dtype: DType,
+        out_shape: Shape,
+        strides: Sequence[int],
+        offset: int,
     ) -> Storage:
         """Contiguous copy of the view ``out[i] = flat(x)[offset + sum(i_d * strides[d])]``.
 
@@ -101,7 +106,9 @@ class Backend:
         """
         raise self._missing("copy_strided")
 
-    def concat(self, xs: Sequence[Storage], shapes: Sequence[Shape], dtype: DType, axis: int) -> Storage:
+    def concat(
+        self, xs: Sequence[Storage], shapes: Sequence[Shape], dtype: DType, axis: int
+    ) -> Storage:
         """Concatenate along ``axis``; the shapes agree on every other axis."""
         raise self._missing("concat")
 
@@ -112,23 +119,42 @@ class Backend:
         raise self._missing("unary")
 
     def binary(
-        self, op: str, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
-        out_shape: Shape, dtype: DType,
+        self,
+        op: str,
+        a: Storage,
+        a_shape: Shape,
+        b: Storage,
+        b_shape: Shape,
+        out_shape: Shape,
+        dtype: DType,
     ) -> Storage:
         """``op`` in add sub mul div pow maximum minimum with numpy broadcasting to
         ``out_shape``; both operands have ``dtype`` (int64: no div or pow)."""
         raise self._missing("binary")
 
     def compare(
-        self, op: str, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
-        out_shape: Shape, dtype: DType,
+        self,
+        op: str,
+        a: Storage,
+        a_shape: Shape,
+        b: Storage,
+        b_shape: Shape,
+        out_shape: Shape,
+        dtype: DType,
     ) -> Storage:
         """``op`` in eq ne lt le gt ge logical_and logical_or, broadcasting; bool result."""
         raise self._missing("compare")
 
     def where(
-        self, cond: Storage, cond_shape: Shape, a: Storage, a_shape: Shape,
-        b: Storage, b_shape: Shape, out_shape: Shape, dtype: DType,
+        self,
+        cond: Storage,
+        cond_shape: Shape,
+        a: Storage,
+        a_shape: Shape,
+        b: Storage,
+        b_shape: Shape,
+        out_shape: Shape,
+        dtype: DType,
     ) -> Storage:
         """``cond ? a : b`` with broadcasting; ``cond`` is bool."""
         raise self._missing("where")
@@ -147,8 +173,13 @@ class Backend:
 
     # -- linear algebra -------------------------------------------------------
     def matmul(
-        self, a: Storage, a_shape: Shape, b: Storage, b_shape: Shape,
-        transpose_a: bool, transpose_b: bool,
+        self,
+        a: Storage,
+        a_shape: Shape,
+        b: Storage,
+        b_shape: Shape,
+        transpose_a: bool,
+        transpose_b: bool,
     ) -> Storage:
         """Batched float32 matmul over the last two axes; batch axes broadcast.
         ``transpose_a`` reads a as its transpose ([..., k, m]) without a copy."""
@@ -156,27 +187,51 @@ class Backend:
 
     # -- indexing -------------------------------------------------------------
     def index_select(
-        self, x: Storage, shape: Shape, dtype: DType, axis: int, indices: Storage, count: int,
+        self,
+        x: Storage,
+        shape: Shape,
+        dtype: DType,
+        axis: int,
+        indices: Storage,
+        count: int,
     ) -> Storage:
         """``out = x.take(indices, axis)`` with 1-D int64 ``indices`` of ``count`` entries."""
         raise self._missing("index_select")
 
     def index_add(
-        self, base: Storage, shape: Shape, axis: int, indices: Storage, src: Storage, src_shape: Shape,
+        self,
+        base: Storage,
+        shape: Shape,
+        axis: int,
+        indices: Storage,
+        src: Storage,
+        src_shape: Shape,
     ) -> Storage:
         """A new float32 tensor: ``base`` plus ``src`` slices added at ``indices`` along ``axis``
         (repeated indices accumulate, in index order)."""
         raise self._missing("index_add")
 
     def gather(
-        self, x: Storage, shape: Shape, dtype: DType, axis: int, indices: Storage, index_shape: Shape,
+        self,
+        x: Storage,
+        shape: Shape,
+        dtype: DType,
+        axis: int,
+        indices: Storage,
+        index_shape: Shape,
     ) -> Storage:
         """``out[..i..] = x[.. indices[..i..] ..]`` along ``axis`` (torch.gather);
         ``indices`` matches ``x`` on every other axis."""
         raise self._missing("gather")
 
     def scatter_add(
-        self, base: Storage, shape: Shape, axis: int, indices: Storage, index_shape: Shape, src: Storage,
+        self,
+        base: Storage,
+        shape: Shape,
+        axis: int,
+        indices: Storage,
+        index_shape: Shape,
+        src: Storage,
     ) -> Storage:
         """A new float32 tensor: ``base`` with ``src`` added at ``indices`` along ``axis``
         (the adjoint of gather)."""
