@@ -59,3 +59,10 @@ def test_non_finite_loss_is_an_error():
     trainer.loss_function = lambda logits, targets, weights: logits.sum() * float("inf")
     with pytest.raises(TrainError, match="loss is"):
         trainer.train_step()
+
+
+def test_a_stop_at_the_last_step_still_finishes():
+    saved = []
+    trainer = bigram_trainer(steps=5)
+    outcome = trainer.run(checkpoint=lambda t: saved.append(t.step), stop=lambda: trainer.step >= 5)
+    assert outcome == "finished" and saved == [5]

@@ -210,7 +210,7 @@ class Trainer:
             ):
                 checkpoint(self)
                 saved_at = self.step
-            if stop is not None and stop():
+            if stop is not None and self.step < self.total_steps and stop():
                 if checkpoint and saved_at != self.step:
                     checkpoint(self)
                 return "interrupted"
