@@ -52,7 +52,7 @@ def build_one(package: Path, wheelhouse: Path) -> None:
         subprocess.run(cmd, check=True)
 
 
-BUILD_ID_MARK = re.compile(rb"RIFTCO_BUILD_ID:([0-9a-f]{8,64})")
+BUILD_ID_MARK = re.compile(rb"RIFTCO_BUILD_ID:([0-9a-f]{16})")
 
 
 def native_build_ids(wheelhouse: Path) -> dict[str, str]:
