@@ -42,7 +42,7 @@ class ModelOptions:
     preset: str = "gpt2"
     context_length: int = 128
     d_model: int = 128
-    n_layers: int = 4
+    n_layers: int = 2
     n_heads: int = 4
     d_ff: int = 512
     dropout: float = 0.0
@@ -65,15 +65,15 @@ def pretraining_defaults() -> TrainingOptions:
     """The default budget: sized so pretraining on the default corpus takes about two
     minutes on two cores (the main job's first stage)."""
     return TrainingOptions(
-        steps=500,
+        steps=800,
         batch_size=16,
         learning_rate=3e-3,
         min_learning_rate=3e-4,
         warmup_steps=30,
         weight_decay=0.1,
-        eval_every=125,
+        eval_every=200,
         eval_batches=8,
-        checkpoint_every=125,
+        checkpoint_every=200,
     )
 
 
