@@ -32,7 +32,10 @@ impl Device {
     fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
         let runtime = detached(py, || Runtime::open(&path))?;
         let target = Target::for_platform(runtime.client().platform());
-        Ok(Device { runtime: Arc::new(runtime), target })
+        Ok(Device {
+            runtime: Arc::new(runtime),
+            target,
+        })
     }
 
     /// The platform name the plugin reports: `cpu`, `cuda`, `tpu`, ...

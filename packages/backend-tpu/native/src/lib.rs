@@ -11,6 +11,7 @@ mod device;
 mod nn_ops;
 mod ops;
 mod optim_ops;
+mod quantized_ops;
 mod storage;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,7 +38,10 @@ pub fn pjrt_error(e: riftco_pjrt::Error) -> PyErr {
 }
 
 /// Run `f` without the GIL; an error or a panic becomes a `PjrtError`.
-pub fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> riftco_pjrt::Result<T> + Send) -> PyResult<T> {
+pub fn detached<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> riftco_pjrt::Result<T> + Send,
+) -> PyResult<T> {
     match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(pjrt_error(e)),
@@ -82,6 +86,52 @@ pub fn run_one(
     Ok(Storage::new(outs.remove(0)))
 }
 
+/// Like [`run`] for a program whose last result is an index check
+/// `[position, value]`: raise with `describe(position, value)` when the
+/// position is not -1, otherwise return the other results.
+pub fn run_checked(
+    py: Python<'_>,
+    device: &Device,
+    inputs: &[&Storage],
+    make: impl FnOnce(&[riftco_pjrt::programs::Input], Target) -> riftco_pjrt::Result<Program> + Send,
+    describe: impl FnOnce(i64, i64) -> String,
+) -> PyResult<Vec<Arc<Buffer>>> {
+    let mut outs = run(py, device, inputs, make)?;
+    let check = outs
+        .pop()
+        .ok_or_else(|| error("a checked program returned nothing"))?;
+    let check = storage::read_i64s(py, check)?;
+    if check[0] >= 0 {
+        return Err(error(describe(check[0], check[1])));
+    }
+    Ok(outs)
+}
+
+/// The message of an index out of range, as every backend words it.
+pub fn out_of_range(op: &str, size: i64) -> impl FnOnce(i64, i64) -> String + '_ {
+    move |pos, value| {
+        format!("{op}: index {value} at position {pos} is out of range for an axis of size {size}")
+    }
+}
+
+/// A 1-D int64 storage holding `values`, uploaded from the host.
+pub fn upload_i64(py: Python<'_>, device: &Device, values: &[i64]) -> PyResult<Storage> {
+    let runtime = device.runtime();
+    let ty = riftco_pjrt::TensorType::new(&[values.len() as i64], riftco_pjrt::ElementType::I64);
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let buffer = detached(py, move || runtime.upload(&bytes, &ty))?;
+    Ok(Storage::new(Arc::new(buffer)))
+}
+
+/// A 1-D float32 storage holding `values`, uploaded from the host.
+pub fn upload_f32(py: Python<'_>, device: &Device, values: &[f32]) -> PyResult<Storage> {
+    let runtime = device.runtime();
+    let ty = riftco_pjrt::TensorType::new(&[values.len() as i64], riftco_pjrt::ElementType::F32);
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let buffer = detached(py, move || runtime.upload(&bytes, &ty))?;
+    Ok(Storage::new(Arc::new(buffer)))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -91,5 +141,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
     ops::register(m)?;
     nn_ops::register(m)?;
+    quantized_ops::register(m)?;
     optim_ops::register(m)
 }

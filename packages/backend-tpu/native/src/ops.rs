@@ -5,14 +5,15 @@ use pyo3::prelude::*;
 use riftco_pjrt::programs::{elementwise as ew, index, layout, linalg, reduce};
 use riftco_pjrt::ElementType;
 
-use crate::storage::{from_numpy, read_i64s, to_numpy};
-use crate::{error, run, run_one, Device, Storage};
+use crate::storage::{from_numpy, to_numpy};
+use crate::{error, out_of_range, run_checked, run_one, Device, Storage};
 
 type Dev<'a, 'py> = &'a Bound<'py, Device>;
 type St<'a, 'py> = &'a Bound<'py, Storage>;
 
 fn elem(name: &str) -> PyResult<ElementType> {
-    ElementType::from_name(name).ok_or_else(|| error(format!("dtype {name} is not supported on tpu")))
+    ElementType::from_name(name)
+        .ok_or_else(|| error(format!("dtype {name} is not supported on tpu")))
 }
 
 #[pyfunction]
@@ -52,11 +53,18 @@ fn copy_strided(
     strides: Vec<i64>,
     offset: i64,
 ) -> PyResult<Storage> {
-    run_one(py, device.get(), &[x.get()], |i, _| layout::copy_strided(&i[0], &out_shape, &strides, offset))
+    run_one(py, device.get(), &[x.get()], |i, _| {
+        layout::copy_strided(&i[0], &out_shape, &strides, offset)
+    })
 }
 
 #[pyfunction]
-fn concat(py: Python<'_>, device: Dev<'_, '_>, xs: Vec<Bound<'_, Storage>>, axis: usize) -> PyResult<Storage> {
+fn concat(
+    py: Python<'_>,
+    device: Dev<'_, '_>,
+    xs: Vec<Bound<'_, Storage>>,
+    axis: usize,
+) -> PyResult<Storage> {
     let refs: Vec<&Storage> = xs.iter().map(|x| x.get()).collect();
     run_one(py, device.get(), &refs, |i, _| layout::concat(i, axis))
 }
@@ -75,7 +83,9 @@ fn binary(
     b: St<'_, '_>,
     out_shape: Vec<i64>,
 ) -> PyResult<Storage> {
-    run_one(py, device.get(), &[a.get(), b.get()], |i, _| ew::binary(op, &i[0], &i[1], &out_shape))
+    run_one(py, device.get(), &[a.get(), b.get()], |i, _| {
+        ew::binary(op, &i[0], &i[1], &out_shape)
+    })
 }
 
 #[pyfunction]
@@ -87,7 +97,9 @@ fn compare(
     b: St<'_, '_>,
     out_shape: Vec<i64>,
 ) -> PyResult<Storage> {
-    run_one(py, device.get(), &[a.get(), b.get()], |i, _| ew::compare(op, &i[0], &i[1], &out_shape))
+    run_one(py, device.get(), &[a.get(), b.get()], |i, _| {
+        ew::compare(op, &i[0], &i[1], &out_shape)
+    })
 }
 
 #[pyfunction]
@@ -106,18 +118,36 @@ fn select(
 
 #[pyfunction]
 #[pyo3(name = "reduce")]
-fn reduce_op(py: Python<'_>, device: Dev<'_, '_>, op: &str, x: St<'_, '_>, axis: usize) -> PyResult<Storage> {
-    run_one(py, device.get(), &[x.get()], |i, t| reduce::reduce(op, &i[0], axis, t))
+fn reduce_op(
+    py: Python<'_>,
+    device: Dev<'_, '_>,
+    op: &str,
+    x: St<'_, '_>,
+    axis: usize,
+) -> PyResult<Storage> {
+    run_one(py, device.get(), &[x.get()], |i, t| {
+        reduce::reduce(op, &i[0], axis, t)
+    })
 }
 
 #[pyfunction]
 fn argmax(py: Python<'_>, device: Dev<'_, '_>, x: St<'_, '_>, axis: usize) -> PyResult<Storage> {
-    run_one(py, device.get(), &[x.get()], |i, _| reduce::argmax(&i[0], axis))
+    run_one(py, device.get(), &[x.get()], |i, _| {
+        reduce::argmax(&i[0], axis)
+    })
 }
 
 #[pyfunction]
-fn softmax(py: Python<'_>, device: Dev<'_, '_>, x: St<'_, '_>, causal: bool, log: bool) -> PyResult<Storage> {
-    run_one(py, device.get(), &[x.get()], |i, _| reduce::softmax(&i[0], causal, log))
+fn softmax(
+    py: Python<'_>,
+    device: Dev<'_, '_>,
+    x: St<'_, '_>,
+    causal: bool,
+    log: bool,
+) -> PyResult<Storage> {
+    run_one(py, device.get(), &[x.get()], |i, _| {
+        reduce::softmax(&i[0], causal, log)
+    })
 }
 
 #[pyfunction]
@@ -129,26 +159,22 @@ fn matmul(
     transpose_a: bool,
     transpose_b: bool,
 ) -> PyResult<Storage> {
-    run_one(py, device.get(), &[a.get(), b.get()], |i, _| linalg::matmul(&i[0], &i[1], transpose_a, transpose_b))
+    run_one(py, device.get(), &[a.get(), b.get()], |i, _| {
+        linalg::matmul(&i[0], &i[1], transpose_a, transpose_b)
+    })
 }
 
-/// Run an indexing program, then raise if its check found an index out of range.
+/// Run an indexing program; raise if its check found an index out of range.
 fn checked(
     py: Python<'_>,
     device: &Device,
     op: &str,
     size: i64,
     inputs: &[&Storage],
-    make: impl FnOnce(&[riftco_pjrt::programs::Input]) -> riftco_pjrt::Result<riftco_pjrt::Program> + Send,
+    make: impl FnOnce(&[riftco_pjrt::programs::Input]) -> riftco_pjrt::Result<riftco_pjrt::Program>
+        + Send,
 ) -> PyResult<Storage> {
-    let mut outs = run(py, device, inputs, |i, _| make(i))?;
-    let check = read_i64s(py, outs.remove(1))?;
-    if check[0] >= 0 {
-        return Err(error(format!(
-            "{op}: index {} at position {} is out of range for an axis of size {size}",
-            check[1], check[0]
-        )));
-    }
+    let mut outs = run_checked(py, device, inputs, |i, _| make(i), out_of_range(op, size))?;
     Ok(Storage::new(outs.remove(0)))
 }
 
@@ -165,9 +191,14 @@ fn index_select(
     indices: St<'_, '_>,
 ) -> PyResult<Storage> {
     let n = axis_size(x.get(), axis);
-    checked(py, device.get(), "index_select", n, &[x.get(), indices.get()], |i| {
-        index::index_select(&i[0], axis, &i[1])
-    })
+    checked(
+        py,
+        device.get(),
+        "index_select",
+        n,
+        &[x.get(), indices.get()],
+        |i| index::index_select(&i[0], axis, &i[1]),
+    )
 }
 
 #[pyfunction]
@@ -180,15 +211,33 @@ fn index_add(
     src: St<'_, '_>,
 ) -> PyResult<Storage> {
     let n = axis_size(base.get(), axis);
-    checked(py, device.get(), "index_add", n, &[base.get(), indices.get(), src.get()], |i| {
-        index::index_add(&i[0], axis, &i[1], &i[2])
-    })
+    checked(
+        py,
+        device.get(),
+        "index_add",
+        n,
+        &[base.get(), indices.get(), src.get()],
+        |i| index::index_add(&i[0], axis, &i[1], &i[2]),
+    )
 }
 
 #[pyfunction]
-fn gather(py: Python<'_>, device: Dev<'_, '_>, x: St<'_, '_>, axis: usize, indices: St<'_, '_>) -> PyResult<Storage> {
+fn gather(
+    py: Python<'_>,
+    device: Dev<'_, '_>,
+    x: St<'_, '_>,
+    axis: usize,
+    indices: St<'_, '_>,
+) -> PyResult<Storage> {
     let n = axis_size(x.get(), axis);
-    checked(py, device.get(), "gather", n, &[x.get(), indices.get()], |i| index::gather(&i[0], axis, &i[1]))
+    checked(
+        py,
+        device.get(),
+        "gather",
+        n,
+        &[x.get(), indices.get()],
+        |i| index::gather(&i[0], axis, &i[1]),
+    )
 }
 
 #[pyfunction]
@@ -201,9 +250,14 @@ fn scatter_add(
     src: St<'_, '_>,
 ) -> PyResult<Storage> {
     let n = axis_size(base.get(), axis);
-    checked(py, device.get(), "scatter_add", n, &[base.get(), indices.get(), src.get()], |i| {
-        index::scatter_add(&i[0], axis, &i[1], &i[2])
-    })
+    checked(
+        py,
+        device.get(),
+        "scatter_add",
+        n,
+        &[base.get(), indices.get(), src.get()],
+        |i| index::scatter_add(&i[0], axis, &i[1], &i[2]),
+    )
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -2,7 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use numpy::{PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use riftco_pjrt::programs::Input;
@@ -24,7 +26,11 @@ impl Storage {
     /// A storage owning `buffer`, read under the buffer's own dims.
     pub fn new(buffer: Arc<Buffer>) -> Storage {
         let ty = buffer.ty().clone();
-        Storage { cell: Arc::new(Mutex::new(buffer)), shape: ty.dims, elem: ty.elem }
+        Storage {
+            cell: Arc::new(Mutex::new(buffer)),
+            shape: ty.dims,
+            elem: ty.elem,
+        }
     }
 
     pub fn buffer(&self) -> Arc<Buffer> {
@@ -45,16 +51,26 @@ impl Storage {
 
     /// How programs see this operand.
     pub fn input(&self) -> Input {
-        Input { physical: self.buffer().ty().clone(), shape: self.shape.clone() }
+        Input {
+            physical: self.buffer().ty().clone(),
+            shape: self.shape.clone(),
+        }
     }
 
     /// The same cell under another shape of equal size.
     pub fn view(&self, shape: Vec<i64>) -> PyResult<Storage> {
         let count: i64 = shape.iter().product();
         if shape.iter().any(|&d| d < 0) || count != self.shape.iter().product::<i64>() {
-            return Err(error(format!("reshape: {:?} cannot be read as {shape:?}", self.shape)));
+            return Err(error(format!(
+                "reshape: {:?} cannot be read as {shape:?}",
+                self.shape
+            )));
         }
-        Ok(Storage { cell: self.cell.clone(), shape, elem: self.elem })
+        Ok(Storage {
+            cell: self.cell.clone(),
+            shape,
+            elem: self.elem,
+        })
     }
 }
 
@@ -94,20 +110,31 @@ fn elem_of(array: &Bound<'_, PyUntypedArray>) -> PyResult<ElementType> {
             return Ok(elem);
         }
     }
-    Err(error(format!("tpu: arrays of dtype {d} are not supported on tpu")))
+    Err(error(format!(
+        "tpu: arrays of dtype {d} are not supported on tpu"
+    )))
 }
 
 fn bytes_of<'a, T: numpy::Element>(array: &'a Bound<'_, PyUntypedArray>) -> PyResult<&'a [u8]> {
-    let typed = array.cast::<PyArrayDyn<T>>().map_err(|_| error("array dtype disagrees"))?;
+    let typed = array
+        .cast::<PyArrayDyn<T>>()
+        .map_err(|_| error("array dtype disagrees"))?;
     // SAFETY: the backend passes private C-contiguous arrays nothing mutates during the call.
-    let values = unsafe { typed.as_slice() }.map_err(|_| error("from_numpy: array is not C-contiguous"))?;
+    let values =
+        unsafe { typed.as_slice() }.map_err(|_| error("from_numpy: array is not C-contiguous"))?;
     // SAFETY: plain-old-data elements viewed as their bytes.
-    Ok(unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values)) })
+    Ok(unsafe {
+        std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values))
+    })
 }
 
 /// Copy a C-contiguous numpy array to the device.
 #[pyfunction]
-pub fn from_numpy(py: Python<'_>, device: &Bound<'_, Device>, array: &Bound<'_, PyUntypedArray>) -> PyResult<Storage> {
+pub fn from_numpy(
+    py: Python<'_>,
+    device: &Bound<'_, Device>,
+    array: &Bound<'_, PyUntypedArray>,
+) -> PyResult<Storage> {
     let elem = elem_of(array)?;
     let dims: Vec<i64> = array.shape().iter().map(|&d| d as i64).collect();
     let data = match elem {
@@ -133,14 +160,19 @@ fn download<'py, T: numpy::Element + Default + Clone + Send>(
         // SAFETY: the plugin writes exactly count * size_of::<T>() bytes of valid
         // elements (PJRT predicates are 0 or 1, valid bools).
         let bytes = unsafe {
-            std::slice::from_raw_parts_mut(values.as_mut_ptr() as *mut u8, std::mem::size_of_val(values.as_slice()))
+            std::slice::from_raw_parts_mut(
+                values.as_mut_ptr() as *mut u8,
+                std::mem::size_of_val(values.as_slice()),
+            )
         };
         buffer.to_host(bytes)?;
         Ok(values)
     })?;
     // numpy's own reshape: it keeps a 0-d shape 0-d.
     let dims = PyTuple::new(py, shape)?;
-    numpy::PyArray1::from_vec(py, values).into_any().call_method1("reshape", (dims,))
+    numpy::PyArray1::from_vec(py, values)
+        .into_any()
+        .call_method1("reshape", (dims,))
 }
 
 /// The values as a new numpy array (waits for the computation that makes them).
@@ -163,6 +195,23 @@ pub fn read_i64s(py: Python<'_>, buffer: Arc<Buffer>) -> PyResult<Vec<i64>> {
     detached(py, move || {
         let mut bytes = vec![0u8; count * 8];
         buffer.to_host(&mut bytes)?;
-        Ok(bytes.chunks_exact(8).map(|c| i64::from_ne_bytes(c.try_into().unwrap())).collect())
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect())
+    })
+}
+
+/// Read bool scalars (flags) back from the device.
+pub fn read_bools(py: Python<'_>, buffers: Vec<Arc<Buffer>>) -> PyResult<Vec<bool>> {
+    detached(py, move || {
+        buffers
+            .iter()
+            .map(|b| {
+                let mut byte = [0u8; 1];
+                b.to_host(&mut byte)?;
+                Ok(byte[0] != 0)
+            })
+            .collect()
     })
 }

@@ -320,6 +320,17 @@ impl Builder {
         Ok(self.one("stablehlo.constant", &[], &attrs, ty))
     }
 
+    /// A constant 1-D float32 tensor of `values` (each rounded to float32).
+    pub fn vector_f32(&mut self, values: &[f64]) -> Result<Value> {
+        let ty = TensorType::new(&[values.len() as i64], ElementType::F32);
+        let body: Vec<String> = values
+            .iter()
+            .map(|&v| format!("0x{:08X}", (v as f32).to_bits()))
+            .collect();
+        let attrs = format!("value = dense<[{}]> : {ty}", body.join(", "));
+        Ok(self.one("stablehlo.constant", &[], &attrs, ty))
+    }
+
     /// `out[i...] = i[axis]`.
     pub fn iota(&mut self, elem: ElementType, dims: &[i64], axis: usize) -> Result<Value> {
         check_dims("iota", dims)?;
@@ -335,6 +346,11 @@ impl Builder {
     /// A one-operand op whose result has the operand's type (`stablehlo.exponential`, ...).
     pub fn unary(&mut self, name: &str, x: &Value) -> Result<Value> {
         Ok(self.one(name, &[x], "", x.ty.clone()))
+    }
+
+    /// A one-operand elementwise op whose result has element type `elem`.
+    pub fn unary_to(&mut self, name: &str, x: &Value, elem: ElementType) -> Result<Value> {
+        Ok(self.one(name, &[x], "", x.ty.with_elem(elem)))
     }
 
     /// A two-operand elementwise op on operands of one type.
@@ -530,6 +546,29 @@ impl Builder {
             &[x],
             &attrs,
             TensorType::new(&dims, x.elem()),
+        ))
+    }
+
+    /// `x[starts : starts + sizes]` with the starts given as i64 scalar values
+    /// (clamped into range by XLA).
+    pub fn dynamic_slice(&mut self, x: &Value, starts: &[Value], sizes: &[i64]) -> Result<Value> {
+        let ok = starts.len() == x.rank()
+            && sizes.len() == x.rank()
+            && starts
+                .iter()
+                .all(|s| s.rank() == 0 && s.elem() == ElementType::I64)
+            && sizes.iter().zip(x.dims()).all(|(&n, &d)| n >= 0 && n <= d);
+        if !ok {
+            return invalid!("dynamic_slice: {} of sizes {sizes:?}", x.ty);
+        }
+        let mut operands = vec![x];
+        operands.extend(starts.iter());
+        let attrs = format!("slice_sizes = {}", array(sizes));
+        Ok(self.one(
+            "stablehlo.dynamic_slice",
+            &operands,
+            &attrs,
+            TensorType::new(sizes, x.elem()),
         ))
     }
 
@@ -890,6 +929,49 @@ impl Builder {
             list(&window)
         );
         self.scatter(base, &column, updates, &attrs)
+    }
+
+    /// `base` with rows `rows[i]` (axis 0, 1-D i64) replaced by `updates[i]`;
+    /// out-of-range rows are skipped (XLA's scatter semantics).
+    pub fn replace_rows(&mut self, base: &Value, rows: &Value, updates: &Value) -> Result<Value> {
+        if base.rank() == 0 || rows.rank() != 1 || rows.elem() != ElementType::I64 {
+            return invalid!("replace_rows: {} at {}", base.ty, rows.ty);
+        }
+        let n = rows.dims()[0];
+        let mut want = base.dims().to_vec();
+        want[0] = n;
+        if updates.dims() != want || updates.elem() != base.elem() {
+            return invalid!(
+                "replace_rows: updates {} for {} at {}",
+                updates.ty,
+                base.ty,
+                rows.ty
+            );
+        }
+        if n == 0 || base.ty.count() == 0 {
+            return Ok(base.clone());
+        }
+        let column = self.reshape(rows, &[n, 1])?;
+        let window: Vec<i64> = (1..base.rank() as i64).collect();
+        let attrs = format!(
+            "indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<\
+             update_window_dims = {}, inserted_window_dims = [0], \
+             scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = false",
+            list(&window)
+        );
+        let scalar = TensorType::scalar(base.elem());
+        let region = self.region(&[scalar.clone(), scalar], |_, args| {
+            Ok(vec![args[1].clone()])
+        })?;
+        Ok(self
+            .op(
+                "stablehlo.scatter",
+                &[base, &column, updates],
+                Some(region),
+                &attrs,
+                std::slice::from_ref(&base.ty),
+            )
+            .remove(0))
     }
 
     fn scatter(

@@ -6,12 +6,14 @@
 //! (`Input::shape`) first; XLA turns those reshapes into no-ops. Results come
 //! out in their tensor shape.
 
+pub mod attention;
 pub mod elementwise;
 pub mod index;
 pub mod layout;
 pub mod linalg;
 pub mod nn;
 pub mod optim;
+pub mod quantized;
 pub mod reduce;
 
 use crate::error::Result;

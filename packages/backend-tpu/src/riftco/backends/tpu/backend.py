@@ -16,8 +16,10 @@ from riftco.tensor.dtypes import DType
 from . import _native
 from .plugin import PluginLocation
 
-#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
-API_VERSION = (1, 0)
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
+#: 1.0 base capabilities, 1.1 adam_update, 1.2 fused kernels, 1.3 paged_attention,
+#: 1.4 NF4 quantized weights.
+API_VERSION = (1, 4)
 
 
 class TpuBackend(Backend):
@@ -112,3 +114,164 @@ class TpuBackend(Backend):
     # -- normalization --------------------------------------------------------
     def softmax(self, x, shape, causal, log):
         return _native.softmax(self.device, x, causal, log)
+
+    # -- optimizer ------------------------------------------------------------
+    def adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        grad_scale,
+    ):
+        return _native.adam_update(
+            self.device,
+            list(params),
+            list(grads),
+            [list(x) for x in m],
+            [list(x) for x in v],
+            [int(n) for n in sizes],
+            int(page_size),
+            [float(x) for x in lr],
+            [float(x) for x in beta1],
+            [float(x) for x in beta2],
+            [float(x) for x in eps],
+            [float(x) for x in weight_decay],
+            bool(decoupled),
+            [int(t) for t in step],
+            float(grad_scale),
+        )
+
+    # -- fused neural-network kernels ------------------------------------------
+    def layer_norm(self, x, shape, weight, bias, eps):
+        return _native.layer_norm(self.device, x, weight, bias, float(eps))
+
+    def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
+        return _native.layer_norm_backward(self.device, dy, x, weight, mean, rstd, bool(with_bias))
+
+    def rms_norm(self, x, shape, weight, eps):
+        return _native.rms_norm(self.device, x, weight, float(eps))
+
+    def rms_norm_backward(self, dy, x, shape, weight, rstd):
+        return _native.rms_norm_backward(self.device, dy, x, weight, rstd)
+
+    def activation_backward(self, op, x, dy, shape):
+        return _native.activation_backward(self.device, op, x, dy)
+
+    def cross_entropy(self, logits, shape, targets, ignore_index):
+        return _native.cross_entropy(self.device, logits, targets, int(ignore_index))
+
+    def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
+        return _native.cross_entropy_backward(
+            self.device, logits, targets, lse, grad, int(ignore_index)
+        )
+
+    def rotary(self, x, shape, positions, theta, inverse):
+        return _native.rotary(self.device, x, positions, float(theta), bool(inverse))
+
+    def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return _native.attention(self.device, q, k, v, float(scale), bool(causal), int(window))
+
+    def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        return _native.attention_backward(self.device, dout, q, k, v, probs, float(scale))
+
+    def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return _native.flash_attention(
+            self.device, q, k, v, float(scale), bool(causal), int(window)
+        )
+
+    def flash_attention_backward(
+        self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
+        return _native.flash_attention_backward(
+            self.device, dout, q, k, v, row_max, row_sum, float(scale), bool(causal), int(window)
+        )
+
+    def attention_varlen(
+        self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
+    ):
+        return _native.attention_varlen(
+            self.device,
+            q,
+            k,
+            v,
+            [int(x) for x in q_starts],
+            [int(x) for x in q_counts],
+            [int(x) for x in kv_starts],
+            [int(x) for x in kv_lengths],
+            float(scale),
+            int(window),
+        )
+
+    def write_rows(self, dst, shape, dtype, rows, src):
+        _native.write_rows(self.device, dst, rows, src)
+
+    def paged_attention(
+        self,
+        q,
+        q_shape,
+        k_pages,
+        v_pages,
+        pages_shape,
+        page_table,
+        table_shape,
+        q_starts,
+        q_counts,
+        kv_lengths,
+        scale,
+        window,
+    ):
+        return _native.paged_attention(
+            self.device,
+            q,
+            k_pages,
+            v_pages,
+            page_table,
+            [int(x) for x in q_starts],
+            [int(x) for x in q_counts],
+            [int(x) for x in kv_lengths],
+            float(scale),
+            int(window),
+        )
+
+    # -- quantized weights (NF4) ------------------------------------------------
+    def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):
+        return _native.nf4_dequantize(
+            self.device, codes, absmax, group_range, float(offset), list(w_shape), int(block_size)
+        )
+
+    def nf4_linear(self, x, x_shape, codes, absmax, group_range, offset, w_shape, block_size, bias):
+        return _native.nf4_linear(
+            self.device,
+            x,
+            codes,
+            absmax,
+            group_range,
+            float(offset),
+            list(w_shape),
+            int(block_size),
+            bias,
+        )
+
+    def nf4_linear_backward(
+        self, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+    ):
+        return _native.nf4_linear_backward(
+            self.device,
+            dy,
+            codes,
+            absmax,
+            group_range,
+            float(offset),
+            list(w_shape),
+            int(block_size),
+        )
