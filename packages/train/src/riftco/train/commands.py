@@ -26,7 +26,13 @@ def default_out(kind: str) -> Path:
 def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
     g = parser.add_argument_group("training")
     add = g.add_argument
-    add("--steps", type=int, default=defaults.steps, help="optimizer steps (default %(default)s)")
+    add(
+        "--steps",
+        type=int,
+        default=defaults.steps,
+        metavar="N",
+        help="optimizer steps (default %(default)s)",
+    )
     add(
         "--batch-size",
         type=int,
@@ -37,12 +43,14 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
     add(
         "--lr",
         type=float,
+        metavar="LR",
         default=defaults.learning_rate,
         help="peak learning rate (default %(default)s)",
     )
     add(
         "--min-lr",
         type=float,
+        metavar="LR",
         default=defaults.min_learning_rate,
         help="learning rate at the last step, after cosine decay (default %(default)s)",
     )
@@ -56,18 +64,21 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
     add(
         "--weight-decay",
         type=float,
+        metavar="W",
         default=defaults.weight_decay,
         help="AdamW decoupled weight decay, not applied to norms, biases and embeddings (default %(default)s)",
     )
     add(
         "--max-grad-norm",
         type=float,
+        metavar="NORM",
         default=defaults.max_grad_norm,
         help="clip the global gradient norm to this (default %(default)s)",
     )
     add(
         "--data-seed",
         type=int,
+        metavar="SEED",
         default=defaults.data_seed,
         help="seed of the batch order, independent of the model's (default %(default)s)",
     )
@@ -102,6 +113,7 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
     add(
         "--threads",
         type=int,
+        metavar="N",
         default=None,
         help="kernel threads (default: RIFTCO_NUM_THREADS or all cores)",
     )
@@ -157,12 +169,14 @@ def pretrain_parser() -> argparse.ArgumentParser:
     add(
         "--vocab-size",
         type=int,
+        metavar="N",
         default=512,
         help="BPE vocabulary before special tokens (default %(default)s)",
     )
     add(
         "--validation-fraction",
         type=float,
+        metavar="F",
         default=0.1,
         help="tail of each document held out for validation (default %(default)s)",
     )
@@ -189,22 +203,43 @@ def pretrain_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--context",
         type=int,
+        metavar="T",
         default=d.context_length,
         help="context length T (default %(default)s)",
     )
-    m.add_argument("--d-model", type=int, default=d.d_model, help="width D (default %(default)s)")
-    m.add_argument("--layers", type=int, default=d.n_layers, help="blocks L (default %(default)s)")
     m.add_argument(
-        "--heads", type=int, default=d.n_heads, help="attention heads H (default %(default)s)"
+        "--d-model", type=int, default=d.d_model, metavar="D", help="width D (default %(default)s)"
     )
     m.add_argument(
-        "--d-ff", type=int, default=d.d_ff, help="feed-forward width (default %(default)s)"
+        "--layers", type=int, default=d.n_layers, metavar="L", help="blocks L (default %(default)s)"
     )
     m.add_argument(
-        "--dropout", type=float, default=d.dropout, help="dropout probability (default %(default)s)"
+        "--heads",
+        type=int,
+        default=d.n_heads,
+        metavar="H",
+        help="attention heads H (default %(default)s)",
     )
     m.add_argument(
-        "--seed", type=int, default=d.seed, help="model initialization seed (default %(default)s)"
+        "--d-ff",
+        type=int,
+        default=d.d_ff,
+        metavar="F",
+        help="feed-forward width (default %(default)s)",
+    )
+    m.add_argument(
+        "--dropout",
+        type=float,
+        default=d.dropout,
+        metavar="P",
+        help="dropout probability (default %(default)s)",
+    )
+    m.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        metavar="SEED",
+        help="model initialization seed (default %(default)s)",
     )
     _training_flags(parser, pretraining_defaults())
     return parser
@@ -256,6 +291,7 @@ def post_train_parser() -> argparse.ArgumentParser:
     add(
         "--validation-fraction",
         type=float,
+        metavar="F",
         default=0.1,
         help="share of conversations held out for validation, by reply (default %(default)s)",
     )
