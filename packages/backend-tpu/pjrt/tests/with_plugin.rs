@@ -1,5 +1,6 @@
-//! End to end through a real plugin: set RIFTCO_PJRT_PLUGIN to its path
-//! (e.g. XLA's CPU plugin from the `xla-cpu-pjrt` wheel). Skipped otherwise.
+//! End to end through a real plugin: set RIFTCO_PJRT_PLUGIN to the path of
+//! its library (e.g. `xla_cpu_pjrt.so` from the `xla-cpu-pjrt` wheel).
+//! Skipped when the variable does not name a file.
 
 use std::path::PathBuf;
 
@@ -8,6 +9,9 @@ use riftco_pjrt::{ElementType, Runtime, TensorType};
 
 fn runtime() -> Option<Runtime> {
     let path = PathBuf::from(std::env::var_os("RIFTCO_PJRT_PLUGIN")?);
+    if !path.is_file() {
+        return None;
+    }
     Some(Runtime::open(&path).expect("the plugin named by RIFTCO_PJRT_PLUGIN opens"))
 }
 

@@ -36,9 +36,10 @@ class TpuBackend(Backend):
 
     def describe(self) -> str:
         major, minor = self.device.api_version
-        version = f" {self.device.platform_version}" if self.device.platform_version else ""
+        platform, version = self.device.platform, self.device.platform_version
+        version = f" {version}" if version and version != platform else ""
         return (
-            f"PJRT {self.device.platform}{version}, {self.device.device} "
+            f"PJRT {platform}{version}, {self.device.device} "
             f"({self.device.device_count} device(s)), C API {major}.{minor}, "
             f"{self.location.path} from {self.location.source}"
         )
