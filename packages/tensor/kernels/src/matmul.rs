@@ -25,22 +25,30 @@ pub struct MatmulSpec<'a> {
 const SMALL_PROBLEM: usize = 1 << 21;
 
 fn one(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], parallelism: Parallelism) {
+    one_rows(spec, a, b, 0, out, parallelism);
+}
+
+/// Rows `first_row .. first_row + out.len() / n` of one batch entry's product.
+fn one_rows(spec: &MatmulSpec, a: &[f32], b: &[f32], first_row: usize, out: &mut [f32], parallelism: Parallelism) {
     let (m, k, n) = (spec.m, spec.k, spec.n);
+    let rows = out.len() / n.max(1);
     // (column stride, row stride) of each operand, in elements.
     let (a_cs, a_rs) = if spec.transpose_a { (m as isize, 1) } else { (1, k as isize) };
     let (b_cs, b_rs) = if spec.transpose_b { (k as isize, 1) } else { (1, n as isize) };
+    let a_start = if spec.transpose_a { first_row } else { first_row * k };
     if k == 0 {
         out.fill(0.0);
         return;
     }
+    assert!(first_row + rows <= m && a.len() >= m * k && b.len() >= k * n);
     // SAFETY: the caller checked that every offset plus the operand extent lies
-    // inside `a` and `b`, and `out` has exactly m * n elements.
+    // inside `a` and `b`; the assert above keeps the row range inside the entry.
     unsafe {
         gemm::gemm(
-            m, n, k,
+            rows, n, k,
             out.as_mut_ptr(), 1, n as isize,
             false,
-            a.as_ptr(), a_cs, a_rs,
+            a.as_ptr().add(a_start), a_cs, a_rs,
             b.as_ptr(), b_cs, b_rs,
             0.0f32, 1.0f32,
             false, false, false,
@@ -90,6 +98,12 @@ multiversion! {
 /// not depend on the thread count).
 const GEMV_COLUMNS: usize = 64;
 
+/// Output rows per block of a large product: a quarter of the rows (so two or four
+/// threads share the work evenly), a multiple of 16, at least 64.
+fn row_block(m: usize) -> usize {
+    (m.div_ceil(4).div_ceil(16) * 16).max(64)
+}
+
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
 /// split over output columns, each column accumulated in a fixed order.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
@@ -136,6 +150,20 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     let work = m * n * k;
     if batch > 1 && work < SMALL_PROBLEM && batch * work >= (1 << 16) && threads > 1 {
         install(|| out.par_chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None)));
+    } else if work >= (1 << 18) && row_block(m) < m {
+        // Large products: fixed blocks of output rows, one gemm call each. The
+        // blocks depend on the shape alone, so every thread count sums alike.
+        let rows = row_block(m);
+        for (i, dst) in out.chunks_mut(m * n).enumerate() {
+            let (ao, bo) = (spec.a_offsets[i], spec.b_offsets[i]);
+            let (ae, be) = (&a[ao..ao + m * k], &b[bo..bo + k * n]);
+            let block = |(ci, d): (usize, &mut [f32])| one_rows(spec, ae, be, ci * rows, d, Parallelism::None);
+            if threads > 1 {
+                install(|| dst.par_chunks_mut(rows * n).enumerate().for_each(block));
+            } else {
+                dst.chunks_mut(rows * n).enumerate().for_each(block);
+            }
+        }
     } else {
         if work >= (1 << 18) && threads > 1 {
             let par = Parallelism::Rayon(threads);
@@ -177,6 +205,33 @@ mod tests {
         let spec = MatmulSpec { transpose_b: true, ..spec };
         matmul_f32(&spec, &a, &bt, &mut out).unwrap();
         assert_eq!(out, want);
+    }
+
+    #[test]
+    fn row_blocks_match_naive_and_ignore_thread_count() {
+        let (m, k, n) = (300, 64, 40);
+        let a: Vec<f32> = (0..m * k).map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0).collect();
+        let b: Vec<f32> = (0..k * n).map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5).collect();
+        let want = naive(&a, &b, m, k, n);
+        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let mut first: Option<Vec<f32>> = None;
+        for threads in [1, 2, 3] {
+            crate::pool::set_num_threads(threads);
+            for (transpose_a, lhs) in [(false, &a), (true, &at)] {
+                let mut out = vec![0.0; m * n];
+                let spec = MatmulSpec { m, k, n, transpose_a, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
+                matmul_f32(&spec, lhs, &b, &mut out).unwrap();
+                for (x, y) in out.iter().zip(&want) {
+                    assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+                }
+                if !transpose_a {
+                    match &first {
+                        None => first = Some(out),
+                        Some(f) => assert_eq!(f, &out),
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -30,13 +30,26 @@ multiversion! {
         }
         // A row of -inf has no finite maximum; shift by 0 so it yields NaN like numpy.
         let shift = if max == f32::NEG_INFINITY { 0.0 } else { max };
+        // One exp per element: softmax keeps e^(x - max) in `out` and scales it;
+        // log-softmax keeps x - max and subtracts log(sum).
         let mut sum_lanes = [0.0f32; 8];
-        for (o, &v) in out.iter_mut().zip(xs) {
-            *o = v - shift;
-        }
-        for c in out.chunks_exact(8) {
-            for j in 0..8 {
-                sum_lanes[j] += math::exp(c[j]);
+        if log {
+            for (o, &v) in out.iter_mut().zip(xs) {
+                *o = v - shift;
+            }
+            for c in out.chunks_exact(8) {
+                for j in 0..8 {
+                    sum_lanes[j] += math::exp(c[j]);
+                }
+            }
+        } else {
+            for (o, &v) in out.iter_mut().zip(xs) {
+                *o = math::exp(v - shift);
+            }
+            for c in out.chunks_exact(8) {
+                for j in 0..8 {
+                    sum_lanes[j] += c[j];
+                }
             }
         }
         let mut sum = 0.0f32;
@@ -44,7 +57,7 @@ multiversion! {
             sum += v;
         }
         for &v in out.chunks_exact(8).remainder() {
-            sum += math::exp(v);
+            sum += if log { math::exp(v) } else { v };
         }
         if log {
             let log_sum = math::ln(sum);
@@ -54,7 +67,7 @@ multiversion! {
         } else {
             let inv = 1.0 / sum;
             for o in out.iter_mut() {
-                *o = math::exp(*o) * inv;
+                *o *= inv;
             }
         }
     }
