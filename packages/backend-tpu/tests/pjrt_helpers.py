@@ -20,11 +20,14 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-#: The plugin the checks run on: XLA's CPU plugin from PyPI.
-PLUGIN_PACKAGE = "xla-cpu-pjrt"
+#: The plugin the checks run on: XLA's CPU plugin from PyPI unless
+#: RIFTCO_TPU_TEST_PLUGIN names another (a path or a package, e.g. jax-cuda13-pjrt).
+PLUGIN_PACKAGE = os.environ.get("RIFTCO_TPU_TEST_PLUGIN", "xla-cpu-pjrt")
 
 
 def plugin_installed() -> bool:
+    if Path(PLUGIN_PACKAGE).is_file():
+        return True
     try:
         importlib.metadata.distribution(PLUGIN_PACKAGE)
     except importlib.metadata.PackageNotFoundError:

@@ -1,4 +1,5 @@
-"""Real XLA execution through XLA's CPU PJRT plugin, each suite in its own process."""
+"""Real XLA execution through a PJRT plugin (XLA's CPU plugin by default, see
+pjrt_helpers.PLUGIN_PACKAGE), each suite in its own process."""
 
 from __future__ import annotations
 

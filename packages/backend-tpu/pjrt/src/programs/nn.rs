@@ -8,7 +8,7 @@ use super::{expect_elem, start, Input, Target};
 use crate::error::Result;
 use crate::hlo::{Builder, Program, Reducer, Scalar, Value};
 use crate::invalid;
-use crate::types::ElementType::{F32, I64};
+use crate::types::ElementType::{F32, F64, I64};
 
 /// The row count axes map: operand axis i -> result axis i, for broadcasting row stats back.
 fn rows_map(rank: usize) -> Vec<i64> {
@@ -29,6 +29,16 @@ fn row_mean(b: &mut Builder, x: &Value, target: Target) -> Result<Value> {
 fn spread(b: &mut Builder, stat: &Value, dims: &[i64]) -> Result<Value> {
     let s = b.convert(stat, F32)?;
     b.broadcast_in_dim(&s, &rows_map(dims.len()), dims)
+}
+
+/// `1 / sqrt(x)`: XLA's float64 rsqrt is that anyway (and says so in its log).
+fn reciprocal_sqrt(b: &mut Builder, x: &Value) -> Result<Value> {
+    if x.elem() != F64 {
+        return b.unary("stablehlo.rsqrt", x);
+    }
+    let root = b.unary("stablehlo.sqrt", x)?;
+    let one = b.splat(Scalar::F(1.0), F64, x.dims())?;
+    b.div(&one, &root)
 }
 
 fn check_norm(op: &str, x: &Input, params: &[Option<&Input>]) -> Result<i64> {
@@ -85,7 +95,7 @@ pub fn layer_norm(
     let var = b.div(&var, &n)?;
     let eps_v = b.splat(Scalar::F(eps), target.wide, var.dims())?;
     let var = b.add(&var, &eps_v)?;
-    let rstd = b.unary("stablehlo.rsqrt", &var)?;
+    let rstd = reciprocal_sqrt(&mut b, &var)?;
     let rstd_b = b.broadcast_in_dim(&rstd, &rows_map(dims.len()), &dims)?;
     let xhat = b.mul(&centered, &rstd_b)?;
     let mut y = b.convert(&xhat, F32)?;
@@ -189,7 +199,7 @@ pub fn rms_norm(x: &Input, weight: Option<&Input>, eps: f64, target: Target) -> 
     let ms = row_mean(&mut b, &sq, target)?;
     let eps_v = b.splat(Scalar::F(eps), target.wide, ms.dims())?;
     let ms = b.add(&ms, &eps_v)?;
-    let rstd = b.unary("stablehlo.rsqrt", &ms)?;
+    let rstd = reciprocal_sqrt(&mut b, &ms)?;
     let rstd_b = spread(&mut b, &rstd, &dims)?;
     let mut y = b.mul(&v[0], &rstd_b)?;
     if weight.is_some() {
