@@ -7,6 +7,7 @@
 //! released, turning plugin errors and panics into
 //! `riftco.backends.tpu.errors.PjrtError` (a `riftco.tensor.KernelError`).
 
+mod attention_ops;
 mod device;
 mod nn_ops;
 mod ops;
@@ -141,6 +142,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Storage>()?;
     ops::register(m)?;
     nn_ops::register(m)?;
+    attention_ops::register(m)?;
     quantized_ops::register(m)?;
     optim_ops::register(m)
 }

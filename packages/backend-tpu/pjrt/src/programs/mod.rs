@@ -13,6 +13,7 @@ pub mod layout;
 pub mod linalg;
 pub mod nn;
 pub mod optim;
+pub mod packed;
 pub mod quantized;
 pub mod reduce;
 
