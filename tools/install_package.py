@@ -88,7 +88,10 @@ def check_build_ids(wheelhouse: Path, wheels: list[Path]) -> None:
         dist = canonical(wheel.name.split("-")[0])
         if dist not in expected:
             continue
-        module = dist.replace("riftco-", "riftco.").replace("-", "_")
+        if dist.startswith("riftco-backend-"):
+            module = "riftco.backends." + dist.removeprefix("riftco-backend-").replace("-", "_")
+        else:
+            module = dist.replace("riftco-", "riftco.").replace("-", "_")
         code = f"import {module} as m; print(m.native_build_id())"
         found = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True
