@@ -32,8 +32,12 @@ def paired(ours, theirs, repeat: int, number: int) -> tuple[float, float]:
     """Alternate the two so drift hits both alike; best time of each."""
     a = b = float("inf")
     for _ in range(repeat):
-        a = min(a, best_time(ours, 1, number))
-        b = min(b, best_time(theirs, 1, number))
+        a = min(a, best_time(ours, 3, number))
+        # Idle pool threads of either library spin for a while after a call
+        # (OpenBLAS for about 0.1 s); let them settle before the other side runs.
+        time.sleep(0.25)
+        b = min(b, best_time(theirs, 3, number))
+        time.sleep(0.25)
     return a, b
 
 
