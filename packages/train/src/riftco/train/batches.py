@@ -159,11 +159,13 @@ class _Source:
 
     _per_row = True
 
+    # A source defines one of these two hooks: rows one at a time (``_per_row``)
+    # or whole batches.
     def _next_row(self) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} defines no _next_row (a per-row source)")
 
     def _batch(self) -> Batch:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} defines no _batch (a per-batch source)")
 
     def _extra_state(self) -> dict[str, Any]:
         return {}
