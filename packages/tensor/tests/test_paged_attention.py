@@ -99,3 +99,17 @@ def test_page_outside_the_pool_is_refused(backend):
 def test_listed_as_a_capability():
     assert rt.CAPABILITIES["paged_attention"] == 3 <= rt.BACKEND_API_VERSION[1]
     assert "paged_attention" in type(rt.get_backend("cpu")).__dict__
+
+
+def test_op_checks_arguments_before_dispatch(backend):
+    q = rt.zeros(2, 4, 8, backend=backend)
+    pages = rt.zeros(3, 4, 2, 8, backend=backend)
+    table = rt.zeros(1, 3, dtype=rt.int64, backend=backend)
+    with pytest.raises(rt.DTypeError, match="page table must be int64"):
+        rt.paged_attention(q, pages, pages, table.astype(rt.float32), [0], [2], [2], scale=1.0)
+    with pytest.raises(rt.ShapeError, match="does not fit pools"):
+        rt.paged_attention(
+            q, pages.reshape(3, 4, 4, 4), pages.reshape(3, 4, 4, 4), table, [0], [2], [2], scale=1.0
+        )
+    out = rt.paged_attention(q, pages, pages, table, [0], [2], [2], scale=1.0)
+    assert out.shape == (2, 4, 8)

@@ -106,6 +106,7 @@ from .ops.fused import (
     softmax_cross_entropy_backward,
     write_rows_,
 )
+from .ops.paged import paged_attention
 from .ops.quantized import (
     NF4Weight,
     nf4_dequantize,
@@ -242,3 +243,4 @@ __all__ += [
     "nf4_linear_backward",
     "nf4_quantize",
 ]
+__all__ += ["paged_attention"]

@@ -67,6 +67,7 @@ from .layout import (
     unsqueeze,
 )
 from .linalg import matmul
+from .paged import paged_attention, paged_attention_unchecked
 from .quantized import (
     NF4Weight,
     nf4_dequantize,
@@ -160,5 +161,7 @@ __all__ += [
     "nf4_linear",
     "nf4_linear_backward",
     "nf4_quantize",
+    "paged_attention",
+    "paged_attention_unchecked",
     "quantized",
 ]
