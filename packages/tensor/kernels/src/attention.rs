@@ -13,9 +13,9 @@
 //! key/value rows of one key/value head), so results are bit-identical for
 //! any thread count.
 
-use gemm::Parallelism;
 use rayon::prelude::*;
 
+pub(crate) use crate::packed::{gemm_into, Mat};
 use crate::pool::{install, num_threads};
 use crate::{ensure, math, multiversion, Result};
 
@@ -136,40 +136,6 @@ impl Shared {
         // SAFETY (of later use): callers keep offsets inside the slice this came from.
         self.0.wrapping_add(offset)
     }
-}
-
-/// A strided matrix operand: pointer, row stride and column stride (elements).
-#[derive(Clone, Copy)]
-pub(crate) struct Mat(pub *const f32, pub usize, pub usize);
-
-/// `dst[m x n]` (row stride `dst_rs`) `= (accumulate ? dst : 0) + alpha * lhs @ rhs`.
-///
-/// # Safety
-/// Every element addressed lies inside the allocation its pointer points into,
-/// and no other thread touches the `dst` elements during the call.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn gemm_into(m: usize, n: usize, k: usize, dst: *mut f32, dst_rs: usize, accumulate: bool, lhs: Mat, rhs: Mat, alpha: f32) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        if !accumulate {
-            for r in 0..m {
-                std::slice::from_raw_parts_mut(dst.add(r * dst_rs), n).fill(0.0);
-            }
-        }
-        return;
-    }
-    gemm::gemm(
-        m, n, k,
-        dst, 1, dst_rs as isize,
-        accumulate,
-        lhs.0, lhs.2 as isize, lhs.1 as isize,
-        rhs.0, rhs.2 as isize, rhs.1 as isize,
-        1.0f32, alpha,
-        false, false, false,
-        Parallelism::None,
-    );
 }
 
 multiversion! {

@@ -18,6 +18,7 @@ pub mod matmul;
 pub mod math;
 pub mod nf4;
 pub mod norm;
+pub mod packed;
 pub mod paged;
 pub mod pool;
 pub mod reduce;

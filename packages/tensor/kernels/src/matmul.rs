@@ -1,8 +1,9 @@
-//! Batched matrix multiplication on top of the `gemm` crate.
+//! Batched matrix multiplication on the packed kernels of [`crate::packed`].
 
-use gemm::Parallelism;
 use rayon::prelude::*;
 
+use crate::attention::Shared;
+use crate::packed::{gemm_into, Mat, MR, NR};
 use crate::pool::{install, num_threads};
 use crate::{ensure, multiversion, Result};
 
@@ -18,43 +19,6 @@ pub struct MatmulSpec<'a> {
     pub transpose_b: bool,
     pub a_offsets: &'a [usize],
     pub b_offsets: &'a [usize],
-}
-
-/// Below this many multiply-adds per batch entry, batch entries run in parallel
-/// with single-threaded gemm calls.
-const SMALL_PROBLEM: usize = 1 << 21;
-
-fn one(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], parallelism: Parallelism) {
-    one_rows(spec, a, b, 0, out, parallelism);
-}
-
-/// Rows `first_row .. first_row + out.len() / n` of one batch entry's product.
-fn one_rows(spec: &MatmulSpec, a: &[f32], b: &[f32], first_row: usize, out: &mut [f32], parallelism: Parallelism) {
-    let (m, k, n) = (spec.m, spec.k, spec.n);
-    let rows = out.len() / n.max(1);
-    // (column stride, row stride) of each operand, in elements.
-    let (a_cs, a_rs) = if spec.transpose_a { (m as isize, 1) } else { (1, k as isize) };
-    let (b_cs, b_rs) = if spec.transpose_b { (k as isize, 1) } else { (1, n as isize) };
-    let a_start = if spec.transpose_a { first_row } else { first_row * k };
-    if k == 0 {
-        out.fill(0.0);
-        return;
-    }
-    assert!(first_row + rows <= m && a.len() >= m * k && b.len() >= k * n);
-    // SAFETY: the caller checked that every offset plus the operand extent lies
-    // inside `a` and `b`; the assert above keeps the row range inside the entry.
-    unsafe {
-        gemm::gemm(
-            rows, n, k,
-            out.as_mut_ptr(), 1, n as isize,
-            false,
-            a.as_ptr().add(a_start), a_cs, a_rs,
-            b.as_ptr(), b_cs, b_rs,
-            0.0f32, 1.0f32,
-            false, false, false,
-            parallelism,
-        );
-    }
 }
 
 multiversion! {
@@ -98,12 +62,6 @@ multiversion! {
 /// not depend on the thread count).
 const GEMV_COLUMNS: usize = 64;
 
-/// Output rows per block of a large product: a quarter of the rows (so two or four
-/// threads share the work evenly), a multiple of 16, at least 64.
-fn row_block(m: usize) -> usize {
-    (m.div_ceil(4).div_ceil(16) * 16).max(64)
-}
-
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
 /// split over output columns, each column accumulated in a fixed order.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
@@ -142,36 +100,41 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
         vector_matrix(&a[ao..ao + k], &b[bo..bo + k * n], k, n, spec.transpose_b, out);
         return Ok(());
     }
+    let (a_rs, a_cs) = if spec.transpose_a { (1, m) } else { (k, 1) };
+    let (b_rs, b_cs) = if spec.transpose_b { (1, k) } else { (n, 1) };
+    // Tasks are whole batch entries, or bands of a few large ones: rows when the
+    // output is tall, columns when it is wide (each band repacks the operand it
+    // shares, so the smaller one is shared). Every element is summed alike
+    // whatever the split, so the bands may follow the thread count.
     let threads = num_threads();
-    let entry = |(i, dst): (usize, &mut [f32]), par: Parallelism| {
-        let (ao, bo) = (spec.a_offsets[i], spec.b_offsets[i]);
-        one(spec, &a[ao..ao + m * k], &b[bo..bo + k * n], dst, par);
-    };
     let work = m * n * k;
-    if batch > 1 && work < SMALL_PROBLEM && batch * work >= (1 << 16) && threads > 1 {
-        install(|| out.par_chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None)));
-    } else if work >= (1 << 18) && row_block(m) < m {
-        // Large products: fixed blocks of output rows, one gemm call each. The
-        // blocks depend on the shape alone, so every thread count sums alike.
-        let rows = row_block(m);
-        for (i, dst) in out.chunks_mut(m * n).enumerate() {
-            let (ao, bo) = (spec.a_offsets[i], spec.b_offsets[i]);
-            let (ae, be) = (&a[ao..ao + m * k], &b[bo..bo + k * n]);
-            let block = |(ci, d): (usize, &mut [f32])| one_rows(spec, ae, be, ci * rows, d, Parallelism::None);
-            if threads > 1 {
-                install(|| dst.par_chunks_mut(rows * n).enumerate().for_each(block));
-            } else {
-                dst.chunks_mut(rows * n).enumerate().for_each(block);
-            }
+    let parallel = threads > 1 && batch * work >= (1 << 18);
+    let bands = if parallel && work >= (1 << 20) && batch < 2 * threads { threads } else { 1 };
+    let (by_rows, unit, extent) = if m >= n { (true, MR, m) } else { (false, NR, n) };
+    let band = extent.div_ceil(bands).next_multiple_of(unit);
+    let bands = extent.div_ceil(band);
+    let dst = Shared::new(out);
+    let task = |t: usize| {
+        let (entry, piece) = (t / bands, t % bands);
+        let (lo, hi) = (piece * band, ((piece + 1) * band).min(extent));
+        let (r0, r1, c0, c1) = if by_rows { (lo, hi, 0, n) } else { (0, m, lo, hi) };
+        let (ao, bo) = (spec.a_offsets[entry], spec.b_offsets[entry]);
+        // SAFETY: the offsets were checked against the operands above, the band
+        // lies inside the entry, and tasks write disjoint parts of `out`.
+        unsafe {
+            gemm_into(
+                r1 - r0, c1 - c0, k,
+                dst.at(entry * m * n + r0 * n + c0), n, false,
+                Mat(a.as_ptr().add(ao + r0 * a_rs), a_rs, a_cs),
+                Mat(b.as_ptr().add(bo + c0 * b_cs), b_rs, b_cs),
+                1.0,
+            );
         }
+    };
+    if parallel {
+        install(|| (0..batch * bands).into_par_iter().for_each(task));
     } else {
-        if work >= (1 << 18) && threads > 1 {
-            let par = Parallelism::Rayon(threads);
-            install(|| out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, par)));
-        } else {
-            // Small problems stay on the calling thread: a hop to the pool costs more.
-            out.chunks_mut(m * n).enumerate().for_each(|e| entry(e, Parallelism::None));
-        }
+        (0..batch * bands).for_each(task);
     }
     Ok(())
 }
