@@ -18,6 +18,9 @@ use crate::{ensure, math, Result};
 const BQ: usize = 128;
 /// Key rows per tile.
 const BK: usize = 256;
+/// Query and key rows per tile of the backward pass: small, so that under a
+/// causal mask the tiles above the diagonal are skipped rather than computed.
+const BACK: usize = 64;
 
 /// Attention over `segments`; `stats`, when given, receives each query row's
 /// softmax maximum and sum at `q_row * heads + head * q_len + i` (`[B, H, T]`
@@ -159,8 +162,8 @@ unsafe fn backward_group(
     }
     let kv_off = seg.kv_row * ks + g * dh;
     let (kp, vp) = (k.as_ptr().add(kv_off), v.as_ptr().add(kv_off));
-    let mut p = vec![0.0f32; BQ * BK];
-    let mut dp = vec![0.0f32; BQ * BK];
+    let mut p = vec![0.0f32; BACK * BACK];
+    let mut dp = vec![0.0f32; BACK * BACK];
     let mut delta = vec![0.0f32; seg.q_len];
     let mut lse = vec![0.0f32; seg.q_len];
     let (first, last) = (h.keys(seg, 0).0, h.keys(seg, seg.q_len - 1).1);
@@ -173,16 +176,16 @@ unsafe fn backward_group(
             delta[i] = dot(&dout[row..row + dh], &out[row..row + dh]);
             lse[i] = row_max[stat + i] + math::ln(row_sum[stat + i]);
         }
-        for s0 in (first..last).step_by(BK) {
-            let s1 = (s0 + BK).min(last);
+        for s0 in (first..last).step_by(BACK) {
+            let s1 = (s0 + BACK).min(last);
             let bk = s1 - s0;
             let (ilo, ihi) = h.queries(seg, s0, s1);
-            for i0 in (ilo..ihi).step_by(BQ) {
-                let bq = (i0 + BQ).min(ihi) - i0;
-                gemm_into(bq, bk, dh, p.as_mut_ptr(), BK, false, Mat(qp.add(i0 * qs), qs, 1), Mat(kp.add(s0 * ks), 1, ks), h.scale);
+            for i0 in (ilo..ihi).step_by(BACK) {
+                let bq = (i0 + BACK).min(ihi) - i0;
+                gemm_into(bq, bk, dh, p.as_mut_ptr(), BACK, false, Mat(qp.add(i0 * qs), qs, 1), Mat(kp.add(s0 * ks), 1, ks), h.scale);
                 for r in 0..bq {
                     let (lo, hi) = h.keys(seg, i0 + r);
-                    let row = &mut p[r * BK..r * BK + bk];
+                    let row = &mut p[r * BACK..r * BACK + bk];
                     let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
                     if a >= b {
                         row.fill(0.0);
@@ -192,13 +195,13 @@ unsafe fn backward_group(
                     row[b..].fill(0.0);
                     exp_sum(&mut row[a..b], lse[i0 + r]);
                 }
-                gemm_into(bk, dh, bq, dv.at(kv_off + s0 * ks), ks, true, Mat(p.as_ptr(), 1, BK), Mat(dop.add(i0 * qs), qs, 1), 1.0);
-                gemm_into(bq, bk, dh, dp.as_mut_ptr(), BK, false, Mat(dop.add(i0 * qs), qs, 1), Mat(vp.add(s0 * ks), 1, ks), 1.0);
+                gemm_into(bk, dh, bq, dv.at(kv_off + s0 * ks), ks, true, Mat(p.as_ptr(), 1, BACK), Mat(dop.add(i0 * qs), qs, 1), 1.0);
+                gemm_into(bq, bk, dh, dp.as_mut_ptr(), BACK, false, Mat(dop.add(i0 * qs), qs, 1), Mat(vp.add(s0 * ks), 1, ks), 1.0);
                 for r in 0..bq {
-                    softmax_grad(&p[r * BK..r * BK + bk], &mut dp[r * BK..r * BK + bk], delta[i0 + r]);
+                    softmax_grad(&p[r * BACK..r * BACK + bk], &mut dp[r * BACK..r * BACK + bk], delta[i0 + r]);
                 }
-                gemm_into(bq, dh, bk, dq.at(q_off + i0 * qs), qs, true, Mat(dp.as_ptr(), BK, 1), Mat(kp.add(s0 * ks), ks, 1), h.scale);
-                gemm_into(bk, dh, bq, dk.at(kv_off + s0 * ks), ks, true, Mat(dp.as_ptr(), 1, BK), Mat(qp.add(i0 * qs), qs, 1), h.scale);
+                gemm_into(bq, dh, bk, dq.at(q_off + i0 * qs), qs, true, Mat(dp.as_ptr(), BACK, 1), Mat(kp.add(s0 * ks), ks, 1), h.scale);
+                gemm_into(bk, dh, bq, dk.at(kv_off + s0 * ks), ks, true, Mat(dp.as_ptr(), 1, BACK), Mat(qp.add(i0 * qs), qs, 1), h.scale);
             }
         }
     }
