@@ -18,8 +18,39 @@ use pyo3::prelude::*;
 /// text lets tools find it in the compiled binary.
 pub const BUILD_ID_MARKER: &str = concat!("RIFTCO_BUILD_ID:", env!("RIFTCO_BUILD_ID"));
 
+/// Keep freed large buffers in the C heap instead of returning them to the
+/// system (glibc only; `RIFTCO_CPU_KEEP_FREED=0` leaves malloc as it is).
+///
+/// Every kernel result is a fresh numpy array, and a training step allocates
+/// and frees hundreds of megabytes of them. By default glibc maps each buffer
+/// over 128 KiB (a threshold it raises only slowly) straight from the system
+/// and unmaps it when freed, so every page of every result costs a page fault
+/// and a zero fill. Raising the mapping threshold to its 32 MiB maximum and the
+/// trim threshold to 1 GiB lets those buffers be reused; the process keeps the
+/// peak it reached, as caching allocators do.
+fn keep_freed_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn mallopt(param: std::os::raw::c_int, value: std::os::raw::c_int) -> std::os::raw::c_int;
+        }
+        const M_TRIM_THRESHOLD: std::os::raw::c_int = -1;
+        const M_MMAP_THRESHOLD: std::os::raw::c_int = -3;
+        if std::env::var("RIFTCO_CPU_KEEP_FREED").is_ok_and(|v| v == "0") {
+            return false;
+        }
+        // SAFETY: mallopt only changes allocator parameters; both values are in range.
+        unsafe { mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("KEEPS_FREED_MEMORY", keep_freed_memory())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("BUILD_ID", &BUILD_ID_MARKER["RIFTCO_BUILD_ID:".len()..])?;
     m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
