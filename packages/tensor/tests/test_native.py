@@ -72,3 +72,24 @@ def test_bit_identical_with_one_and_two_threads(restore_threads):
 def test_set_num_threads_validates():
     with pytest.raises(ValueError, match="positive"):
         rt.set_num_threads(0)
+
+
+def _glibc() -> bool:
+    import platform
+
+    return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+
+@pytest.mark.parametrize("setting", [None, "0"])
+def test_freed_buffers_are_kept_unless_opted_out(setting):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RIFTCO_CPU_KEEP_FREED"}
+    if setting is not None:
+        env["RIFTCO_CPU_KEEP_FREED"] = setting
+    code = "from riftco.tensor import _native; print(_native.KEEPS_FREED_MEMORY)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(setting is None and _glibc())
