@@ -101,6 +101,49 @@ def test_attention_layer(name):
     check_module(WithPositions(), x)
 
 
+@pytest.mark.parametrize("rotary", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_projected_attention_is_the_composition(backend, rotary, bias):
+    """One node for projections and attention: the same values and gradients as
+    three ``linear`` calls and ``attention`` (grouped-query heads here), and
+    finite differences agree."""
+    heads, kv_heads, dh, d = 2, 1, 4, 6
+    x = var((2, 3, d), 20, 1.0, backend)
+    ws = [var((n * dh, d), 21 + i, 0.7, backend) for i, n in enumerate((heads, kv_heads, kv_heads))]
+    bs = [var((w.shape[0],), 31 + i, 0.3, backend) for i, w in enumerate(ws)] if bias else None
+    positions = F.positions_for(2, 3, backend) if rotary else None
+    kw = {"heads": heads, "kv_heads": kv_heads, "head_dim": dh, "positions": positions}
+
+    def fused(x, *params):
+        return F.projected_attention(x, params[:3], params[3:] or None, theta=50.0, **kw)
+
+    def composed(x, *params):
+        parts = [
+            F.linear(x, w, b).reshape(2, 3, -1, dh)
+            for w, b in zip(params[:3], params[3:] or [None] * 3)
+        ]
+        if rotary:
+            parts[0], parts[1] = (F.rotary(p, positions, 50.0) for p in parts[:2])
+        return F.attention(*parts).reshape(2, 3, heads * dh)
+
+    inputs = [x, *ws, *(bs or [])]
+    weights = rt.from_numpy(
+        np.random.default_rng(5).normal(size=(2, 3, heads * dh)).astype(np.float32), backend=backend
+    )
+    results = []
+    for fn in (fused, composed):
+        for v in inputs:
+            v.grad = None
+        out = fn(*inputs)
+        (out * Variable(weights)).sum().backward()
+        results.append((out.value.numpy(), [v.grad.numpy() for v in inputs]))
+    (a, da), (b, db) = results
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for g, h in zip(da, db):
+        np.testing.assert_allclose(g, h, rtol=1e-4, atol=1e-5)
+    assert gradcheck(fused, inputs)
+
+
 def test_rotary_and_swiglu_functions(backend):
     positions = rt.tensor(np.array([[0, 3, 7]]), backend=backend)
     assert gradcheck(lambda x: F.rotary(x, positions, 100.0), [var((1, 3, 2, 4), 14, 1.0, backend)])

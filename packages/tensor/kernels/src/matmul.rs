@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use crate::attention::Shared;
-use crate::packed::{gemm_into, Mat, MR, NR};
+use crate::packed::{gemm_into, Mat, PackedRhs, MR, NR};
 use crate::pool::{install, num_threads};
 use crate::{ensure, multiversion, Result};
 
@@ -58,6 +58,11 @@ multiversion! {
     }
 }
 
+/// Largest right operand (elements) packed whole for one product.
+const SHARED_RHS: usize = 8 << 20;
+/// Most output rows per task of a product with a shared packed right operand.
+const ROW_BLOCK: usize = 144;
+
 /// Columns per parallel piece of a vector-matrix product (fixed, so results do
 /// not depend on the thread count).
 const GEMV_COLUMNS: usize = 64;
@@ -102,13 +107,32 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     }
     let (a_rs, a_cs) = if spec.transpose_a { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if spec.transpose_b { (1, k) } else { (n, 1) };
-    // Tasks are whole batch entries, or bands of a few large ones: rows when the
-    // output is tall, columns when it is wide (each band repacks the operand it
-    // shares, so the smaller one is shared). Every element is summed alike
-    // whatever the split, so the bands may follow the thread count.
     let threads = num_threads();
     let work = m * n * k;
     let parallel = threads > 1 && batch * work >= (1 << 18);
+    if batch == 1 && parallel && work >= (1 << 20) && k * n <= SHARED_RHS && PackedRhs::available() {
+        // One large product: pack the right operand once, then hand out row
+        // blocks, several per thread, so that a thread held up elsewhere
+        // delays nobody for long.
+        let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
+        let (lhs, rhs) = (Mat(ae.as_ptr(), a_rs, a_cs), Mat(be.as_ptr(), b_rs, b_cs));
+        let block = (m / (4 * threads)).next_multiple_of(MR).clamp(MR, ROW_BLOCK);
+        let dst = Shared::new(out);
+        install(|| {
+            // SAFETY: the offsets were checked against the operands above; each
+            // task writes its own rows of `out`.
+            let packed = unsafe { PackedRhs::new(rhs, k, n, |panel| (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)) };
+            (0..m.div_ceil(block)).into_par_iter().for_each(|t| {
+                let (i0, i1) = (t * block, ((t + 1) * block).min(m));
+                unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
+            });
+        });
+        return Ok(());
+    }
+    // Otherwise tasks are whole batch entries, or bands of a few large ones: rows
+    // when the output is tall, columns when it is wide (each band repacks the
+    // operand it shares, so the smaller one is shared). Every element is summed
+    // alike whatever the split, so the bands may follow the thread count.
     let bands = if parallel && work >= (1 << 20) && batch < 2 * threads { threads } else { 1 };
     let (by_rows, unit, extent) = if m >= n { (true, MR, m) } else { (false, NR, n) };
     let band = extent.div_ceil(bands).next_multiple_of(unit);
@@ -170,27 +194,31 @@ mod tests {
         assert_eq!(out, want);
     }
 
+    /// Large enough for the shared packed right operand under several threads
+    /// and for depth slices; one thread takes the plain path. All must agree
+    /// bit for bit, for every operand layout.
     #[test]
-    fn row_blocks_match_naive_and_ignore_thread_count() {
-        let (m, k, n) = (300, 64, 40);
+    fn large_products_match_naive_and_ignore_thread_count() {
+        let (m, k, n) = (300, 700, 40);
         let a: Vec<f32> = (0..m * k).map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0).collect();
         let b: Vec<f32> = (0..k * n).map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5).collect();
         let want = naive(&a, &b, m, k, n);
         let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
         let mut first: Option<Vec<f32>> = None;
         for threads in [1, 2, 3] {
             crate::pool::set_num_threads(threads);
             for (transpose_a, lhs) in [(false, &a), (true, &at)] {
-                let mut out = vec![0.0; m * n];
-                let spec = MatmulSpec { m, k, n, transpose_a, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
-                matmul_f32(&spec, lhs, &b, &mut out).unwrap();
-                for (x, y) in out.iter().zip(&want) {
-                    assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
-                }
-                if !transpose_a {
+                for (transpose_b, rhs) in [(false, &b), (true, &bt)] {
+                    let mut out = vec![0.0; m * n];
+                    let spec = MatmulSpec { m, k, n, transpose_a, transpose_b, a_offsets: &[0], b_offsets: &[0] };
+                    matmul_f32(&spec, lhs, rhs, &mut out).unwrap();
+                    for (x, y) in out.iter().zip(&want) {
+                        assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+                    }
                     match &first {
                         None => first = Some(out),
-                        Some(f) => assert_eq!(f, &out),
+                        Some(f) => assert_eq!(f, &out, "threads {threads}, transposes {transpose_a} {transpose_b}"),
                     }
                 }
             }

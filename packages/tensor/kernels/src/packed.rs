@@ -18,6 +18,11 @@
 #[derive(Clone, Copy)]
 pub struct Mat(pub *const f32, pub usize, pub usize);
 
+// SAFETY: a Mat is only read through, and whoever builds one keeps the matrix
+// alive and unwritten while any thread reads it.
+unsafe impl Send for Mat {}
+unsafe impl Sync for Mat {}
+
 /// `dst[m x n]` (row stride `dst_rs`) `= (accumulate ? dst : 0) + alpha * lhs @ rhs`.
 ///
 /// # Safety
@@ -195,51 +200,137 @@ mod avx2 {
         }
     }
 
+    /// Depth of each slice of a `k`-deep product: `k` split evenly into as few
+    /// slices as KC allows (a function of `k` alone).
+    pub(super) fn slice_depth(k: usize) -> usize {
+        k.div_ceil(k.div_ceil(KC))
+    }
+
+    fn grow(buffer: &mut Vec<f32>, len: usize) {
+        if buffer.len() < len {
+            buffer.resize(len, 0.0);
+        }
+    }
+
+    /// Rows `i0..i1` of `dst[:, 0..nc] (+)= alpha * a[:, pc..pc + kc] @ panels`, the
+    /// `nc` columns packed at `bp` for this slice; `dst` addresses row 0.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows_times_panels(a: Mat, i0: usize, i1: usize, pc: usize, kc: usize, bp: *const f32, nc: usize, dst: *mut f32, ldc: usize, alpha: f32, add: bool, apack: &mut Vec<f32>) {
+        for ic in (i0..i1).step_by(MC) {
+            let mc = MC.min(i1 - ic);
+            // A row-major left operand is read in place: its rows are already
+            // contiguous along p, and the MC block stays in L2.
+            // (start, row stride, column stride, offset of the next MR rows)
+            let (ap, a_rs, a_cs, step) = if a.2 == 1 {
+                (a.0.add(ic * a.1 + pc), a.1, 1, a.1)
+            } else {
+                grow(apack, mc.next_multiple_of(MR) * kc);
+                pack_a(a, ic, mc, pc, kc, apack);
+                (apack.as_ptr(), 1, MR, kc)
+            };
+            for jr in (0..nc).step_by(NR) {
+                let cols = NR.min(nc - jr);
+                let panel = bp.add(jr * kc);
+                for ir in (0..mc).step_by(MR) {
+                    let rows = MR.min(mc - ir);
+                    let out = dst.add((ic + ir) * ldc + jr);
+                    tile(kc, ap.add(ir * step), a_rs, a_cs, panel, out, ldc, rows, cols, alpha, add);
+                }
+            }
+        }
+    }
+
     /// See [`super::gemm_into`]; `m`, `n` and `k` are positive.
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn gemm(m: usize, n: usize, k: usize, dst: *mut f32, ldc: usize, accumulate: bool, a: Mat, b: Mat, alpha: f32) {
         PACKS.with(|cell| {
             let mut packs = cell.borrow_mut();
             let (apack, bpack) = &mut *packs;
-            let depth = k.div_ceil(k.div_ceil(KC));
-            let a_len = MC.min(m.next_multiple_of(MR)) * depth;
-            let b_len = NC.min(n.next_multiple_of(NR)) * depth;
-            if apack.len() < a_len {
-                apack.resize(a_len, 0.0);
-            }
-            if bpack.len() < b_len {
-                bpack.resize(b_len, 0.0);
-            }
+            let depth = slice_depth(k);
+            grow(bpack, NC.min(n.next_multiple_of(NR)) * depth);
             for jc in (0..n).step_by(NC) {
                 let nc = NC.min(n - jc);
                 for pc in (0..k).step_by(depth) {
                     let kc = depth.min(k - pc);
                     pack_b(b, pc, kc, jc, nc, bpack);
-                    let add = accumulate || pc > 0;
-                    for ic in (0..m).step_by(MC) {
-                        let mc = MC.min(m - ic);
-                        // A row-major left operand is read in place: its rows are
-                        // already contiguous along p, and the MC block stays in L2.
-                        // (start, row stride, column stride, offset of the next MR rows)
-                        let (ap, a_rs, a_cs, step) = if a.2 == 1 {
-                            (a.0.add(ic * a.1 + pc), a.1, 1, a.1)
-                        } else {
-                            pack_a(a, ic, mc, pc, kc, apack);
-                            (apack.as_ptr(), 1, MR, kc)
-                        };
-                        for jr in (0..nc).step_by(NR) {
-                            let cols = NR.min(nc - jr);
-                            let bp = bpack.as_ptr().add(jr * kc);
-                            for ir in (0..mc).step_by(MR) {
-                                let rows = MR.min(mc - ir);
-                                let out = dst.add((ic + ir) * ldc + jc + jr);
-                                tile(kc, ap.add(ir * step), a_rs, a_cs, bp, out, ldc, rows, cols, alpha, add);
-                            }
-                        }
-                    }
+                    rows_times_panels(a, 0, m, pc, kc, bpack.as_ptr(), nc, dst.add(jc), ldc, alpha, accumulate || pc > 0, apack);
                 }
             }
         });
+    }
+
+    /// Pack panel `q` of every slice of `b` (`k x n`) into `all`, laid out as
+    /// [`super::PackedRhs`] describes.
+    pub(super) unsafe fn pack_panel(b: Mat, k: usize, n: usize, q: usize, all: *mut f32) {
+        let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
+        for pc in (0..k).step_by(depth) {
+            let kc = depth.min(k - pc);
+            let dst = std::slice::from_raw_parts_mut(all.add(pc * panels * NR + q * NR * kc), NR * kc);
+            pack_b(b, pc, kc, q * NR, NR.min(n - q * NR), dst);
+        }
+    }
+
+    /// Rows `i0..i1` of `dst = alpha * a @ b` from `b` packed whole at `all`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn rows_of_packed(a: Mat, i0: usize, i1: usize, all: *const f32, k: usize, n: usize, dst: *mut f32, ldc: usize, alpha: f32) {
+        PACKS.with(|cell| {
+            let apack = &mut cell.borrow_mut().0;
+            let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
+            for pc in (0..k).step_by(depth) {
+                let kc = depth.min(k - pc);
+                rows_times_panels(a, i0, i1, pc, kc, all.add(pc * panels * NR), n, dst, ldc, alpha, pc > 0, apack);
+            }
+        });
+    }
+}
+
+/// The right operand of one product packed once, so that threads can take row
+/// blocks of the output in any number and order without packing it again. For
+/// each depth slice `pc..pc + kc` (see `slice_depth`), its NR-column panels lie
+/// at `pc * panels * NR`, each `kc x NR`.
+pub struct PackedRhs {
+    data: Vec<f32>,
+    k: usize,
+    n: usize,
+}
+
+impl PackedRhs {
+    /// Whether this machine runs the packed kernel (AVX2 and FMA).
+    pub fn available() -> bool {
+        cfg!(target_arch = "x86_64") && crate::pool::has_avx2_fma()
+    }
+
+    /// Column panels of `n` columns.
+    pub fn panels(n: usize) -> usize {
+        n.div_ceil(NR)
+    }
+
+    /// Pack `b` (`k x n`, both positive), one panel per call of `each_panel`,
+    /// which may run the calls in parallel.
+    ///
+    /// # Safety
+    /// `b` addresses a valid `k x n` matrix, and [`Self::available`] holds.
+    pub unsafe fn new(b: Mat, k: usize, n: usize, each_panel: impl FnOnce(&(dyn Fn(usize) + Sync))) -> Self {
+        let mut data = vec![0.0f32; k * Self::panels(n) * NR];
+        let all = crate::attention::Shared::new(&mut data);
+        #[cfg(target_arch = "x86_64")]
+        each_panel(&|q| avx2::pack_panel(b, k, n, q, all.at(0)));
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (b, all, each_panel);
+        PackedRhs { data, k, n }
+    }
+
+    /// Rows `i0..i1` of `dst = alpha * lhs @ b` (`lhs` is `m x k`, `dst` addresses
+    /// row 0 with row stride `ldc`).
+    ///
+    /// # Safety
+    /// `lhs` and `dst` address valid matrices covering rows `i0..i1`, and no
+    /// other thread writes those rows of `dst` during the call.
+    pub unsafe fn rows(&self, lhs: Mat, i0: usize, i1: usize, dst: *mut f32, ldc: usize, alpha: f32) {
+        #[cfg(target_arch = "x86_64")]
+        avx2::rows_of_packed(lhs, i0, i1, self.data.as_ptr(), self.k, self.n, dst, ldc, alpha);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (lhs, i0, i1, dst, ldc, alpha);
     }
 }
 

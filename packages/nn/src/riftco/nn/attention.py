@@ -38,6 +38,23 @@ class CausalSelfAttention(Module):
     def forward(self, x: Any, positions: Tensor | None = None) -> Any:
         """``x [B, T, d_model]``; ``positions [B, T]`` (int64) for rotary models."""
         b, t = x.shape[0], x.shape[1]
+        if all(type(p) is Linear for p in (self.query, self.key, self.value)):
+            projections = (self.query, self.key, self.value)
+            a = F.projected_attention(
+                x,
+                [p.weight for p in projections],
+                None if self.query.bias is None else [p.bias for p in projections],
+                heads=self.heads,
+                kv_heads=self.kv_heads,
+                head_dim=self.head_dim,
+                positions=positions if self.rotary else None,
+                theta=self.rope_theta,
+                window=self.window,
+                method=self.method,
+                scale=self.scale,
+            )
+            return self.output(a)
+        # Adapted projections (LoRA, NF4) each keep their own node.
         q = self.query(x).reshape(b, t, self.heads, self.head_dim)
         k = self.key(x).reshape(b, t, self.kv_heads, self.head_dim)
         v = self.value(x).reshape(b, t, self.kv_heads, self.head_dim)

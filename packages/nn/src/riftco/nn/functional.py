@@ -174,6 +174,69 @@ def attention(
     return custom_gradient(out, [_variable(q), _variable(k), _variable(v)], vjp)
 
 
+def projected_attention(
+    x: Operand,
+    weights: Sequence[Any],
+    biases: Sequence[Any] | None,
+    *,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    positions: Tensor | None = None,
+    theta: float = 10000.0,
+    causal: bool = True,
+    window: int = 0,
+    method: str = "flash",
+    scale: float | None = None,
+) -> Operand:
+    """Self-attention of ``x [B, T, d_model]`` through its query, key and value
+    projections (``weights`` and ``biases`` in that order, ``[out, d_model]`` each) as
+    one node: the three weights stacked into one matrix, so the projection is one
+    matrix product forward and two backward instead of three and six; rotary
+    positions on queries and keys when ``positions`` is given; then ``attention``.
+    Returns ``[B, T, heads * head_dim]``, the input of the output projection."""
+    xv = _value(x)
+    ws = [_value(w) for w in weights]
+    bs = None if biases is None else [_value(b) for b in biases]
+    batch, steps = xv._shape[0], xv._shape[1]
+    sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+    x2 = xv.reshape(-1, xv._shape[-1])
+    w = rt.concatenate(ws, axis=0)
+    y = rt.matmul(x2, w, transpose_b=True)
+    if bs is not None:
+        y = y + rt.concatenate(bs, axis=0)
+    starts = [0, sizes[0], sizes[0] + sizes[1]]
+    q, k, v = (
+        rt.narrow(y, 1, start, size).reshape(batch, steps, size // head_dim, head_dim)
+        for start, size in zip(starts, sizes)
+    )
+    if positions is not None:
+        q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
+    kw = {"causal": causal, "window": window, "method": method, "scale": scale}
+    params = list(weights) + ([] if biases is None else list(biases))
+    if not _record(x, *params):
+        return _plain(x, rt.attention(q, k, v, **kw).reshape(batch, steps, sizes[0]))
+    out, stats = rt.attention_with_stats(q, k, v, **kw)
+    need_x = _needs(x)
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        dq, dk, dv = rt.attention_backward(g.reshape(*out._shape), q, k, v, out, stats, **kw)
+        if positions is not None:
+            dq = rt.rotary(dq, positions, theta, inverse=True)
+            dk = rt.rotary(dk, positions, theta, inverse=True)
+        gy = rt.concatenate([d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)], axis=1)
+        dx = rt.matmul(gy, w).reshape(*xv._shape) if need_x else None
+        dw = rt.matmul(gy, x2, transpose_a=True)
+        grads = [dx] + [rt.narrow(dw, 0, start, size) for start, size in zip(starts, sizes)]
+        if bs is not None:
+            db = gy.sum(axis=0)
+            grads += [rt.narrow(db, 0, start, size) for start, size in zip(starts, sizes)]
+        return grads
+
+    result = out.reshape(batch, steps, sizes[0])
+    return custom_gradient(result, [_variable(x), *map(_variable, params)], vjp)
+
+
 def cross_entropy(
     logits: Operand, targets: Any, *, mask: Any = None, ignore_index: int = -100
 ) -> Operand:
