@@ -154,6 +154,11 @@ mod avx2 {
         let (mut c30, mut c31, mut c40, mut c41, mut c50, mut c51) = (z, z, z, z, z, z);
         let row = |r: usize| a.add(r.min(rows - 1) * a_rs);
         let (a0, a1, a2, a3, a4, a5) = (row(0), row(1), row(2), row(3), row(4), row(5));
+        // The output tile is read (or written) after the loop: ask for it now.
+        for r in 0..rows {
+            _mm_prefetch::<_MM_HINT_T0>(c.add(r * ldc) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(c.add(r * ldc + NR - 1) as *const i8);
+        }
         let mut b = b;
         for p in 0..kc {
             let b0 = _mm256_loadu_ps(b);
