@@ -299,6 +299,18 @@ pub struct PackedRhs {
     n: usize,
 }
 
+/// The buffer of the last [`PackedRhs`] dropped, kept for the next one.
+static SPARE: std::sync::Mutex<Vec<f32>> = std::sync::Mutex::new(Vec::new());
+
+impl Drop for PackedRhs {
+    fn drop(&mut self) {
+        let mut spare = SPARE.lock().unwrap_or_else(|e| e.into_inner());
+        if spare.capacity() < self.data.capacity() {
+            *spare = std::mem::take(&mut self.data);
+        }
+    }
+}
+
 impl PackedRhs {
     /// Whether this machine runs the packed kernel (AVX2 and FMA).
     pub fn available() -> bool {
@@ -316,7 +328,10 @@ impl PackedRhs {
     /// # Safety
     /// `b` addresses a valid `k x n` matrix, and [`Self::available`] holds.
     pub unsafe fn new(b: Mat, k: usize, n: usize, each_panel: impl FnOnce(&(dyn Fn(usize) + Sync))) -> Self {
-        let mut data = vec![0.0f32; k * Self::panels(n) * NR];
+        // Reuse the last product's buffer: packing writes every element, and a
+        // fresh allocation would be zero-filled and faulted in page by page.
+        let mut data = std::mem::take(&mut *SPARE.lock().unwrap_or_else(|e| e.into_inner()));
+        data.resize(k * Self::panels(n) * NR, 0.0);
         let all = crate::attention::Shared::new(&mut data);
         #[cfg(target_arch = "x86_64")]
         each_panel(&|q| avx2::pack_panel(b, k, n, q, all.at(0)));
