@@ -15,9 +15,9 @@ use crate::pool::install;
 use crate::{ensure, math, Result};
 
 /// Query rows per tile.
-const BQ: usize = 128;
+const BQ: usize = 64;
 /// Key rows per tile.
-const BK: usize = 256;
+const BK: usize = 128;
 /// Query and key rows per tile of the backward pass: small, so that under a
 /// causal mask the tiles above the diagonal are skipped rather than computed.
 const BACK: usize = 64;
