@@ -110,10 +110,13 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     let threads = num_threads();
     let work = m * n * k;
     let parallel = threads > 1 && batch * work >= (1 << 18);
-    if batch == 1 && parallel && work >= (1 << 20) && k * n <= SHARED_RHS && PackedRhs::available() {
-        // One large product: pack the right operand once, then hand out row
-        // blocks, several per thread, so that a thread held up elsewhere
-        // delays nobody for long.
+    let tall = m > n && !spec.transpose_a;
+    if batch == 1 && parallel && tall && work >= (1 << 20) && k * n <= SHARED_RHS && PackedRhs::available() {
+        // One large product whose rows are read in place: pack the right operand
+        // once, then hand out row blocks, several per thread, so that a thread
+        // held up elsewhere delays nobody for long. (Wide products, and those
+        // whose left operand is transposed and packed anyway, measured faster
+        // as one band per thread.)
         let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
         let (lhs, rhs) = (Mat(ae.as_ptr(), a_rs, a_cs), Mat(be.as_ptr(), b_rs, b_cs));
         let block = (m / (4 * threads)).next_multiple_of(MR).clamp(MR, ROW_BLOCK);
@@ -194,31 +197,32 @@ mod tests {
         assert_eq!(out, want);
     }
 
-    /// Large enough for the shared packed right operand under several threads
-    /// and for depth slices; one thread takes the plain path. All must agree
-    /// bit for bit, for every operand layout.
+    /// Large enough for the shared packed right operand (tall), for bands of
+    /// columns (wide) and for depth slices under several threads; one thread
+    /// takes the plain path. All must agree bit for bit, for every layout.
     #[test]
     fn large_products_match_naive_and_ignore_thread_count() {
-        let (m, k, n) = (300, 700, 40);
-        let a: Vec<f32> = (0..m * k).map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0).collect();
-        let b: Vec<f32> = (0..k * n).map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5).collect();
-        let want = naive(&a, &b, m, k, n);
-        let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
-        let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-        let mut first: Option<Vec<f32>> = None;
-        for threads in [1, 2, 3] {
-            crate::pool::set_num_threads(threads);
-            for (transpose_a, lhs) in [(false, &a), (true, &at)] {
-                for (transpose_b, rhs) in [(false, &b), (true, &bt)] {
-                    let mut out = vec![0.0; m * n];
-                    let spec = MatmulSpec { m, k, n, transpose_a, transpose_b, a_offsets: &[0], b_offsets: &[0] };
-                    matmul_f32(&spec, lhs, rhs, &mut out).unwrap();
-                    for (x, y) in out.iter().zip(&want) {
-                        assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
-                    }
-                    match &first {
-                        None => first = Some(out),
-                        Some(f) => assert_eq!(f, &out, "threads {threads}, transposes {transpose_a} {transpose_b}"),
+        for (m, k, n) in [(300, 700, 40), (40, 700, 300)] {
+            let a: Vec<f32> = (0..m * k).map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5).collect();
+            let want = naive(&a, &b, m, k, n);
+            let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+            let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+            let mut first: Option<Vec<f32>> = None;
+            for threads in [1, 2, 3] {
+                crate::pool::set_num_threads(threads);
+                for (transpose_a, lhs) in [(false, &a), (true, &at)] {
+                    for (transpose_b, rhs) in [(false, &b), (true, &bt)] {
+                        let mut out = vec![0.0; m * n];
+                        let spec = MatmulSpec { m, k, n, transpose_a, transpose_b, a_offsets: &[0], b_offsets: &[0] };
+                        matmul_f32(&spec, lhs, rhs, &mut out).unwrap();
+                        for (x, y) in out.iter().zip(&want) {
+                            assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+                        }
+                        match &first {
+                            None => first = Some(out),
+                            Some(f) => assert_eq!(f, &out, "{m}x{k}x{n}, threads {threads}, transposes {transpose_a} {transpose_b}"),
+                        }
                     }
                 }
             }
