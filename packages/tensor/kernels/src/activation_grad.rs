@@ -34,12 +34,15 @@ fn gelu_grad(x: f32) -> f32 {
     x.mul_add(pdf, cdf)
 }
 
+/// With `s = sigmoid(2u)`: `1 + tanh u = 2s` and `1 - tanh^2 u = 4s(1 - s)`, so
+/// the derivative `0.5 (1 + t) + 0.5 x (1 - t^2) u'` is `s + 2 x s (1 - s) u'`.
 #[inline(always)]
 fn gelu_tanh_grad(x: f32) -> f32 {
     let x2 = x * x;
-    let t = math::tanh(math::SQRT_2_OVER_PI * x * 0.044_715f32.mul_add(x2, 1.0));
+    let u = math::SQRT_2_OVER_PI * x * 0.044_715f32.mul_add(x2, 1.0);
+    let s = 1.0 / (1.0 + math::exp(-2.0 * u));
     let du = math::SQRT_2_OVER_PI * (3.0 * 0.044_715f32).mul_add(x2, 1.0);
-    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    (2.0 * x * s * (1.0 - s)).mul_add(du, s)
 }
 
 #[inline(always)]

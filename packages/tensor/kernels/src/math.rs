@@ -13,7 +13,9 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// e^x; exactly 0 below -87.33 (masked positions stay exactly zero), inf above 88.72.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    let xc = x.clamp(-87.336_54, 88.722_83);
+    // max/min rather than clamp: NaN becomes a finite value here (and is
+    // returned as NaN below), so `n` is always a small integer.
+    let xc = x.max(-87.336_54).min(88.722_83);
     let n = (xc * LOG2E + 0.5).floor();
     let r = xc - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4_f32;
@@ -24,7 +26,10 @@ pub fn exp(x: f32) -> f32 {
     p = p.mul_add(r, 5.000_000_1e-1);
     let e = (r * r).mul_add(p, r + 1.0);
     // 2^(n-1) then *2 keeps the exponent field in range for n = 128.
-    let scale = f32::from_bits((((n as i32) + 126) as u32) << 23);
+    // SAFETY: `n` is an integer in [-126, 128]. (A saturating `as` cast would
+    // keep the loop from vectorizing: 2.5x slower.)
+    let n = unsafe { n.to_int_unchecked::<i32>() };
+    let scale = f32::from_bits(((n + 126) as u32) << 23);
     let y = e * scale * 2.0;
     let y = if x > 88.722_83 { f32::INFINITY } else { y };
     let y = if x < -87.336_54 { 0.0 } else { y };
@@ -118,11 +123,13 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// GELU with the tanh approximation used by GPT-2.
+/// GELU with the tanh approximation used by GPT-2, `0.5 x (1 + tanh u)` with
+/// `u = sqrt(2/pi) (x + 0.044715 x^3)`, computed as the equal `x sigmoid(2u)`:
+/// one exponential and one division.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
     let inner = SQRT_2_OVER_PI * (0.044_715 * x * x * x + x);
-    0.5 * x * (1.0 + tanh(inner))
+    x / (1.0 + exp(-2.0 * inner))
 }
 
 #[cfg(test)]
@@ -156,6 +163,21 @@ mod tests {
         assert_eq!(ln(0.0), f32::NEG_INFINITY);
         assert!(ln(-1.0).is_nan());
         assert_eq!(ln(f32::INFINITY), f32::INFINITY);
+    }
+
+    #[test]
+    fn gelu_tanh_matches_its_tanh_form() {
+        let mut x = -12.0f32;
+        while x < 12.0 {
+            let xd = x as f64;
+            let want = 0.5 * xd * (1.0 + (0.797_884_560_802_865_4 * (xd + 0.044_715 * xd * xd * xd)).tanh());
+            let got = gelu_tanh(x) as f64;
+            assert!((got - want).abs() <= 2e-7 * want.abs().max(1.0), "gelu_tanh({x}) = {got}, want {want}");
+            x += 0.0173;
+        }
+        assert_eq!(gelu_tanh(-200.0), 0.0);
+        assert_eq!(gelu_tanh(200.0), 200.0);
+        assert!(gelu_tanh(f32::NAN).is_nan());
     }
 
     #[test]
