@@ -12,6 +12,7 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 
 /// e^x; exactly 0 below -87.33 (masked positions stay exactly zero), inf above 88.72.
 #[inline(always)]
+#[allow(clippy::manual_clamp)] // clamp would keep NaN, and `n` must be finite
 pub fn exp(x: f32) -> f32 {
     // max/min rather than clamp: NaN becomes a finite value here (and is
     // returned as NaN below), so `n` is always a small integer.
