@@ -9,7 +9,7 @@ clipping, at the same thread count. The two alternate in rounds within one run (
 machine's speed drifts); the figures are the medians of the per-step tokens/s and
 their ratio. Figures only; nothing is asserted about time.
 
-    python bench/bench_train.py [--rounds 3] [--steps 4] [--threads N]
+    python bench/bench_train.py [--rounds 3] [--steps 4] [--threads N] [--warmup 2]
 """
 
 from __future__ import annotations
@@ -132,12 +132,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternations of ours and PyTorch")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round and side")
     parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: all)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
     args = parser.parse_args()
     if args.threads:
         rt.set_num_threads(args.threads)
     stream, vocab = data()
     config = nn.TransformerConfig.preset("gpt2", size="small", vocab_size=vocab)
-    total = args.rounds * args.steps + 2
+    total = args.rounds * args.steps + args.warmup + 1
     trainer = ours(config, stream, total)
     theirs = TorchRun(config, stream, total) if torch is not None else None
     print(
@@ -145,9 +146,10 @@ def main() -> None:
         f"H={config.n_heads}, L={config.n_layers}, FF={config.d_ff}, B={B}), "
         f"{rt.get_num_threads()} threads, {platform.machine()}"
     )
-    trainer.train_step()  # warm-up: first-touch allocations, caches
-    if theirs is not None:
-        theirs.step()
+    for _ in range(args.warmup):  # first-touch allocations, caches, grown heaps
+        trainer.train_step()
+        if theirs is not None:
+            theirs.step()
     ours_rates, torch_rates = [], []
     for round_index in range(args.rounds):
         rates = [trainer.train_step().tokens_per_second for _ in range(args.steps)]
