@@ -52,21 +52,66 @@ def build_one(package: Path, wheelhouse: Path) -> None:
         subprocess.run(cmd, check=True)
 
 
-BUILD_ID_MARK = re.compile(rb"RIFTCO_BUILD_ID:([0-9a-f]{16})")
+BUILD_ID_MARK = re.compile(rb"RIFTCO_BUILD_ID:([A-Za-z0-9_.]+):([0-9a-f]{16})")
+NATIVE_SUFFIXES = (".so", ".pyd", ".dylib")
 
 
-def native_build_ids(wheelhouse: Path) -> dict[str, str]:
-    """Read the build id that each native extension module embeds in its binary."""
+def native_module_name(member: str) -> str:
+    """``riftco/tensor/_native.abi3.so`` -> ``riftco.tensor._native``."""
+    folder, _, file = member.rpartition("/")
+    return ".".join([*folder.split("/"), file.split(".")[0]]) if folder else file.split(".")[0]
+
+
+def wheel_native_modules(wheel: Path) -> dict[str, str]:
+    """Each native library in a wheel: its module name -> the build id it embeds.
+
+    The library must embed exactly one marker, and it must name the module the
+    library is installed as; anything else means the wheel packed another
+    package's library (or a stale one), and stops the build.
+    """
+    found = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for member in zf.namelist():
+            if not member.endswith(NATIVE_SUFFIXES):
+                continue
+            module = native_module_name(member)
+            marks = {(m.decode(), i.decode()) for m, i in BUILD_ID_MARK.findall(zf.read(member))}
+            if len(marks) != 1:
+                raise SystemExit(
+                    f"build_wheels: {wheel.name}: {member} should embed one build-id marker "
+                    f"for {module}, found {sorted(marks) or 'none'}"
+                )
+            ((marked, build_id),) = marks
+            if marked != module:
+                raise SystemExit(
+                    f"build_wheels: {wheel.name}: {member} is the library of {marked}, "
+                    f"not of {module}; another package's build was packed into this wheel"
+                )
+            found[module] = build_id
+    return found
+
+
+def native_build_ids(wheelhouse: Path) -> dict[str, dict[str, str]]:
+    """Distribution -> {native module -> build id}, for every wheel with a library."""
     ids = {}
-    for wheel in wheelhouse.glob("*.whl"):
-        with zipfile.ZipFile(wheel) as zf:
-            for name in zf.namelist():
-                if name.endswith((".so", ".pyd", ".dylib")):
-                    found = BUILD_ID_MARK.search(zf.read(name))
-                    if found:
-                        dist = wheel.name.split("-")[0].replace("_", "-")
-                        ids[dist] = found.group(1).decode()
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        modules = wheel_native_modules(wheel)
+        if modules:
+            ids[wheel.name.split("-")[0].replace("_", "-")] = modules
     return ids
+
+
+def check_native_wheel(package: Path, wheelhouse: Path) -> None:
+    """A maturin package's wheel must hold its own native module."""
+    with open(package / "pyproject.toml", "rb") as f:
+        config = tomllib.load(f)
+    module = config["tool"]["maturin"]["module-name"]
+    dist = config["project"]["name"].replace("-", "_")
+    wheels = sorted(wheelhouse.glob(f"{dist}-*.whl"), key=lambda w: w.stat().st_mtime)
+    if not wheels:
+        raise SystemExit(f"build_wheels: maturin wrote no wheel for {package.name}")
+    if module not in wheel_native_modules(wheels[-1]):
+        raise SystemExit(f"build_wheels: {wheels[-1].name} has no native library for {module}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         start = time.perf_counter()
         build_one(package, args.wheelhouse)
+        if build_backend(package) == "maturin":
+            check_native_wheel(package, args.wheelhouse)
         print(f"built {package.name:<16} {time.perf_counter() - start:6.1f} s", flush=True)
     ids = native_build_ids(args.wheelhouse)
     (args.wheelhouse / "BUILD_IDS.json").write_text(json.dumps(ids, indent=2, sort_keys=True))

@@ -81,25 +81,49 @@ def pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *args], check=True)
 
 
+def wheel_has_native_library(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as zf:
+        return any(n.endswith((".so", ".pyd", ".dylib")) for n in zf.namelist())
+
+
 def check_build_ids(wheelhouse: Path, wheels: list[Path]) -> None:
+    """Each installed native module must be the one the wheelhouse built, and its own.
+
+    ``BUILD_IDS.json`` (written by build_wheels.py) maps a distribution to its
+    native modules and their build ids; the installed module must report the same
+    id through its package's ``native_build_id()`` and name itself in its marker.
+    A native wheel the file does not list is an error, never skipped.
+    """
     ids_file = wheelhouse / "BUILD_IDS.json"
     expected = json.loads(ids_file.read_text()) if ids_file.exists() else {}
     for wheel in wheels:
         dist = canonical(wheel.name.split("-")[0])
-        if dist not in expected:
+        if not wheel_has_native_library(wheel):
             continue
-        if dist.startswith("riftco-backend-"):
-            module = "riftco.backends." + dist.removeprefix("riftco-backend-").replace("-", "_")
-        else:
-            module = dist.replace("riftco-", "riftco.").replace("-", "_")
-        code = f"import {module} as m; print(m.native_build_id())"
-        found = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout.strip()
-        if found != expected[dist]:
+        modules = expected.get(dist)
+        if not isinstance(modules, dict) or not modules:
             raise SystemExit(
-                f"install_package: {dist} build id {found!r}, wheelhouse built {expected[dist]!r}"
+                f"install_package: {wheel.name} holds a native library but {ids_file} "
+                "records no build id for it; rebuild with build_wheels.py"
             )
+        for module, build_id in modules.items():
+            package = module.rpartition(".")[0]
+            code = (
+                f"import importlib; p = importlib.import_module({package!r}); "
+                f"m = importlib.import_module({module!r}); "
+                "print(p.native_build_id()); print(m.BUILD_ID_MARKER)"
+            )
+            run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            if run.returncode != 0:
+                raise SystemExit(
+                    f"install_package: {dist}: cannot read the build id of {module}:\n{run.stderr}"
+                )
+            found, marker = run.stdout.split()
+            if found != build_id or marker != f"RIFTCO_BUILD_ID:{module}:{build_id}":
+                raise SystemExit(
+                    f"install_package: {dist}: {module} reports build id {found!r} "
+                    f"(marker {marker!r}); the wheelhouse built {build_id!r}"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,13 @@ def test_the_package_imports_and_declares_its_api():
     assert tpu._native.PJRT_API_MAJOR == 0
 
 
+def test_the_native_module_is_its_own_and_reports_its_build_id():
+    build_id = tpu.native_build_id()
+    assert len(build_id) == 16 and int(build_id, 16) >= 0
+    assert tpu._native.BUILD_ID_MARKER == f"RIFTCO_BUILD_ID:riftco.backends.tpu._native:{build_id}"
+    assert Path(tpu._native.__file__).name.startswith("_native.")
+
+
 def test_registered_as_tpu_in_the_backend_group():
     eps = importlib.metadata.entry_points(group="riftco.backends")
     found = [ep for ep in eps if ep.name == "tpu"]

@@ -133,9 +133,17 @@ pub fn upload_f32(py: Python<'_>, device: &Device, values: &[f32]) -> PyResult<S
     Ok(Storage::new(Arc::new(buffer)))
 }
 
-#[pymodule]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// The build id that the Python side and the wheelhouse check, and the marker
+/// (`RIFTCO_BUILD_ID:riftco.backends.tpu._native:<id>`) that lets tools find it,
+/// with this module's name, in the compiled binary.
+pub const BUILD_ID: &str = env!("RIFTCO_BUILD_ID");
+pub const BUILD_ID_MARKER: &str = env!("RIFTCO_BUILD_MARKER");
+
+#[pymodule(name = "_native")]
+fn riftco_backend_tpu_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("BUILD_ID", BUILD_ID)?;
+    m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
     m.add("PJRT_API_MAJOR", riftco_pjrt::ffi::API_MAJOR)?;
     m.add("PJRT_API_MINOR", riftco_pjrt::ffi::API_MINOR_WRITTEN)?;
     m.add_class::<Device>()?;

@@ -14,9 +14,11 @@ mod serve_ops;
 
 use pyo3::prelude::*;
 
-/// The build id that the Python side and the wheelhouse check; the marker
-/// text lets tools find it in the compiled binary.
-pub const BUILD_ID_MARKER: &str = concat!("RIFTCO_BUILD_ID:", env!("RIFTCO_BUILD_ID"));
+/// The build id that the Python side and the wheelhouse check, and the marker
+/// (`RIFTCO_BUILD_ID:riftco.tensor._native:<id>`) that lets tools find it, with
+/// this module's name, in the compiled binary.
+pub const BUILD_ID: &str = env!("RIFTCO_BUILD_ID");
+pub const BUILD_ID_MARKER: &str = env!("RIFTCO_BUILD_MARKER");
 
 /// Keep freed large buffers in the C heap instead of returning them to the
 /// system (glibc only; `RIFTCO_CPU_KEEP_FREED=0` leaves malloc as it is).
@@ -48,11 +50,11 @@ fn keep_freed_memory() -> bool {
     }
 }
 
-#[pymodule]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+#[pymodule(name = "_native")]
+fn riftco_tensor_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("KEEPS_FREED_MEMORY", keep_freed_memory())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("BUILD_ID", &BUILD_ID_MARKER["RIFTCO_BUILD_ID:".len()..])?;
+    m.add("BUILD_ID", BUILD_ID)?;
     m.add("BUILD_ID_MARKER", BUILD_ID_MARKER)?;
     optim_ops::register(m)?;
     nn_ops::register(m)?;

@@ -28,6 +28,11 @@ from .errors import PjrtError
 from .plugin import PluginLocation, find_plugin
 
 
+def native_build_id() -> str:
+    """The build id of the compiled PJRT bindings (checked against the wheelhouse)."""
+    return _native.BUILD_ID
+
+
 def create_backend() -> TpuBackend:
     """Entry-point factory for ``tpu``: find a plugin, open it, make a client.
 
@@ -51,4 +56,5 @@ __all__ = [
     "TpuBackend",
     "create_backend",
     "find_plugin",
+    "native_build_id",
 ]

@@ -5,6 +5,8 @@ from collections.abc import Sequence
 import numpy as np
 
 __version__: str
+BUILD_ID: str
+BUILD_ID_MARKER: str
 PJRT_API_MAJOR: int
 PJRT_API_MINOR: int
 
