@@ -24,7 +24,9 @@ def test_kernel_argument_errors_are_riftco_errors():
 def test_version_and_build_id():
     assert _native.__version__ == rt.__version__
     assert len(rt.native_build_id()) == 16
-    assert _native.BUILD_ID_MARKER == f"RIFTCO_BUILD_ID:riftco.tensor._native:{rt.native_build_id()}"
+    assert (
+        _native.BUILD_ID_MARKER == f"RIFTCO_BUILD_ID:riftco.tensor._native:{rt.native_build_id()}"
+    )
 
 
 @pytest.fixture
