@@ -71,3 +71,18 @@ def test_cache_errors_and_slots():
     fresh = nn.ContiguousKVCache(config, 1)
     with pytest.raises(nn.ConfigError, match="longer than the context"):
         model.forward_incremental([[1] * 17], fresh, [fresh.add_sequence()])
+
+
+def test_free_slots_and_rollback_of_a_begun_step():
+    config = PRESETS["gpt2"]
+    cache = nn.ContiguousKVCache(config, max_sequences=2, capacity=8)
+    assert cache.free_slots == 2
+    a = cache.add_sequence()
+    assert cache.free_slots == 1
+    step = cache.begin([a], [3])
+    cache.rollback()
+    with pytest.raises(nn.CacheError, match="not begun"):
+        cache.commit(step)
+    assert cache.length(a) == 0
+    cache.remove(a)
+    assert cache.free_slots == 2

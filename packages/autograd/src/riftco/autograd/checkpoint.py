@@ -48,7 +48,7 @@ class CheckpointNode(Node):
         for i, (out, g, shape) in enumerate(zip(outputs, grads, self.shapes)):
             if g is None:
                 continue
-            if not out.requires_grad or out.value._shape != shape:
+            if not out.requires_grad or out.value.shape != shape:
                 raise GradientError(
                     f"checkpoint: output #{i} of the replay ({out.shape}) "
                     f"differs from the forward pass ({shape}); fn must be "
@@ -99,7 +99,7 @@ def checkpoint(fn: Callable[..., Any], *inputs: Any) -> Variable | tuple[Variabl
     node = CheckpointNode()
     node.fn, node.args, node.captured = fn, args, tuple(captured)
     node.n_outputs = len(outputs)
-    node.shapes = tuple(out.value._shape if out.requires_grad else None for out in outputs)
+    node.shapes = tuple(out.value.shape if out.requires_grad else None for out in outputs)
     node.inputs = targets
     node.saved = saved_values(*[x for x in inputs if isinstance(x, Variable)], *captured)
     results = []

@@ -47,17 +47,17 @@ class CustomNode(Node):
                     f"custom_gradient: gradient #{i} ({label}) must be a Tensor "
                     f"or None, found {type(grad).__name__}"
                 )
-            if grad._shape != shape:
+            if grad.shape != shape:
                 raise GradientError(
                     f"custom_gradient: gradient #{i} ({label}) has shape "
                     f"{grad.shape}, expected {shape}"
                 )
-            if grad._dtype is not dtype:
+            if grad.dtype is not dtype:
                 raise GradientError(
                     f"custom_gradient: gradient #{i} ({label}) has dtype "
                     f"{grad.dtype.value}, expected {dtype.value}"
                 )
-            if grad._backend.name != backend:
+            if grad.backend.name != backend:
                 raise GradientError(
                     f"custom_gradient: gradient #{i} ({label}) lives on backend "
                     f"{grad.backend.name!r}, expected {backend!r}"
@@ -97,9 +97,9 @@ def custom_gradient(forward_result: Tensor, inputs: Sequence[Variable], vjp: Vjp
     node.fn = vjp
     node.specs = tuple(
         (
-            x.value._shape,
-            x.value._dtype,
-            x.value._backend.name,
+            x.value.shape,
+            x.value.dtype,
+            x.value.backend.name,
             repr(x.name) if x.name else f"shape {x.shape}",
         )
         for x in inputs

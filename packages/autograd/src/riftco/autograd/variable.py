@@ -1,13 +1,19 @@
-"""Variable: a tensor value, an optional gradient, and the operation that made it."""
+"""Variable: a tensor value, an optional gradient, and the operation that made it.
+
+Its methods and operators are one-line calls of the differentiable operations of
+the same name in ``riftco.autograd.functional``, where each is defined once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from riftco.tensor import Backend, DType, DTypeError, Tensor
+
+Axis = int | Sequence[int] | None
 
 
 class Variable:
@@ -61,23 +67,23 @@ class Variable:
     # -- facts ----------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.value._shape
+        return self.value.shape
 
     @property
     def dtype(self) -> DType:
-        return self.value._dtype
+        return self.value.dtype
 
     @property
     def backend(self) -> Backend:
-        return self.value._backend
+        return self.value.backend
 
     @property
     def device(self) -> str:
-        return self.value._backend.name
+        return self.value.backend.name
 
     @property
     def ndim(self) -> int:
-        return len(self.value._shape)
+        return len(self.value.shape)
 
     @property
     def size(self) -> int:
@@ -170,6 +176,239 @@ class Variable:
         self.requires_grad = bool(requires_grad)
         return self
 
+    # -- operations ---------------------------------------------------------------
+    def reshape(self, *shape: int | Sequence[int]) -> Variable:
+        return F.reshape(self, *shape)
+
+    def permute(self, *axes: int | Sequence[int]) -> Variable:
+        return F.permute(self, *axes)
+
+    def transpose(self, axis0: int = -2, axis1: int = -1) -> Variable:
+        return F.transpose(self, axis0, axis1)
+
+    def narrow(self, axis: int, start: int, length: int) -> Variable:
+        return F.narrow(self, axis, start, length)
+
+    def broadcast_to(self, *shape: int | Sequence[int]) -> Variable:
+        return F.broadcast_to(self, *shape)
+
+    def sum_to_shape(self, *shape: int | Sequence[int]) -> Variable:
+        return F.sum_to_shape(self, *shape)
+
+    def unsqueeze(self, axis: int) -> Variable:
+        return F.unsqueeze(self, axis)
+
+    def squeeze(self, axis: int | None = None) -> Variable:
+        return F.squeeze(self, axis)
+
+    def flatten(self) -> Variable:
+        return F.flatten(self)
+
+    def astype(self, dtype: DType | str) -> Variable:
+        return F.astype(self, dtype)
+
+    def copy(self) -> Variable:
+        return F.copy(self)
+
+    def to(self, backend: str | Backend) -> Variable:
+        return F.to(self, backend)
+
+    def neg(self) -> Variable:
+        return F.neg(self)
+
+    def abs(self) -> Variable:
+        return F.abs(self)
+
+    def exp(self) -> Variable:
+        return F.exp(self)
+
+    def log(self) -> Variable:
+        return F.log(self)
+
+    def sqrt(self) -> Variable:
+        return F.sqrt(self)
+
+    def rsqrt(self) -> Variable:
+        return F.rsqrt(self)
+
+    def tanh(self) -> Variable:
+        return F.tanh(self)
+
+    def sigmoid(self) -> Variable:
+        return F.sigmoid(self)
+
+    def relu(self) -> Variable:
+        return F.relu(self)
+
+    def gelu(self, approximate: str = "none") -> Variable:
+        return F.gelu(self, approximate)
+
+    def silu(self) -> Variable:
+        return F.silu(self)
+
+    def add(self, b: Any) -> Variable:
+        return F.add(self, b)
+
+    def sub(self, b: Any) -> Variable:
+        return F.sub(self, b)
+
+    def mul(self, b: Any) -> Variable:
+        return F.mul(self, b)
+
+    def div(self, b: Any) -> Variable:
+        return F.div(self, b)
+
+    def pow(self, b: Any) -> Variable:
+        return F.pow(self, b)
+
+    def maximum(self, b: Any) -> Variable:
+        return F.maximum(self, b)
+
+    def minimum(self, b: Any) -> Variable:
+        return F.minimum(self, b)
+
+    def eq(self, b: Any) -> Variable:
+        return F.eq(self, b)
+
+    def ne(self, b: Any) -> Variable:
+        return F.ne(self, b)
+
+    def lt(self, b: Any) -> Variable:
+        return F.lt(self, b)
+
+    def le(self, b: Any) -> Variable:
+        return F.le(self, b)
+
+    def gt(self, b: Any) -> Variable:
+        return F.gt(self, b)
+
+    def ge(self, b: Any) -> Variable:
+        return F.ge(self, b)
+
+    def logical_and(self, b: Any) -> Variable:
+        return F.logical_and(self, b)
+
+    def logical_or(self, b: Any) -> Variable:
+        return F.logical_or(self, b)
+
+    def logical_not(self) -> Variable:
+        return F.logical_not(self)
+
+    def sum(self, axis: Axis = None, keepdims: bool = False) -> Variable:
+        return F.sum(self, axis, keepdims)
+
+    def mean(self, axis: Axis = None, keepdims: bool = False) -> Variable:
+        return F.mean(self, axis, keepdims)
+
+    def max(self, axis: Axis = None, keepdims: bool = False) -> Variable:
+        return F.max(self, axis, keepdims)
+
+    def min(self, axis: Axis = None, keepdims: bool = False) -> Variable:
+        return F.min(self, axis, keepdims)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Variable:
+        return F.argmax(self, axis, keepdims)
+
+    def sum_squares(self, axis: Axis = None, keepdims: bool = False) -> Variable:
+        return F.sum_squares(self, axis, keepdims)
+
+    def matmul(self, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Variable:
+        return F.matmul(self, b, transpose_a, transpose_b)
+
+    def index_select(self, axis: int, indices: Any) -> Variable:
+        return F.index_select(self, axis, indices)
+
+    def index_add(self, axis: int, indices: Any, src: Any) -> Variable:
+        return F.index_add(self, axis, indices, src)
+
+    def gather(self, axis: int, indices: Any) -> Variable:
+        return F.gather(self, axis, indices)
+
+    def scatter_add(self, axis: int, indices: Any, src: Any) -> Variable:
+        return F.scatter_add(self, axis, indices, src)
+
+    def softmax(self, axis: int = -1, causal: bool = False) -> Variable:
+        return F.softmax(self, axis, causal)
+
+    def log_softmax(self, axis: int = -1, causal: bool = False) -> Variable:
+        return F.log_softmax(self, axis, causal)
+
+    @property
+    def T(self) -> Variable:
+        return F.transpose(self, -2, -1)
+
+    def __getitem__(self, index: Any) -> Variable:
+        return F.getitem(self, index)
+
+    def __neg__(self) -> Variable:
+        return F.neg(self)
+
+    def __abs__(self) -> Variable:
+        return F.abs(self)
+
+    def __invert__(self) -> Variable:
+        return F.logical_not(self)
+
+    def __add__(self, b: Any) -> Variable:
+        return F.add(self, b)
+
+    def __sub__(self, b: Any) -> Variable:
+        return F.sub(self, b)
+
+    def __mul__(self, b: Any) -> Variable:
+        return F.mul(self, b)
+
+    def __truediv__(self, b: Any) -> Variable:
+        return F.div(self, b)
+
+    def __pow__(self, b: Any) -> Variable:
+        return F.pow(self, b)
+
+    def __matmul__(self, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Variable:
+        return F.matmul(self, b, transpose_a, transpose_b)
+
+    def __eq__(self, b: Any) -> Variable:  # type: ignore[override]
+        return F.eq(self, b)
+
+    def __ne__(self, b: Any) -> Variable:  # type: ignore[override]
+        return F.ne(self, b)
+
+    def __lt__(self, b: Any) -> Variable:
+        return F.lt(self, b)
+
+    def __le__(self, b: Any) -> Variable:
+        return F.le(self, b)
+
+    def __gt__(self, b: Any) -> Variable:
+        return F.gt(self, b)
+
+    def __ge__(self, b: Any) -> Variable:
+        return F.ge(self, b)
+
+    def __and__(self, b: Any) -> Variable:
+        return F.logical_and(self, b)
+
+    def __or__(self, b: Any) -> Variable:
+        return F.logical_or(self, b)
+
+    def __radd__(self, other: Any) -> Variable:
+        return F.add(other, self)
+
+    def __rsub__(self, other: Any) -> Variable:
+        return F.sub(other, self)
+
+    def __rmul__(self, other: Any) -> Variable:
+        return F.mul(other, self)
+
+    def __rtruediv__(self, other: Any) -> Variable:
+        return F.div(other, self)
+
+    def __rpow__(self, other: Any) -> Variable:
+        return F.pow(other, self)
+
+    def __rmatmul__(self, other: Any) -> Variable:
+        return F.matmul(other, self)
+
 
 class Parameter(Variable):
     """A trainable leaf: a Variable that requires gradients unless told otherwise."""
@@ -194,3 +433,7 @@ def _make(value: Tensor, node: Any) -> Variable:
 
 
 __all__ = ["Parameter", "Variable"]
+
+# The operations need Variable itself, so they come in once the class exists; the
+# methods above look them up when called.
+from . import functional as F  # noqa: E402

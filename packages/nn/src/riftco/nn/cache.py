@@ -142,6 +142,15 @@ class ContiguousKVCache:
     def sequences(self) -> list[int]:
         return list(self._slots)
 
+    @property
+    def free_slots(self) -> int:
+        """How many more sequences fit."""
+        return len(self._free)
+
+    def rollback(self) -> None:
+        """Forget a step that was begun and not committed (nothing was counted yet)."""
+        self._step = None
+
     def length(self, seq_id: int) -> int:
         return self._lengths[self._known(seq_id)]
 

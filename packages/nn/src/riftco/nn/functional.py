@@ -48,21 +48,21 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     The leading axes are flattened, so the weight gradient is one matrix product."""
     w, b = _value(weight), _value(bias)
     xv = _value(x)
-    lead = xv._shape[:-1]
-    x2 = xv.reshape(-1, xv._shape[-1]) if xv.ndim != 2 else xv
+    lead = xv.shape[:-1]
+    x2 = xv.reshape(-1, xv.shape[-1]) if xv.ndim != 2 else xv
     y2 = rt.matmul(x2, w, transpose_b=True)
     if b is not None:
         y2 = y2 + b
-    y = y2.reshape(*lead, w._shape[0]) if xv.ndim != 2 else y2
+    y = y2.reshape(*lead, w.shape[0]) if xv.ndim != 2 else y2
     if not _record(x, weight, bias):
         return _plain(x, y)
     inputs = [_variable(x), _variable(weight)] + ([_variable(bias)] if bias is not None else [])
     need_x, need_w = _needs(x), _needs(weight)
     need_b = bias is not None and _needs(bias)
-    shape = xv._shape
+    shape = xv.shape
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        g2 = g.reshape(-1, g._shape[-1]) if g.ndim != 2 else g
+        g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
         dx = rt.matmul(g2, w).reshape(shape) if need_x else None
         dw = rt.matmul(g2, x2, transpose_a=True) if need_w else None
         grads = [dx, dw]
@@ -198,9 +198,9 @@ def projected_attention(
     xv = _value(x)
     ws = [_value(w) for w in weights]
     bs = None if biases is None else [_value(b) for b in biases]
-    batch, steps = xv._shape[0], xv._shape[1]
+    batch, steps = xv.shape[0], xv.shape[1]
     sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
-    x2 = xv.reshape(-1, xv._shape[-1])
+    x2 = xv.reshape(-1, xv.shape[-1])
     w = rt.concatenate(ws, axis=0)
     y = rt.matmul(x2, w, transpose_b=True)
     if bs is not None:
@@ -220,12 +220,12 @@ def projected_attention(
     need_x = _needs(x)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        dq, dk, dv = rt.attention_backward(g.reshape(*out._shape), q, k, v, out, stats, **kw)
+        dq, dk, dv = rt.attention_backward(g.reshape(*out.shape), q, k, v, out, stats, **kw)
         if positions is not None:
             dq = rt.rotary(dq, positions, theta, inverse=True)
             dk = rt.rotary(dk, positions, theta, inverse=True)
         gy = rt.concatenate([d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)], axis=1)
-        dx = rt.matmul(gy, w).reshape(*xv._shape) if need_x else None
+        dx = rt.matmul(gy, w).reshape(*xv.shape) if need_x else None
         dw = rt.matmul(gy, x2, transpose_a=True)
         grads = [dx] + [rt.narrow(dw, 0, start, size) for start, size in zip(starts, sizes)]
         if bs is not None:
@@ -262,7 +262,7 @@ def cross_entropy(
             t,
             rt.full(t.shape, ignore_index, dtype=rt.int64, backend=lv.backend),
         )
-    l2 = lv.reshape(-1, lv._shape[-1])
+    l2 = lv.reshape(-1, lv.shape[-1])
     losses, lse = rt.softmax_cross_entropy(l2, t, ignore_index)
     kept = int(np.count_nonzero(t.numpy() != ignore_index))
     scale = 1.0 / kept if kept else 0.0
@@ -271,9 +271,9 @@ def cross_entropy(
         return _plain(logits, loss)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        rows = (g * scale).broadcast_to(t._shape).contiguous_copy()
+        rows = (g * scale).broadcast_to(t.shape).contiguous_copy()
         d = rt.softmax_cross_entropy_backward(rows, l2, t, lse, ignore_index)
-        return [d.reshape(lv._shape)]
+        return [d.reshape(lv.shape)]
 
     return custom_gradient(loss, [logits], vjp)
 

@@ -2,8 +2,8 @@
 
 A step gathers the parameters that have gradients, computes the global gradient
 norm (overflow-safe, see ``clipping``), derives the clip scale, and hands every
-parameter, gradient and moment to the backend's ``adam_update`` capability in
-one call. The backend writes nothing unless every new parameter and moment is
+parameter, gradient and moment to ``riftco.tensor.adam_update_`` (the backend's
+``adam_update`` capability) in one call. The backend writes nothing unless every new parameter and moment is
 finite, so a failed step leaves parameters, moments and step counts as they were.
 The arithmetic follows ``torch.optim.Adam`` / ``torch.optim.AdamW``.
 """
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+import riftco.tensor as rt
 from riftco.tensor import BackendMismatch, DType, ShapeError, Tensor
 
 from .clipping import clip_scale, global_grad_norm
@@ -223,15 +224,11 @@ class Adam:
                     "move parameters before the first step or reload the optimizer state"
                 )
             states.append(old)
-        sizes = [e.param.value.size for e in entries]
-        kernel_page_size = self.page_size if self.paged else max(1, *sizes)
-        bad = backend.adam_update(
-            [e.param.value._data for e in entries],
-            [e.grad._data for e in entries],
-            [[t._data for t in s.moments.m] for s in states],
-            [[t._data for t in s.moments.v] for s in states],
-            sizes,
-            kernel_page_size,
+        bad = rt.adam_update_(
+            [e.param.value for e in entries],
+            [e.grad for e in entries],
+            [s.moments.m for s in states],
+            [s.moments.v for s in states],
             lr=[float(e.group["lr"]) for e in entries],
             beta1=[float(e.group["betas"][0]) for e in entries],
             beta2=[float(e.group["betas"][1]) for e in entries],
@@ -240,6 +237,7 @@ class Adam:
             decoupled=self.decoupled,
             step=[s.step + 1 for s in states],
             grad_scale=scale,
+            page_size=page_size,
         )
         if bad is not None:
             e = entries[bad]
@@ -251,7 +249,6 @@ class Adam:
             )
         for e, s in zip(entries, states):
             self._state[e.index] = _ParamState(s.step + 1, s.moments)
-            e.param.value._bump_version()
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -41,13 +41,9 @@ class ContiguousKvCache(ContiguousKVCache):
                 f"ContiguousKvCache: cannot reserve {reserve_tokens} tokens; a slot holds "
                 f"{self.capacity}"
             )
-        if not self._free:
+        if not self.free_slots:
             raise PoolExhausted(f"all {self.max_sequences} sequence slots are in use")
         return super().add_sequence(seq_id)
-
-    def rollback(self) -> None:
-        """Forget a step that was begun and not committed (nothing was counted yet)."""
-        self._step = None
 
     @property
     def pages(self) -> int:
@@ -55,7 +51,7 @@ class ContiguousKvCache(ContiguousKVCache):
 
     @property
     def pages_in_use(self) -> int:
-        return self.max_sequences - len(self._free)
+        return self.max_sequences - self.free_slots
 
 
 __all__ = ["ContiguousKvCache", "PagedKvCachePool"]

@@ -71,7 +71,6 @@ class PagedKvCachePool:
         self.keys = [rt.zeros(shape, backend=backend) for _ in range(config.n_layers)]
         self.values = [rt.zeros(shape, backend=backend) for _ in range(config.n_layers)]
         self._backend = rt.get_backend(backend) if not self.keys else self.keys[0].backend
-        self._flat_shape = shape
         paged = (self.allocator.pages, self.page_size, *shape[1:])
         # Views of the same storage (reshape never copies), for paged_attention.
         self._paged_keys = [k.reshape(paged) for k in self.keys]
@@ -253,10 +252,10 @@ class PagedKvCachePool:
         heads = self.config.n_kv_heads
         self._check_rows("append", step, keys, heads)
         self._check_rows("append", step, values, heads)
-        b, flat = self._backend, self._flat_shape
+        # The rows and pools are this cache's own and the model tensors were checked
+        # just above, so the op's own checks are skipped in this per-layer loop.
         for pool, new in ((self.keys[layer], keys), (self.values[layer], values)):
-            b.write_rows(pool._data, flat, rt.float32, staged.rows._data, new._data)
-            pool._bump_version()
+            rt.write_rows_(pool, staged.rows, new, check=False)
 
     def attend(
         self, step: DecodeStep, layer: int, queries: Tensor, *, scale: float, window: int

@@ -1,12 +1,18 @@
 """The Tensor: a shape, a dtype and a backend over a backend-owned storage handle.
 
-Storage is contiguous and row-major. Ops return new tensors; the only in-place
-update is ``assign_`` (used by optimizers and caches), which bumps the
-tensor's version counter so autograd can detect stale graphs.
+Storage is contiguous and row-major. Ops return new tensors; in-place updates
+(``assign_``, and the ops ``adam_update_`` and ``write_rows_``) bump the tensor's
+version counter so autograd can detect stale graphs.
+
+Every method is a one-line call of the op of the same name in ``riftco.tensor.ops``,
+where the op is defined once (checks, output allocation, dispatch); the facts
+(``shape``, ``dtype``, ``backend``, ``version``) are plain slot attributes, as cheap
+to read as any private field.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,15 +23,18 @@ from .errors import ShapeError
 
 
 class Tensor:
-    __slots__ = ("__weakref__", "_backend", "_data", "_dtype", "_shape", "_version")
+    __slots__ = ("__weakref__", "_data", "backend", "dtype", "shape", "version")
     # numpy scalars on the left of an operator defer to Tensor's reflected methods.
     __array_priority__ = 1000
 
     _data: Any
-    _shape: Shape
-    _dtype: DType
-    _backend: Backend
-    _version: int
+    #: The extent of each axis.
+    shape: Shape
+    dtype: DType
+    #: The backend that owns the storage.
+    backend: Backend
+    #: Incremented by every in-place update; autograd compares it to detect stale graphs.
+    version: int
 
     def __init__(
         self, data: Any, dtype: DType | str | None = None, backend: str | Backend | None = None
@@ -33,72 +42,55 @@ class Tensor:
         from .creation import tensor
 
         made = tensor(data, dtype=dtype, backend=backend)
-        self._data, self._shape, self._dtype = made._data, made._shape, made._dtype
-        self._backend, self._version = made._backend, 0
+        self._data, self.shape, self.dtype = made._data, made.shape, made.dtype
+        self.backend, self.version = made.backend, 0
 
     @staticmethod
     def _wrap(data: Any, shape: Shape, dtype: DType, backend: Backend) -> Tensor:
         t = _new(Tensor)
         t._data = data
-        t._shape = shape
-        t._dtype = dtype
-        t._backend = backend
-        t._version = 0
+        t.shape = shape
+        t.dtype = dtype
+        t.backend = backend
+        t.version = 0
         return t
 
     # -- facts ----------------------------------------------------------------
     @property
-    def shape(self) -> Shape:
-        return self._shape
-
-    @property
-    def dtype(self) -> DType:
-        return self._dtype
-
-    @property
-    def backend(self) -> Backend:
-        return self._backend
-
-    @property
     def device(self) -> str:
         """The backend's registry name."""
-        return self._backend.name
-
-    @property
-    def version(self) -> int:
-        """Incremented by every in-place update (``assign_``)."""
-        return self._version
+        return self.backend.name
 
     @property
     def ndim(self) -> int:
-        return len(self._shape)
+        return len(self.shape)
 
     @property
     def size(self) -> int:
         n = 1
-        for d in self._shape:
+        for d in self.shape:
             n *= d
         return n
 
     def __len__(self) -> int:
-        if not self._shape:
+        if not self.shape:
             raise ShapeError("len() of a 0-d tensor")
-        return self._shape[0]
+        return self.shape[0]
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, edgeitems=3)
-        return f"Tensor({body}, dtype={self._dtype.value}, backend={self._backend.name})"
+        return f"Tensor({body}, dtype={self.dtype.value}, backend={self.backend.name})"
 
     __hash__ = object.__hash__
 
     # -- host access ----------------------------------------------------------
     def numpy(self) -> np.ndarray:
         """The values as a read-only numpy array (a view where the backend allows)."""
-        return self._backend.to_numpy(self._data, self._shape, self._dtype)
+        return self.backend.to_numpy(self._data, self.shape, self.dtype)
 
     def item(self) -> float | int | bool:
         if self.size != 1:
-            raise ShapeError(f"item: expected a tensor with one element, found shape {self._shape}")
+            raise ShapeError(f"item: expected a tensor with one element, found shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -118,137 +110,266 @@ class Tensor:
         from .registry import get_backend
 
         target = get_backend(backend)
-        if target is self._backend:
+        if target is self.backend:
             return self
         host = np.asarray(self.numpy(), order="C")
-        return Tensor._wrap(target.from_numpy(host), self._shape, self._dtype, target)
+        return Tensor._wrap(target.from_numpy(host), self.shape, self.dtype, target)
 
     def assign_(self, value: Tensor) -> Tensor:
         """Overwrite this tensor's values in place and bump its version."""
-        from .ops import check_same_backend
-
-        check_same_backend("assign_", self, value)
-        if value._shape != self._shape or value._dtype is not self._dtype:
+        ops.check_same_backend("assign_", self, value)
+        if value.shape != self.shape or value.dtype is not self.dtype:
             raise ShapeError(
-                f"assign_: expected {self._shape} {self._dtype.value}, "
-                f"found {value._shape} {value._dtype.value}"
+                f"assign_: expected {self.shape} {self.dtype.value}, "
+                f"found {value.shape} {value.dtype.value}"
             )
-        self._backend.assign(self._data, value._data, self._shape, self._dtype)
-        self._version += 1
+        self.backend.assign(self._data, value._data, self.shape, self.dtype)
+        self.version += 1
         return self
 
-    def _bump_version(self) -> None:
-        """For backends' in-place capabilities (optimizer updates, caches)."""
-        self._version += 1
+    # -- layout ---------------------------------------------------------------
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        return ops.reshape(self, *shape)
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
+        return ops.permute(self, *axes)
+
+    def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
+        return ops.transpose(self, axis0, axis1)
+
+    @property
+    def T(self) -> Tensor:
+        return ops.transpose(self, -2, -1)
+
+    def narrow(self, axis: int, start: int, length: int) -> Tensor:
+        return ops.narrow(self, axis, start, length)
+
+    def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
+        return ops.broadcast_to(self, *shape)
+
+    def sum_to_shape(self, *shape: int | Sequence[int]) -> Tensor:
+        return ops.sum_to_shape(self, *shape)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        return ops.unsqueeze(self, axis)
+
+    def squeeze(self, axis: int | None = None) -> Tensor:
+        return ops.squeeze(self, axis)
+
+    def flatten(self) -> Tensor:
+        return ops.flatten(self)
+
+    def astype(self, dtype: DType | str) -> Tensor:
+        return ops.astype(self, dtype)
+
+    def contiguous_copy(self) -> Tensor:
+        return ops.copy(self)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return ops.getitem(self, index)
+
+    # -- elementwise ----------------------------------------------------------
+    def neg(self) -> Tensor:
+        return ops.neg(self)
+
+    def abs(self) -> Tensor:
+        return ops.abs(self)
+
+    def exp(self) -> Tensor:
+        return ops.exp(self)
+
+    def log(self) -> Tensor:
+        return ops.log(self)
+
+    def sqrt(self) -> Tensor:
+        return ops.sqrt(self)
+
+    def rsqrt(self) -> Tensor:
+        return ops.rsqrt(self)
+
+    def tanh(self) -> Tensor:
+        return ops.tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        return ops.sigmoid(self)
+
+    def relu(self) -> Tensor:
+        return ops.relu(self)
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        return ops.gelu(self, approximate)
+
+    def silu(self) -> Tensor:
+        return ops.silu(self)
+
+    def logical_not(self) -> Tensor:
+        return ops.logical_not(self)
+
+    def add(self, other: Operand) -> Tensor:
+        return ops.add(self, other)
+
+    def sub(self, other: Operand) -> Tensor:
+        return ops.sub(self, other)
+
+    def mul(self, other: Operand) -> Tensor:
+        return ops.mul(self, other)
+
+    def div(self, other: Operand) -> Tensor:
+        return ops.div(self, other)
+
+    def pow(self, other: Operand) -> Tensor:
+        return ops.pow(self, other)
+
+    def maximum(self, other: Operand) -> Tensor:
+        return ops.maximum(self, other)
+
+    def minimum(self, other: Operand) -> Tensor:
+        return ops.minimum(self, other)
+
+    def eq(self, other: Operand) -> Tensor:
+        return ops.eq(self, other)
+
+    def ne(self, other: Operand) -> Tensor:
+        return ops.ne(self, other)
+
+    def lt(self, other: Operand) -> Tensor:
+        return ops.lt(self, other)
+
+    def le(self, other: Operand) -> Tensor:
+        return ops.le(self, other)
+
+    def gt(self, other: Operand) -> Tensor:
+        return ops.gt(self, other)
+
+    def ge(self, other: Operand) -> Tensor:
+        return ops.ge(self, other)
+
+    def logical_and(self, other: Operand) -> Tensor:
+        return ops.logical_and(self, other)
+
+    def logical_or(self, other: Operand) -> Tensor:
+        return ops.logical_or(self, other)
+
+    # -- reductions, products, indexing ---------------------------------------
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return ops.sum(self, axis, keepdims)
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return ops.mean(self, axis, keepdims)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return ops.max(self, axis, keepdims)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return ops.min(self, axis, keepdims)
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return ops.argmax(self, axis, keepdims)
+
+    def sum_squares(
+        self, axis: int | Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor:
+        return ops.sum_squares(self, axis, keepdims)
+
+    def softmax(self, axis: int = -1, causal: bool = False) -> Tensor:
+        return ops.softmax(self, axis, causal)
+
+    def log_softmax(self, axis: int = -1, causal: bool = False) -> Tensor:
+        return ops.log_softmax(self, axis, causal)
+
+    def matmul(self, other: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+        return ops.matmul(self, other, transpose_a, transpose_b)
+
+    def index_select(self, axis: int, indices: Tensor) -> Tensor:
+        return ops.index_select(self, axis, indices)
+
+    def index_add(self, axis: int, indices: Tensor, src: Tensor) -> Tensor:
+        return ops.index_add(self, axis, indices, src)
+
+    def gather(self, axis: int, indices: Tensor) -> Tensor:
+        return ops.gather(self, axis, indices)
+
+    def scatter_add(self, axis: int, indices: Tensor, src: Tensor) -> Tensor:
+        return ops.scatter_add(self, axis, indices, src)
+
+    # -- operators --------------------------------------------------------------
+    # An operand of an unknown type (a Variable, say) gets NotImplemented, so
+    # Python tries its reflected method.
+    def __neg__(self) -> Tensor:
+        return ops.neg(self)
+
+    def __abs__(self) -> Tensor:
+        return ops.abs(self)
+
+    def __invert__(self) -> Tensor:
+        return ops.logical_not(self)
+
+    def __add__(self, other: object) -> Tensor:
+        return ops.add(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __sub__(self, other: object) -> Tensor:
+        return ops.sub(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __mul__(self, other: object) -> Tensor:
+        return ops.mul(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __truediv__(self, other: object) -> Tensor:
+        return ops.div(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __pow__(self, other: object) -> Tensor:
+        return ops.pow(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __matmul__(self, other: object) -> Tensor:
+        return ops.matmul(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __radd__(self, other: object) -> Tensor:
+        return ops.add(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __rsub__(self, other: object) -> Tensor:
+        return ops.sub(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __rmul__(self, other: object) -> Tensor:
+        return ops.mul(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __rtruediv__(self, other: object) -> Tensor:
+        return ops.div(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __rpow__(self, other: object) -> Tensor:
+        return ops.pow(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __rmatmul__(self, other: object) -> Tensor:
+        return ops.matmul(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
+        return ops.eq(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]
+        return ops.ne(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __lt__(self, other: object) -> Tensor:
+        return ops.lt(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __le__(self, other: object) -> Tensor:
+        return ops.le(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __gt__(self, other: object) -> Tensor:
+        return ops.gt(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __ge__(self, other: object) -> Tensor:
+        return ops.ge(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __and__(self, other: object) -> Tensor:
+        return ops.logical_and(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+
+    def __or__(self, other: object) -> Tensor:
+        return ops.logical_or(self, other) if isinstance(other, _OPERANDS) else NotImplemented
 
 
 _new = object.__new__
+#: What an operator accepts as its other operand.
+Operand = Tensor | int | float | np.number | np.bool_
+_OPERANDS = (Tensor, int, float, np.number, np.bool_)
 
-
-def _install_methods() -> None:
-    """Attach the op functions as methods and Python operators."""
-    from . import ops
-
-    operand_types = (Tensor, int, float, np.number, np.bool_)
-
-    def forward(fn):
-        # Unknown operands (a Variable, say) get NotImplemented, so Python tries
-        # their reflected method.
-        def method(self, other):
-            if not isinstance(other, operand_types):
-                return NotImplemented
-            return fn(self, other)
-
-        method.__name__ = fn.__name__
-        method.__doc__ = fn.__doc__
-        return method
-
-    def reflected(fn):
-        def method(self, other):
-            if not isinstance(other, operand_types):
-                return NotImplemented
-            return fn(other, self)
-
-        method.__name__ = fn.__name__
-        return method
-
-    methods = {
-        "reshape": ops.reshape,
-        "permute": ops.permute,
-        "transpose": ops.transpose,
-        "narrow": ops.narrow,
-        "broadcast_to": ops.broadcast_to,
-        "sum_to_shape": ops.sum_to_shape,
-        "unsqueeze": ops.unsqueeze,
-        "squeeze": ops.squeeze,
-        "flatten": ops.flatten,
-        "astype": ops.astype,
-        "contiguous_copy": ops.copy,
-        "neg": ops.neg,
-        "abs": ops.abs,
-        "exp": ops.exp,
-        "log": ops.log,
-        "sqrt": ops.sqrt,
-        "rsqrt": ops.rsqrt,
-        "tanh": ops.tanh,
-        "sigmoid": ops.sigmoid,
-        "relu": ops.relu,
-        "gelu": ops.gelu,
-        "silu": ops.silu,
-        "logical_not": ops.logical_not,
-        "add": ops.add,
-        "sub": ops.sub,
-        "mul": ops.mul,
-        "div": ops.div,
-        "pow": ops.pow,
-        "maximum": ops.maximum,
-        "minimum": ops.minimum,
-        "eq": ops.eq,
-        "ne": ops.ne,
-        "lt": ops.lt,
-        "le": ops.le,
-        "gt": ops.gt,
-        "ge": ops.ge,
-        "logical_and": ops.logical_and,
-        "logical_or": ops.logical_or,
-        "sum": ops.sum,
-        "mean": ops.mean,
-        "max": ops.max,
-        "min": ops.min,
-        "argmax": ops.argmax,
-        "sum_squares": ops.sum_squares,
-        "matmul": ops.matmul,
-        "index_select": ops.index_select,
-        "index_add": ops.index_add,
-        "gather": ops.gather,
-        "scatter_add": ops.scatter_add,
-        "softmax": ops.softmax,
-        "log_softmax": ops.log_softmax,
-        "__getitem__": ops.getitem,
-        "__neg__": ops.neg,
-        "__abs__": ops.abs,
-        "__invert__": ops.logical_not,
-        "__add__": forward(ops.add),
-        "__sub__": forward(ops.sub),
-        "__mul__": forward(ops.mul),
-        "__truediv__": forward(ops.div),
-        "__pow__": forward(ops.pow),
-        "__matmul__": forward(ops.matmul),
-        "__radd__": reflected(ops.add),
-        "__rsub__": reflected(ops.sub),
-        "__rmul__": reflected(ops.mul),
-        "__rtruediv__": reflected(ops.div),
-        "__rpow__": reflected(ops.pow),
-        "__rmatmul__": reflected(ops.matmul),
-        "__eq__": forward(ops.eq),
-        "__ne__": forward(ops.ne),
-        "__lt__": forward(ops.lt),
-        "__le__": forward(ops.le),
-        "__gt__": forward(ops.gt),
-        "__ge__": forward(ops.ge),
-        "__and__": forward(ops.logical_and),
-        "__or__": forward(ops.logical_or),
-    }
-    for name, fn in methods.items():
-        setattr(Tensor, name, fn)
-    Tensor.T = property(lambda self: ops.transpose(self, -2, -1))
+# The ops module needs Tensor itself, so it comes in once the class exists; the
+# methods above look it up when called.
+from . import ops  # noqa: E402

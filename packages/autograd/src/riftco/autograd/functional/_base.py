@@ -57,4 +57,4 @@ _new = object.__new__
 
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Undo broadcasting: sum a gradient back down to an operand's shape."""
-    return g if g._shape == shape else g.sum_to_shape(shape)
+    return g if g.shape == shape else g.sum_to_shape(shape)

@@ -45,7 +45,7 @@ def _operands(a: Any, b: Any) -> tuple[Any, Any, Variable | None, Variable | Non
 
 
 def _shape(t: Any, needed: Variable | None) -> tuple[int, ...] | None:
-    return t._shape if needed is not None else None
+    return t.shape if needed is not None else None
 
 
 class _Binary(Node):
@@ -196,7 +196,7 @@ def div(a: Any, b: Any) -> Variable:
     node.a = out if vb is not None else None
     node.b = bt
     node.a_shape, node.b_shape = _shape(at, va), _shape(bt, vb)
-    saved = saved_values(b) + ((None, out, out._version) if vb is not None else ())
+    saved = saved_values(b) + ((None, out, out.version) if vb is not None else ())
     return result(out, node, (va, vb), saved)
 
 
@@ -209,7 +209,7 @@ def pow(a: Any, b: Any) -> Variable:
     node.a, node.b = at, bt
     node.out = out if vb is not None else None
     node.a_shape, node.b_shape = _shape(at, va), _shape(bt, vb)
-    saved = saved_values(a, b) + ((None, out, out._version) if vb is not None else ())
+    saved = saved_values(a, b) + ((None, out, out.version) if vb is not None else ())
     return result(out, node, (va, vb), saved)
 
 

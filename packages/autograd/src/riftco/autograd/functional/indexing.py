@@ -25,7 +25,7 @@ class IndexSelectNode(_Indexed):
     op = "index_select"
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:
-        base = zeros(self.x_shape, backend=g._backend)
+        base = zeros(self.x_shape, backend=g.backend)
         return (ops.index_add(base, self.axis, self.indices, g),)
 
 
@@ -36,7 +36,7 @@ class EmbeddingNode(_Indexed):
     op = "embedding"
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:
-        base = zeros(self.x_shape, backend=g._backend)
+        base = zeros(self.x_shape, backend=g.backend)
         rows = ops.reshape(g, -1, self.x_shape[1])
         return (ops.index_add(base, 0, self.indices, rows),)
 
@@ -46,7 +46,7 @@ class GatherNode(_Indexed):
     op = "gather"
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:
-        base = zeros(self.x_shape, backend=g._backend)
+        base = zeros(self.x_shape, backend=g.backend)
         return (ops.scatter_add(base, self.axis, self.indices, g),)
 
 
@@ -55,8 +55,8 @@ def _lookup(kind: type[_Indexed], x: Any, axis: int, indices: Tensor, out: Tenso
         return constant(out)
     node = kind()
     xt = x.value
-    node.x_shape, node.axis, node.indices = xt._shape, int(axis) % max(xt.ndim, 1), indices
-    return result(out, node, (x,), (None, indices, indices._version))
+    node.x_shape, node.axis, node.indices = xt.shape, int(axis) % max(xt.ndim, 1), indices
+    return result(out, node, (x,), (None, indices, indices.version))
 
 
 def index_select(x: Any, axis: int, indices: Any) -> Variable:
@@ -116,7 +116,7 @@ def _scatter(
         return constant(out)
     node = kind()
     node.axis, node.indices = int(axis) % bt.ndim, indices
-    return result(out, node, targets, (None, indices, indices._version))
+    return result(out, node, targets, (None, indices, indices.version))
 
 
 def index_add(base: Any, axis: int, indices: Any, src: Any) -> Variable:

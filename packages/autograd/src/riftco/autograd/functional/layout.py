@@ -42,7 +42,7 @@ def _record(kind: type[_Shaped], x: Any, out: Tensor, arg: Any = None) -> Variab
     if not (isinstance(x, Variable) and x.requires_grad and state.enabled):
         return constant(out)
     node = kind()
-    node.x_shape, node.arg = x.value._shape, arg
+    node.x_shape, node.arg = x.value.shape, arg
     return result(out, node, (x,))
 
 
@@ -122,8 +122,8 @@ class NarrowNode(_Shaped):
 
 
 def _zeros(like: Tensor, axis: int, n: int) -> Tensor:
-    shape = (*like._shape[:axis], n, *like._shape[axis + 1 :])
-    return zeros(shape, backend=like._backend)
+    shape = (*like.shape[:axis], n, *like.shape[axis + 1 :])
+    return zeros(shape, backend=like.backend)
 
 
 def narrow(x: Any, axis: int, start: int, length: int) -> Variable:
@@ -145,9 +145,9 @@ class GetitemNode(_Shaped):
         positions = _flat_positions(shape, self.arg)
         size = int(np.prod(shape, dtype=np.int64))
         flat = ops.index_add(
-            zeros((size,), backend=g._backend),
+            zeros((size,), backend=g.backend),
             0,
-            from_numpy(positions, backend=g._backend),
+            from_numpy(positions, backend=g.backend),
             ops.reshape(g, -1),
         )
         return (ops.reshape(flat, shape),)
@@ -196,8 +196,8 @@ def getitem(x: Any, index: Any) -> Variable:
         from .indexing import IndexSelectNode
 
         node = IndexSelectNode()
-        node.x_shape, node.axis, node.indices = xt._shape, 0, index
-        return result(out, node, (x,), (None, index, index._version))
+        node.x_shape, node.axis, node.indices = xt.shape, 0, index
+        return result(out, node, (x,), (None, index, index.version))
     return _record(GetitemNode, x, out, index if isinstance(index, tuple) else (index,))
 
 
@@ -249,7 +249,7 @@ def concatenate(items: Sequence[Any], axis: int = 0) -> Variable:
         return constant(out)
     node = ConcatenateNode()
     node.axis = int(axis) % out.ndim
-    node.sizes = tuple(v._shape[node.axis] for v in values)
+    node.sizes = tuple(v.shape[node.axis] for v in values)
     return result(out, node, targets)
 
 
@@ -304,7 +304,7 @@ def to(x: Any, backend: str | Backend) -> Variable:
     out = xt.to(backend)
     if out is xt:
         return x if isinstance(x, Variable) else constant(out)
-    return _record(ToNode, x, out, xt._backend)
+    return _record(ToNode, x, out, xt.backend)
 
 
 def astype(x: Any, dtype: DType | str) -> Variable:

@@ -60,8 +60,8 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False)
     # Each operand's gradient reads the other operand's value.
     node.a = at if vb is not None else None
     node.b = bt if va is not None else None
-    node.a_shape = at._shape if va is not None else None
-    node.b_shape = bt._shape if vb is not None else None
+    node.a_shape = at.shape if va is not None else None
+    node.b_shape = bt.shape if vb is not None else None
     saved = saved_values(a if vb is not None else None, b if va is not None else None)
     return result(out, node, (va, vb), saved)
 

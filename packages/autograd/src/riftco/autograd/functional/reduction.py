@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from riftco.tensor import float32, ops
 
 from ..grad_mode import state
+from ..variable import Axis
 from ._base import Node, Tensor, Variable, constant, result, value_of
 from .binary import mul
 
 __all__ = ["argmax", "log_softmax", "max", "mean", "min", "softmax", "sum", "sum_squares"]
-
-Axis = int | Sequence[int] | None
 
 
 def _kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -90,7 +88,7 @@ def _reduce(kind: type[_Reduce], fn: Any, x: Any, axis: Axis, keepdims: bool) ->
     if not (isinstance(x, Variable) and x.requires_grad and state.enabled):
         return constant(out)
     node = kind()
-    shape = xt._shape
+    shape = xt.shape
     node.axes, node.kept = _kept_shape(shape, axis)
     count = 1
     for a in node.axes:
@@ -100,10 +98,10 @@ def _reduce(kind: type[_Reduce], fn: Any, x: Any, axis: Axis, keepdims: bool) ->
     saved: tuple = ()
     if kind.uses_input:
         node.x = xt
-        saved = (x, xt, xt._version)
+        saved = (x, xt, xt.version)
     if kind.uses_output:
         node.out = out
-        saved += (None, out, out._version)
+        saved += (None, out, out.version)
     return result(out, node, (x,), saved)
 
 
@@ -168,7 +166,7 @@ def _softmax(kind: type[SoftmaxNode], fn: Any, x: Any, axis: int, causal: bool) 
         return constant(out)
     node = kind()
     node.axis, node.causal, node.out = axis, causal, out
-    return result(out, node, (x,), (None, out, out._version))
+    return result(out, node, (x,), (None, out, out.version))
 
 
 def softmax(x: Any, axis: int = -1, causal: bool = False) -> Variable:

@@ -34,10 +34,10 @@ def _apply(kind: type[_Unary], fn: Callable[..., Tensor], x: Any, *args: Any) ->
     node.x = node.out = None
     if kind.uses_input:
         node.x = xt
-        saved = (x, xt, xt._version)
+        saved = (x, xt, xt.version)
     if kind.uses_output:
         node.out = out
-        saved += (None, out, out._version)
+        saved += (None, out, out.version)
     return result(out, node, (x,), saved)
 
 

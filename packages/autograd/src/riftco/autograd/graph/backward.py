@@ -35,7 +35,7 @@ def backward(
     updates = []
     for v, g in staged.items():
         value = v.value
-        if g._shape != value._shape or g._backend.name != value._backend.name:
+        if g.shape != value.shape or g.backend.name != value.backend.name:
             raise StaleGraphError(
                 f"backward: {_name(v)} holds {value.shape} on {value.backend.name} but its "
                 f"gradient is {g.shape} on {g.backend.name}; it changed after the forward pass"
@@ -93,16 +93,16 @@ def _roots_and_seeds(op: str, roots: Any, seeds: Any) -> tuple[list, list]:
                     f"{op}: {_name(root)} has shape {value.shape}; pass a seed "
                     "(the gradient with respect to it) for a non-scalar"
                 )
-            seed = ones(value._shape, backend=value._backend)
+            seed = ones(value.shape, backend=value.backend)
         else:
             if isinstance(seed, Variable):
                 seed = seed.value
             if not isinstance(seed, Tensor):
                 raise TypeError(f"{op}: a seed must be a Tensor, found {type(seed).__name__}")
             if (
-                seed._shape != value._shape
-                or seed._dtype is not value._dtype
-                or seed._backend.name != value._backend.name
+                seed.shape != value.shape
+                or seed.dtype is not value.dtype
+                or seed.backend.name != value.backend.name
             ):
                 raise GradientError(
                     f"{op}: the seed is {seed.shape} {seed.dtype.value} on {seed.backend.name}, "
@@ -248,7 +248,7 @@ def _deliver(
 
 
 def _add_to_grad(v: Variable, old: Tensor, g: Tensor) -> Tensor:
-    if old._shape != g._shape or old._backend.name != g._backend.name:
+    if old.shape != g.shape or old.backend.name != g.backend.name:
         raise GradientError(
             f"backward: {_name(v)} has a grad of {old.shape} on "
             f"{old.backend.name} that cannot take a {g.shape} gradient on "

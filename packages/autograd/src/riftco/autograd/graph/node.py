@@ -51,11 +51,11 @@ class Node:
         """Raise StaleGraphError when a saved value changed since the forward pass."""
         it = iter(self.saved)
         for position, (owner, tensor, version) in enumerate(zip(it, it, it)):
-            if tensor._version != version:
+            if tensor.version != version:
                 raise StaleGraphError(
                     f"backward: a value saved by {self.op} ({_describe(owner, tensor, position)}) "
                     f"was updated in place after the forward pass (version {version} -> "
-                    f"{tensor._version}); run the forward pass again after updating it"
+                    f"{tensor.version}); run the forward pass again after updating it"
                 )
             if owner is not None and owner.value is not tensor:
                 now = owner.value
@@ -84,9 +84,9 @@ def saved_values(*operands: Any) -> tuple[Any, ...]:
     for x in operands:
         if isinstance(x, Variable):
             t = x.value
-            records += (x, t, t._version)
+            records += (x, t, t.version)
         elif isinstance(x, Tensor):
-            records += (None, x, x._version)
+            records += (None, x, x.version)
     return records
 
 

@@ -1,167 +1,36 @@
-"""Every tensor op, defined once: shape and dtype checks, output shape, dispatch."""
+"""Every tensor op, defined once: shape and dtype checks, output shape, dispatch.
 
-from . import fused
+Each submodule lists its public ops in its ``__all__``; this package re-exports
+them, and ``riftco.tensor`` re-exports this package's ``__all__``: that one list
+per submodule is the only place an op is named for export.
+"""
+
+from . import elementwise, fused, indexing, inplace, layout, linalg, paged, quantized, reduction
 from ._common import broadcast_shapes, check_same_backend
-from .elementwise import (
-    abs,
-    add,
-    div,
-    eq,
-    exp,
-    ge,
-    gelu,
-    gt,
-    le,
-    log,
-    logical_and,
-    logical_not,
-    logical_or,
-    lt,
-    maximum,
-    minimum,
-    mul,
-    ne,
-    neg,
-    pow,
-    relu,
-    rsqrt,
-    sigmoid,
-    silu,
-    sqrt,
-    sub,
-    tanh,
-    where,
-)
-from .fused import (
-    activation_backward,
-    attention,
-    attention_backward,
-    attention_varlen,
-    attention_with_stats,
-    layer_norm,
-    layer_norm_backward,
-    layer_norm_with_stats,
-    rms_norm,
-    rms_norm_backward,
-    rms_norm_with_stats,
-    rotary,
-    softmax_cross_entropy,
-    softmax_cross_entropy_backward,
-    write_rows_,
-)
-from .indexing import embedding, gather, index_add, index_select, scatter_add
-from .layout import (
-    astype,
-    broadcast_to,
-    concatenate,
-    copy,
-    flatten,
-    getitem,
-    narrow,
-    permute,
-    reshape,
-    squeeze,
-    stack,
-    sum_to_shape,
-    transpose,
-    unsqueeze,
-)
-from .linalg import matmul
-from .paged import paged_attention, paged_attention_unchecked
-from .quantized import (
-    NF4Weight,
-    nf4_dequantize,
-    nf4_linear,
-    nf4_linear_backward,
-    nf4_quantize,
-)
-from .reduction import argmax, log_softmax, max, mean, min, softmax, sum, sum_squares
+from .elementwise import *  # noqa: F403
+from .fused import *  # noqa: F403
+from .indexing import *  # noqa: F403
+from .inplace import *  # noqa: F403
+from .layout import *  # noqa: F403
+from .linalg import *  # noqa: F403
+from .paged import *  # noqa: F403
+from .quantized import *  # noqa: F403
+from .reduction import *  # noqa: F403
 
 __all__ = [
-    "abs",
-    "add",
-    "argmax",
-    "astype",
-    "broadcast_shapes",
-    "broadcast_to",
-    "check_same_backend",
-    "concatenate",
-    "copy",
-    "div",
-    "embedding",
-    "eq",
-    "exp",
-    "flatten",
-    "gather",
-    "ge",
-    "gelu",
-    "getitem",
-    "gt",
-    "index_add",
-    "index_select",
-    "le",
-    "log",
-    "log_softmax",
-    "logical_and",
-    "logical_not",
-    "logical_or",
-    "lt",
-    "matmul",
-    "max",
-    "maximum",
-    "mean",
-    "min",
-    "minimum",
-    "mul",
-    "narrow",
-    "ne",
-    "neg",
-    "permute",
-    "pow",
-    "relu",
-    "reshape",
-    "rsqrt",
-    "scatter_add",
-    "sigmoid",
-    "silu",
-    "softmax",
-    "sqrt",
-    "squeeze",
-    "stack",
-    "sub",
-    "sum",
-    "sum_squares",
-    "sum_to_shape",
-    "tanh",
-    "transpose",
-    "unsqueeze",
-    "where",
+    name
+    for module in (
+        elementwise,
+        fused,
+        indexing,
+        inplace,
+        layout,
+        linalg,
+        paged,
+        quantized,
+        reduction,
+    )
+    for name in module.__all__
 ]
-__all__ += [
-    "activation_backward",
-    "attention",
-    "attention_backward",
-    "attention_varlen",
-    "attention_with_stats",
-    "fused",
-    "layer_norm",
-    "layer_norm_backward",
-    "layer_norm_with_stats",
-    "rms_norm",
-    "rms_norm_backward",
-    "rms_norm_with_stats",
-    "rotary",
-    "softmax_cross_entropy",
-    "softmax_cross_entropy_backward",
-    "write_rows_",
-]
-__all__ += [
-    "NF4Weight",
-    "nf4_dequantize",
-    "nf4_linear",
-    "nf4_linear_backward",
-    "nf4_quantize",
-    "paged_attention",
-    "paged_attention_unchecked",
-    "quantized",
-]
+
+__all__ += ["broadcast_shapes", "check_same_backend"]  # helpers, not re-exported at the top

@@ -14,19 +14,19 @@ Shape = tuple[int, ...]
 
 
 def check_same_backend(op: str, *tensors: Tensor) -> None:
-    first = tensors[0]._backend
+    first = tensors[0].backend
     for t in tensors[1:]:
-        if t._backend is not first and t._backend.name != first.name:
-            names = ", ".join(f"{x._backend.name} {x._shape}" for x in tensors)
+        if t.backend is not first and t.backend.name != first.name:
+            names = ", ".join(f"{x.backend.name} {x.shape}" for x in tensors)
             raise BackendMismatch(
                 f"{op}: operands live on different backends ({names}); move them with .to(name)"
             )
 
 
 def require_dtype(op: str, t: Tensor, *allowed: DType) -> None:
-    if t._dtype not in allowed:
+    if t.dtype not in allowed:
         names = " or ".join(d.value for d in allowed)
-        raise DTypeError(f"{op}: expected {names}, found {t._dtype.value} with shape {t._shape}")
+        raise DTypeError(f"{op}: expected {names}, found {t.dtype.value} with shape {t.shape}")
 
 
 def require_tensor(op: str, value: object) -> Tensor:
@@ -84,7 +84,7 @@ _SCALARS: dict[tuple, object] = {}
 
 def scalar_like(op: str, value: object, like: Tensor) -> Tensor:
     """A 0-d tensor holding a Python scalar, in ``like``'s dtype and backend."""
-    dtype = like._dtype
+    dtype = like.dtype
     if isinstance(value, bool):
         if dtype is not DType.bool:
             raise DTypeError(f"{op}: a bool scalar with a {dtype.value} tensor")
@@ -100,11 +100,11 @@ def scalar_like(op: str, value: object, like: Tensor) -> Tensor:
     else:
         raise TypeError(f"{op}: expected a Tensor or a Python scalar, found {type(value).__name__}")
     # Keyed by the backend object itself (not its id, which a new backend may reuse).
-    key = (like._backend, dtype, type(value), value)
+    key = (like.backend, dtype, type(value), value)
     data = _SCALARS.get(key)
     if data is None:
-        data = like._backend.from_numpy(np.array(value, dtype=dtype.numpy))
+        data = like.backend.from_numpy(np.array(value, dtype=dtype.numpy))
         if len(_SCALARS) > 512:
             _SCALARS.clear()
         _SCALARS[key] = data
-    return Tensor._wrap(data, (), dtype, like._backend)
+    return Tensor._wrap(data, (), dtype, like.backend)

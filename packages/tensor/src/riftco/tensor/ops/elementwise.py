@@ -11,11 +11,9 @@ F32, I64, BOOL = DType.float32, DType.int64, DType.bool
 
 
 def _unary(op: str, x: Tensor, allowed: tuple[DType, ...] = (F32,)) -> Tensor:
-    if x._dtype not in allowed:
+    if x.dtype not in allowed:
         require_dtype(op, x, *allowed)
-    return Tensor._wrap(
-        x._backend.unary(op, x._data, x._shape, x._dtype), x._shape, x._dtype, x._backend
-    )
+    return Tensor._wrap(x.backend.unary(op, x._data, x.shape, x.dtype), x.shape, x.dtype, x.backend)
 
 
 def neg(x: Tensor) -> Tensor:
@@ -77,12 +75,12 @@ def _operands(op: str, a: object, b: object) -> tuple[Tensor, Tensor]:
             a = scalar_like(op, a, b)
     if type(b) is not Tensor and not isinstance(b, Tensor):
         b = scalar_like(op, b, a)
-    if a._backend is not b._backend:
+    if a.backend is not b.backend:
         check_same_backend(op, a, b)  # same name after rediscovery is fine
-    if a._dtype is not b._dtype:
+    if a.dtype is not b.dtype:
         raise DTypeError(
-            f"{op}: operands have dtypes {a._dtype.value} {a._shape} and "
-            f"{b._dtype.value} {b._shape}; convert one with .astype()"
+            f"{op}: operands have dtypes {a.dtype.value} {a.shape} and "
+            f"{b.dtype.value} {b.shape}; convert one with .astype()"
         )
     return a, b
 
@@ -92,20 +90,20 @@ def _binary(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor
     if (
         type(a) is Tensor
         and type(b) is Tensor
-        and a._backend is b._backend
-        and a._dtype is b._dtype
-        and a._dtype in allowed
+        and a.backend is b.backend
+        and a.dtype is b.dtype
+        and a.dtype in allowed
     ):
-        sa, sb = a._shape, b._shape
+        sa, sb = a.shape, b.shape
         shape = sa if sa == sb else broadcast_shapes(op, sa, sb)
-        data = a._backend.binary(op, a._data, sa, b._data, sb, shape, a._dtype)
-        return Tensor._wrap(data, shape, a._dtype, a._backend)
+        data = a.backend.binary(op, a._data, sa, b._data, sb, shape, a.dtype)
+        return Tensor._wrap(data, shape, a.dtype, a.backend)
     a, b = _operands(op, a, b)
-    if a._dtype not in allowed:
+    if a.dtype not in allowed:
         require_dtype(op, a, *allowed)
-    shape = a._shape if a._shape == b._shape else broadcast_shapes(op, a._shape, b._shape)
-    data = a._backend.binary(op, a._data, a._shape, b._data, b._shape, shape, a._dtype)
-    return Tensor._wrap(data, shape, a._dtype, a._backend)
+    shape = a.shape if a.shape == b.shape else broadcast_shapes(op, a.shape, b.shape)
+    data = a.backend.binary(op, a._data, a.shape, b._data, b.shape, shape, a.dtype)
+    return Tensor._wrap(data, shape, a.dtype, a.backend)
 
 
 def add(a, b) -> Tensor:
@@ -138,11 +136,11 @@ def minimum(a, b) -> Tensor:
 
 def _compare(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor:
     a, b = _operands(op, a, b)
-    if a._dtype not in allowed:
+    if a.dtype not in allowed:
         require_dtype(op, a, *allowed)
-    shape = a._shape if a._shape == b._shape else broadcast_shapes(op, a._shape, b._shape)
-    data = a._backend.compare(op, a._data, a._shape, b._data, b._shape, shape, a._dtype)
-    return Tensor._wrap(data, shape, BOOL, a._backend)
+    shape = a.shape if a.shape == b.shape else broadcast_shapes(op, a.shape, b.shape)
+    data = a.backend.compare(op, a._data, a.shape, b._data, b.shape, shape, a.dtype)
+    return Tensor._wrap(data, shape, BOOL, a.backend)
 
 
 def eq(a, b) -> Tensor:
@@ -186,8 +184,40 @@ def where(cond: Tensor, a, b) -> Tensor:
         raise TypeError("where: a or b must be a Tensor")
     a, b = _operands("where", a, b)
     check_same_backend("where", cond, a)
-    shape = broadcast_shapes("where", cond._shape, a._shape, b._shape)
-    data = a._backend.where(
-        cond._data, cond._shape, a._data, a._shape, b._data, b._shape, shape, a._dtype
+    shape = broadcast_shapes("where", cond.shape, a.shape, b.shape)
+    data = a.backend.where(
+        cond._data, cond.shape, a._data, a.shape, b._data, b.shape, shape, a.dtype
     )
-    return Tensor._wrap(data, shape, a._dtype, a._backend)
+    return Tensor._wrap(data, shape, a.dtype, a.backend)
+
+
+__all__ = [
+    "abs",
+    "add",
+    "div",
+    "eq",
+    "exp",
+    "ge",
+    "gelu",
+    "gt",
+    "le",
+    "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "lt",
+    "maximum",
+    "minimum",
+    "mul",
+    "ne",
+    "neg",
+    "pow",
+    "relu",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "sqrt",
+    "sub",
+    "tanh",
+    "where",
+]

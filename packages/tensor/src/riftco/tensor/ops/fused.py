@@ -22,7 +22,7 @@ ATTENTION_METHODS = ("flash", "materialized")
 
 
 def _wrap(data, shape, like: Tensor, dtype: DType = F32) -> Tensor:
-    return Tensor._wrap(data, tuple(shape), dtype, like._backend)
+    return Tensor._wrap(data, tuple(shape), dtype, like.backend)
 
 
 def _floats(op: str, *tensors: Tensor | None) -> list[Tensor]:
@@ -36,20 +36,20 @@ def _floats(op: str, *tensors: Tensor | None) -> list[Tensor]:
 def _param(op: str, what: str, p: Tensor | None, d: int) -> object:
     if p is None:
         return None
-    if p._shape != (d,):
-        raise ShapeError(f"{op}: {what} must be [{d}], found {p._shape}")
+    if p.shape != (d,):
+        raise ShapeError(f"{op}: {what} must be [{d}], found {p.shape}")
     return p._data
 
 
 def _rows(op: str, x: Tensor) -> tuple[int, ...]:
-    if x.ndim == 0 or x._shape[-1] == 0:
-        raise ShapeError(f"{op}: expected [..., d] with d > 0, found {x._shape}")
-    return x._shape[:-1]
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ShapeError(f"{op}: expected [..., d] with d > 0, found {x.shape}")
+    return x.shape[:-1]
 
 
 def _same(op: str, name: str, t: Tensor, shape: tuple[int, ...]) -> None:
-    if t._shape != tuple(shape):
-        raise ShapeError(f"{op}: {name} must have shape {tuple(shape)}, found {t._shape}")
+    if t.shape != tuple(shape):
+        raise ShapeError(f"{op}: {name} must have shape {tuple(shape)}, found {t.shape}")
 
 
 # -- normalization --------------------------------------------------------------
@@ -58,10 +58,10 @@ def layer_norm_with_stats(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``(y, mean, rstd)``: layer norm over the last axis and its per-row statistics."""
     _floats("layer_norm", x, weight, bias)
-    rows, d = _rows("layer_norm", x), x._shape[-1]
+    rows, d = _rows("layer_norm", x), x.shape[-1]
     w, b = _param("layer_norm", "weight", weight, d), _param("layer_norm", "bias", bias, d)
-    y, mean, rstd = x._backend.layer_norm(x._data, x._shape, w, b, float(eps))
-    return _wrap(y, x._shape, x), _wrap(mean, rows, x), _wrap(rstd, rows, x)
+    y, mean, rstd = x.backend.layer_norm(x._data, x.shape, w, b, float(eps))
+    return _wrap(y, x.shape, x), _wrap(mean, rows, x), _wrap(rstd, rows, x)
 
 
 def layer_norm(
@@ -81,16 +81,16 @@ def layer_norm_backward(
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``(dx, dweight, dbias)`` of :func:`layer_norm` from its statistics."""
     _floats("layer_norm_backward", grad, x, weight, mean, rstd)
-    rows, d = _rows("layer_norm_backward", x), x._shape[-1]
-    _same("layer_norm_backward", "grad", grad, x._shape)
+    rows, d = _rows("layer_norm_backward", x), x.shape[-1]
+    _same("layer_norm_backward", "grad", grad, x.shape)
     _same("layer_norm_backward", "mean", mean, rows)
     _same("layer_norm_backward", "rstd", rstd, rows)
     w = _param("layer_norm_backward", "weight", weight, d)
-    dx, dw, db = x._backend.layer_norm_backward(
-        grad._data, x._data, x._shape, w, mean._data, rstd._data, bool(with_bias)
+    dx, dw, db = x.backend.layer_norm_backward(
+        grad._data, x._data, x.shape, w, mean._data, rstd._data, bool(with_bias)
     )
     return (
-        _wrap(dx, x._shape, x),
+        _wrap(dx, x.shape, x),
         None if dw is None else _wrap(dw, (d,), x),
         None if db is None else _wrap(db, (d,), x),
     )
@@ -101,11 +101,11 @@ def rms_norm_with_stats(
 ) -> tuple[Tensor, Tensor]:
     """``(y, rstd)``: RMS norm over the last axis and its per-row reciprocal RMS."""
     _floats("rms_norm", x, weight)
-    rows, d = _rows("rms_norm", x), x._shape[-1]
-    y, rstd = x._backend.rms_norm(
-        x._data, x._shape, _param("rms_norm", "weight", weight, d), float(eps)
+    rows, d = _rows("rms_norm", x), x.shape[-1]
+    y, rstd = x.backend.rms_norm(
+        x._data, x.shape, _param("rms_norm", "weight", weight, d), float(eps)
     )
-    return _wrap(y, x._shape, x), _wrap(rstd, rows, x)
+    return _wrap(y, x.shape, x), _wrap(rstd, rows, x)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
@@ -118,12 +118,12 @@ def rms_norm_backward(
 ) -> tuple[Tensor, Tensor | None]:
     """``(dx, dweight)`` of :func:`rms_norm` from its statistics."""
     _floats("rms_norm_backward", grad, x, weight, rstd)
-    rows, d = _rows("rms_norm_backward", x), x._shape[-1]
-    _same("rms_norm_backward", "grad", grad, x._shape)
+    rows, d = _rows("rms_norm_backward", x), x.shape[-1]
+    _same("rms_norm_backward", "grad", grad, x.shape)
     _same("rms_norm_backward", "rstd", rstd, rows)
     w = _param("rms_norm_backward", "weight", weight, d)
-    dx, dw = x._backend.rms_norm_backward(grad._data, x._data, x._shape, w, rstd._data)
-    return _wrap(dx, x._shape, x), None if dw is None else _wrap(dw, (d,), x)
+    dx, dw = x.backend.rms_norm_backward(grad._data, x._data, x.shape, w, rstd._data)
+    return _wrap(dx, x.shape, x), None if dw is None else _wrap(dw, (d,), x)
 
 
 # -- activations ----------------------------------------------------------------
@@ -132,8 +132,8 @@ def activation_backward(op: str, x: Tensor, grad: Tensor) -> Tensor:
     if op not in ACTIVATIONS:
         raise ValueError(f"activation_backward: op must be one of {ACTIVATIONS}, found {op!r}")
     _floats("activation_backward", x, grad)
-    _same("activation_backward", "grad", grad, x._shape)
-    return _wrap(x._backend.activation_backward(op, x._data, grad._data, x._shape), x._shape, x)
+    _same("activation_backward", "grad", grad, x.shape)
+    return _wrap(x.backend.activation_backward(op, x._data, grad._data, x.shape), x.shape, x)
 
 
 # -- loss -----------------------------------------------------------------------
@@ -142,10 +142,10 @@ def _check_logits(op: str, logits: Tensor, targets: Tensor) -> None:
     require_tensor(op, targets)
     check_same_backend(op, logits, targets)
     require_dtype(op, targets, I64)
-    if logits.ndim != 2 or targets._shape != logits._shape[:1] or logits._shape[1] == 0:
+    if logits.ndim != 2 or targets.shape != logits.shape[:1] or logits.shape[1] == 0:
         raise ShapeError(
             f"{op}: expected logits [n, classes] and targets [n], "
-            f"found {logits._shape} and {targets._shape}"
+            f"found {logits.shape} and {targets.shape}"
         )
 
 
@@ -155,10 +155,10 @@ def softmax_cross_entropy(
     """``(losses [n], lse [n])`` of softmax cross-entropy per row: ``lse - logits[target]``,
     0 where the target is ``ignore_index``; ``lse`` is what the backward op needs."""
     _check_logits("softmax_cross_entropy", logits, targets)
-    losses, lse = logits._backend.cross_entropy(
-        logits._data, logits._shape, targets._data, int(ignore_index)
+    losses, lse = logits.backend.cross_entropy(
+        logits._data, logits.shape, targets._data, int(ignore_index)
     )
-    n = logits._shape[:1]
+    n = logits.shape[:1]
     return _wrap(losses, n, logits), _wrap(lse, n, logits)
 
 
@@ -169,12 +169,12 @@ def softmax_cross_entropy_backward(
     recomputing the probabilities from the logits and ``lse``."""
     _check_logits("softmax_cross_entropy_backward", logits, targets)
     _floats("softmax_cross_entropy_backward", grad, lse, logits)
-    _same("softmax_cross_entropy_backward", "grad", grad, logits._shape[:1])
-    _same("softmax_cross_entropy_backward", "lse", lse, logits._shape[:1])
-    data = logits._backend.cross_entropy_backward(
-        logits._data, logits._shape, targets._data, lse._data, grad._data, int(ignore_index)
+    _same("softmax_cross_entropy_backward", "grad", grad, logits.shape[:1])
+    _same("softmax_cross_entropy_backward", "lse", lse, logits.shape[:1])
+    data = logits.backend.cross_entropy_backward(
+        logits._data, logits.shape, targets._data, lse._data, grad._data, int(ignore_index)
     )
-    return _wrap(data, logits._shape, logits)
+    return _wrap(data, logits.shape, logits)
 
 
 # -- positions ------------------------------------------------------------------
@@ -185,13 +185,13 @@ def rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, inverse: bool =
     require_tensor("rotary", positions)
     check_same_backend("rotary", x, positions)
     require_dtype("rotary", positions, I64)
-    if x.ndim < 2 or x._shape[-1] % 2 or positions._shape != x._shape[:-2]:
+    if x.ndim < 2 or x.shape[-1] % 2 or positions.shape != x.shape[:-2]:
         raise ShapeError(
             f"rotary: expected x [..., heads, even head_dim] and positions "
-            f"x.shape[:-2], found {x._shape} and {positions._shape}"
+            f"x.shape[:-2], found {x.shape} and {positions.shape}"
         )
-    data = x._backend.rotary(x._data, x._shape, positions._data, float(theta), bool(inverse))
-    return _wrap(data, x._shape, x)
+    data = x.backend.rotary(x._data, x.shape, positions._data, float(theta), bool(inverse))
+    return _wrap(data, x.shape, x)
 
 
 # -- attention ------------------------------------------------------------------
@@ -202,23 +202,23 @@ def _check_attention(
     rank = 4 if dense else 3
     ok = (
         q.ndim == rank
-        and k._shape == v._shape
+        and k.shape == v.shape
         and k.ndim == rank
-        and q._shape[-1] == k._shape[-1]
-        and q._shape[-1] > 0
-        and k._shape[-2] > 0
-        and q._shape[-2] % k._shape[-2] == 0
-        and (not dense or q._shape[0] == k._shape[0])
+        and q.shape[-1] == k.shape[-1]
+        and q.shape[-1] > 0
+        and k.shape[-2] > 0
+        and q.shape[-2] % k.shape[-2] == 0
+        and (not dense or q.shape[0] == k.shape[0])
     )
     layout = "[B, T, H, Dh] and [B, S, Hkv, Dh]" if dense else "[N, H, Dh] and [M, Hkv, Dh]"
     if not ok:
         raise ShapeError(
             f"{op}: expected q, k/v as {layout} with H a multiple of Hkv, found "
-            f"{q._shape}, {k._shape} and {v._shape}"
+            f"{q.shape}, {k.shape} and {v.shape}"
         )
-    if dense and causal and q._shape[1] > k._shape[1]:
+    if dense and causal and q.shape[1] > k.shape[1]:
         raise ShapeError(
-            f"{op}: causal attention with more queries ({q._shape[1]}) than keys ({k._shape[1]})"
+            f"{op}: causal attention with more queries ({q.shape[1]}) than keys ({k.shape[1]})"
         )
     if window < 0 or (window and not causal):
         raise ValueError(
@@ -227,7 +227,7 @@ def _check_attention(
 
 
 def _scale(q: Tensor, scale: float | None) -> float:
-    return 1.0 / math.sqrt(q._shape[-1]) if scale is None else float(scale)
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
 
 def attention_with_stats(
@@ -247,23 +247,23 @@ def attention_with_stats(
     if method not in ATTENTION_METHODS:
         raise ValueError(f"attention: method must be one of {ATTENTION_METHODS}, found {method!r}")
     _check_attention("attention", q, k, v, causal, window)
-    b, t, h, _ = q._shape
-    s = k._shape[1]
+    b, t, h, _ = q.shape
+    s = k.shape[1]
     args = (
         q._data,
         k._data,
         v._data,
-        q._shape,
-        k._shape,
+        q.shape,
+        k.shape,
         _scale(q, scale),
         bool(causal),
         int(window),
     )
     if method == "flash":
-        out, row_max, row_sum = q._backend.flash_attention(*args)
-        return _wrap(out, q._shape, q), (_wrap(row_max, (b, h, t), q), _wrap(row_sum, (b, h, t), q))
-    out, probs = q._backend.attention(*args)
-    return _wrap(out, q._shape, q), (_wrap(probs, (b, h, t, s), q),)
+        out, row_max, row_sum = q.backend.flash_attention(*args)
+        return _wrap(out, q.shape, q), (_wrap(row_max, (b, h, t), q), _wrap(row_sum, (b, h, t), q))
+    out, probs = q.backend.attention(*args)
+    return _wrap(out, q.shape, q), (_wrap(probs, (b, h, t, s), q),)
 
 
 def attention(
@@ -301,16 +301,16 @@ def attention_backward(
         )
     _check_attention("attention_backward", q, k, v, causal, window)
     _floats("attention_backward", grad, out, *stats)
-    _same("attention_backward", "grad", grad, q._shape)
-    b, t, h, _ = q._shape
-    s = k._shape[1]
-    sc, be = _scale(q, scale), q._backend
+    _same("attention_backward", "grad", grad, q.shape)
+    b, t, h, _ = q.shape
+    s = k.shape[1]
+    sc, be = _scale(q, scale), q.backend
     if method == "flash":
         if len(stats) != 2:
             raise ValueError("attention_backward: flash statistics are (row_max, row_sum)")
         _same("attention_backward", "row_max", stats[0], (b, h, t))
         _same("attention_backward", "row_sum", stats[1], (b, h, t))
-        _same("attention_backward", "out", out, q._shape)
+        _same("attention_backward", "out", out, q.shape)
         dq, dk, dv = be.flash_attention_backward(
             grad._data,
             q._data,
@@ -319,8 +319,8 @@ def attention_backward(
             out._data,
             stats[0]._data,
             stats[1]._data,
-            q._shape,
-            k._shape,
+            q.shape,
+            k.shape,
             sc,
             bool(causal),
             int(window),
@@ -335,13 +335,13 @@ def attention_backward(
             k._data,
             v._data,
             stats[0]._data,
-            q._shape,
-            k._shape,
+            q.shape,
+            k.shape,
             sc,
             bool(causal),
             int(window),
         )
-    return _wrap(dq, q._shape, q), _wrap(dk, k._shape, q), _wrap(dv, v._shape, q)
+    return _wrap(dq, q.shape, q), _wrap(dk, k.shape, q), _wrap(dv, v.shape, q)
 
 
 def attention_varlen(
@@ -368,34 +368,15 @@ def attention_varlen(
     if len({len(x) for x in lists}) != 1:
         raise ShapeError(f"attention_varlen: segment lists of lengths {[len(x) for x in lists]}")
     for j, (qs, qn, ks, kn) in enumerate(zip(*lists)):
-        if min(qs, qn, ks, kn) < 0 or qn > kn or qs + qn > q._shape[0] or ks + kn > k._shape[0]:
+        if min(qs, qn, ks, kn) < 0 or qn > kn or qs + qn > q.shape[0] or ks + kn > k.shape[0]:
             raise ShapeError(
                 f"attention_varlen: segment {j} (queries {qs}+{qn}, keys {ks}+{kn}) "
-                f"does not fit q {q._shape} and k {k._shape}"
+                f"does not fit q {q.shape} and k {k.shape}"
             )
-    data = q._backend.attention_varlen(
-        q._data, k._data, v._data, q._shape, k._shape, *lists, _scale(q, scale), int(window)
+    data = q.backend.attention_varlen(
+        q._data, k._data, v._data, q.shape, k.shape, *lists, _scale(q, scale), int(window)
     )
-    return _wrap(data, q._shape, q)
-
-
-# -- in-place writes -------------------------------------------------------------
-def write_rows_(dst: Tensor, rows: Tensor, src: Tensor) -> Tensor:
-    """Overwrite rows ``rows[i]`` of ``dst`` (along axis 0) with ``src[i]``, in place,
-    and bump ``dst``'s version; for key/value caches. ``rows`` is 1-D int64 (distinct)."""
-    for t in (dst, rows, src):
-        require_tensor("write_rows_", t)
-    check_same_backend("write_rows_", dst, rows, src)
-    require_dtype("write_rows_", rows, I64)
-    if src._dtype is not dst._dtype:
-        require_dtype("write_rows_", src, dst._dtype)
-    if dst.ndim == 0 or rows.ndim != 1 or src._shape != rows._shape + dst._shape[1:]:
-        raise ShapeError(
-            f"write_rows_: rows {rows._shape} and src {src._shape} do not fit dst {dst._shape}"
-        )
-    dst._backend.write_rows(dst._data, dst._shape, dst._dtype, rows._data, src._data)
-    dst._bump_version()
-    return dst
+    return _wrap(data, q.shape, q)
 
 
 __all__ = [
@@ -415,5 +396,4 @@ __all__ = [
     "rotary",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
-    "write_rows_",
 ]

@@ -41,13 +41,13 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
             if d != -1:
                 known *= d
         if known == 0 or size % known:
-            raise ShapeError(f"reshape: cannot reshape {x._shape} ({size} elements) to {new}")
+            raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
         new = tuple(size // known if d == -1 else d for d in new)
     if any(d < 0 for d in new) or int(np.prod(new, dtype=np.int64)) != size:
-        raise ShapeError(f"reshape: cannot reshape {x._shape} ({size} elements) to {new}")
-    if new == x._shape:
+        raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
+    if new == x.shape:
         return x
-    return Tensor._wrap(x._backend.reshape(x._data, x._shape, new), new, x._dtype, x._backend)
+    return Tensor._wrap(x.backend.reshape(x._data, x.shape, new), new, x.dtype, x.backend)
 
 
 def flatten(x: Tensor) -> Tensor:
@@ -55,24 +55,24 @@ def flatten(x: Tensor) -> Tensor:
 
 
 def _strided(x: Tensor, out_shape: Shape, strides: Sequence[int], offset: int = 0) -> Tensor:
-    data = x._backend.copy_strided(x._data, x._shape, x._dtype, out_shape, list(strides), offset)
-    return Tensor._wrap(data, out_shape, x._dtype, x._backend)
+    data = x.backend.copy_strided(x._data, x.shape, x.dtype, out_shape, list(strides), offset)
+    return Tensor._wrap(data, out_shape, x.dtype, x.backend)
 
 
 def copy(x: Tensor) -> Tensor:
     """A fresh copy of ``x`` (its own storage)."""
-    return _strided(x, x._shape, contiguous_strides(x._shape))
+    return _strided(x, x.shape, contiguous_strides(x.shape))
 
 
 def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
     axes = _shape_arg("permute", axes)
     if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
-        raise ShapeError(f"permute: {axes} is not a permutation of the axes of {x._shape}")
+        raise ShapeError(f"permute: {axes} is not a permutation of the axes of {x.shape}")
     axes = tuple(a % x.ndim for a in axes)
     if axes == tuple(range(x.ndim)):
         return x
-    src = contiguous_strides(x._shape)
-    return _strided(x, tuple(x._shape[a] for a in axes), [src[a] for a in axes])
+    src = contiguous_strides(x.shape)
+    return _strided(x, tuple(x.shape[a] for a in axes), [src[a] for a in axes])
 
 
 def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
@@ -86,13 +86,11 @@ def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
 def narrow(x: Tensor, axis: int, start: int, length: int) -> Tensor:
     """Elements ``start:start+length`` along ``axis``."""
     axis = normalize_axis("narrow", axis, x.ndim)
-    n = x._shape[axis]
+    n = x.shape[axis]
     if not (0 <= start and 0 <= length and start + length <= n):
-        raise ShapeError(
-            f"narrow: [{start}, {start + length}) is outside axis {axis} of {x._shape}"
-        )
-    strides = contiguous_strides(x._shape)
-    shape = x._shape[:axis] + (length,) + x._shape[axis + 1 :]
+        raise ShapeError(f"narrow: [{start}, {start + length}) is outside axis {axis} of {x.shape}")
+    strides = contiguous_strides(x.shape)
+    shape = x.shape[:axis] + (length,) + x.shape[axis + 1 :]
     return _strided(x, shape, strides, start * strides[axis])
 
 
@@ -108,20 +106,20 @@ def getitem(x: Tensor, index) -> Tensor:
         raise ShapeError("getitem: at most one '...'")
     consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
     if consumed > x.ndim:
-        raise ShapeError(f"getitem: {consumed} indices for a {x.ndim}-d tensor {x._shape}")
+        raise ShapeError(f"getitem: {consumed} indices for a {x.ndim}-d tensor {x.shape}")
     if Ellipsis in items:
         at = items.index(Ellipsis)
         items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
     else:
         items += [slice(None)] * (x.ndim - consumed)
-    src = contiguous_strides(x._shape)
+    src = contiguous_strides(x.shape)
     shape, strides, offset, axis = [], [], 0, 0
     for item in items:
         if item is None:
             shape.append(1)
             strides.append(0)
             continue
-        n = x._shape[axis]
+        n = x.shape[axis]
         if isinstance(item, slice):
             start, stop, step = item.indices(n)
             if step <= 0:
@@ -133,7 +131,7 @@ def getitem(x: Tensor, index) -> Tensor:
         elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
             if not -n <= item < n:
                 raise IndexOutOfRange(
-                    f"getitem: index {item} is out of range for axis {axis} of {x._shape}"
+                    f"getitem: index {item} is out of range for axis {axis} of {x.shape}"
                 )
             offset += (int(item) % n) * src[axis]
         else:
@@ -144,13 +142,13 @@ def getitem(x: Tensor, index) -> Tensor:
 
 def broadcast_to(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     target = _shape_arg("broadcast_to", shape)
-    if broadcast_shapes("broadcast_to", x._shape, target) != target:
-        raise ShapeError(f"broadcast_to: cannot broadcast {x._shape} to {target}")
-    if target == x._shape:
+    if broadcast_shapes("broadcast_to", x.shape, target) != target:
+        raise ShapeError(f"broadcast_to: cannot broadcast {x.shape} to {target}")
+    if target == x.shape:
         return x
     lead = len(target) - x.ndim
-    src = contiguous_strides(x._shape)
-    strides = [0] * lead + [0 if d == 1 else s for d, s in zip(x._shape, src)]
+    src = contiguous_strides(x.shape)
+    strides = [0] * lead + [0 if d == 1 else s for d, s in zip(x.shape, src)]
     return _strided(x, target, strides)
 
 
@@ -159,13 +157,13 @@ def sum_to_shape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     from .reduction import sum as reduce_sum
 
     target = _shape_arg("sum_to_shape", shape)
-    if broadcast_shapes("sum_to_shape", target, x._shape) != x._shape:
-        raise ShapeError(f"sum_to_shape: {target} does not broadcast to {x._shape}")
-    if target == x._shape:
+    if broadcast_shapes("sum_to_shape", target, x.shape) != x.shape:
+        raise ShapeError(f"sum_to_shape: {target} does not broadcast to {x.shape}")
+    if target == x.shape:
         return x
     lead = x.ndim - len(target)
     axes = list(range(lead)) + [
-        lead + i for i, d in enumerate(target) if d == 1 and x._shape[lead + i] != 1
+        lead + i for i, d in enumerate(target) if d == 1 and x.shape[lead + i] != 1
     ]
     out = reduce_sum(x, axis=tuple(axes)) if axes else x
     return reshape(out, target)
@@ -173,16 +171,16 @@ def sum_to_shape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
 
 def unsqueeze(x: Tensor, axis: int) -> Tensor:
     axis = normalize_axis("unsqueeze", axis, x.ndim + 1)
-    return reshape(x, x._shape[:axis] + (1,) + x._shape[axis:])
+    return reshape(x, x.shape[:axis] + (1,) + x.shape[axis:])
 
 
 def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
     if axis is None:
-        return reshape(x, tuple(d for d in x._shape if d != 1))
+        return reshape(x, tuple(d for d in x.shape if d != 1))
     axis = normalize_axis("squeeze", axis, x.ndim)
-    if x._shape[axis] != 1:
-        raise ShapeError(f"squeeze: axis {axis} of {x._shape} has size {x._shape[axis]}, not 1")
-    return reshape(x, x._shape[:axis] + x._shape[axis + 1 :])
+    if x.shape[axis] != 1:
+        raise ShapeError(f"squeeze: axis {axis} of {x.shape} has size {x.shape[axis]}, not 1")
+    return reshape(x, x.shape[:axis] + x.shape[axis + 1 :])
 
 
 def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -195,39 +193,57 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         raise ShapeError("concatenate: 0-d tensors cannot be concatenated; use stack")
     axis = normalize_axis("concatenate", axis, first.ndim)
     for t in tensors[1:]:
-        if t._dtype is not first._dtype:
+        if t.dtype is not first.dtype:
             from ..errors import DTypeError
 
-            raise DTypeError(f"concatenate: dtypes {first._dtype.value} and {t._dtype.value}")
+            raise DTypeError(f"concatenate: dtypes {first.dtype.value} and {t.dtype.value}")
         if t.ndim != first.ndim or any(
-            a != b for i, (a, b) in enumerate(zip(t._shape, first._shape)) if i != axis
+            a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis
         ):
-            shapes = ", ".join(str(u._shape) for u in tensors)
+            shapes = ", ".join(str(u.shape) for u in tensors)
             raise ShapeError(f"concatenate: shapes {shapes} differ off axis {axis}")
     if len(tensors) == 1:
         return first
-    shape = list(first._shape)
-    shape[axis] = sum(t._shape[axis] for t in tensors)
-    data = first._backend.concat(
-        [t._data for t in tensors], [t._shape for t in tensors], first._dtype, axis
+    shape = list(first.shape)
+    shape[axis] = sum(t.shape[axis] for t in tensors)
+    data = first.backend.concat(
+        [t._data for t in tensors], [t.shape for t in tensors], first.dtype, axis
     )
-    return Tensor._wrap(data, tuple(shape), first._dtype, first._backend)
+    return Tensor._wrap(data, tuple(shape), first.dtype, first.backend)
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     tensors = [require_tensor("stack", t) for t in tensors]
     if not tensors:
         raise ShapeError("stack: expected at least one tensor")
-    if any(t._shape != tensors[0]._shape for t in tensors):
-        raise ShapeError(f"stack: shapes differ: {', '.join(str(t._shape) for t in tensors)}")
+    if any(t.shape != tensors[0].shape for t in tensors):
+        raise ShapeError(f"stack: shapes differ: {', '.join(str(t.shape) for t in tensors)}")
     axis = normalize_axis("stack", axis, tensors[0].ndim + 1)
     return concatenate([unsqueeze(t, axis) for t in tensors], axis)
 
 
 def astype(x: Tensor, dtype: DType | str) -> Tensor:
     dtype = as_dtype(dtype)
-    if dtype is x._dtype:
+    if dtype is x.dtype:
         return x
     return Tensor._wrap(
-        x._backend.astype(x._data, x._shape, x._dtype, dtype), x._shape, dtype, x._backend
+        x.backend.astype(x._data, x.shape, x.dtype, dtype), x.shape, dtype, x.backend
     )
+
+
+__all__ = [
+    "astype",
+    "broadcast_to",
+    "concatenate",
+    "copy",
+    "flatten",
+    "getitem",
+    "narrow",
+    "permute",
+    "reshape",
+    "squeeze",
+    "stack",
+    "sum_to_shape",
+    "transpose",
+    "unsqueeze",
+]

@@ -17,23 +17,28 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     require_dtype("matmul", a, DType.float32)
     require_dtype("matmul", b, DType.float32)
     if a.ndim == 0 or b.ndim == 0:
-        raise ShapeError(f"matmul: 0-d operand ({a._shape} @ {b._shape})")
+        raise ShapeError(f"matmul: 0-d operand ({a.shape} @ {b.shape})")
     squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
     if squeeze_a:
         a, transpose_a = a.reshape(1, -1), False
     if squeeze_b:
         b, transpose_b = b.reshape(-1, 1), False
-    m, k = (a._shape[-1], a._shape[-2]) if transpose_a else a._shape[-2:]
-    k2, n = (b._shape[-1], b._shape[-2]) if transpose_b else b._shape[-2:]
+    m, k = (a.shape[-1], a.shape[-2]) if transpose_a else a.shape[-2:]
+    k2, n = (b.shape[-1], b.shape[-2]) if transpose_b else b.shape[-2:]
     if k != k2:
         raise ShapeError(
-            f"matmul: inner dims disagree: {a._shape}{'ᵀ' if transpose_a else ''} @ "
-            f"{b._shape}{'ᵀ' if transpose_b else ''} ({k} vs {k2})"
+            f"matmul: inner dims disagree: {a.shape}{'ᵀ' if transpose_a else ''} @ "
+            f"{b.shape}{'ᵀ' if transpose_b else ''} ({k} vs {k2})"
         )
-    batch = broadcast_shapes("matmul", a._shape[:-2], b._shape[:-2])
-    data = a._backend.matmul(a._data, a._shape, b._data, b._shape, transpose_a, transpose_b)
-    out = Tensor._wrap(data, (*batch, m, n), DType.float32, a._backend)
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    data = a.backend.matmul(a._data, a.shape, b._data, b.shape, transpose_a, transpose_b)
+    out = Tensor._wrap(data, (*batch, m, n), DType.float32, a.backend)
     if squeeze_a or squeeze_b:
         shape = batch + ((m,) if not squeeze_a else ()) + ((n,) if not squeeze_b else ())
         out = out.reshape(shape)
     return out
+
+
+__all__ = [
+    "matmul",
+]

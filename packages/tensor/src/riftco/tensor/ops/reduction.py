@@ -24,16 +24,16 @@ def _axes(op: str, x: Tensor, axis: int | Sequence[int] | None) -> list[int]:
 
 
 def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]) -> Tensor:
-    if x._dtype not in allowed:
+    if x.dtype not in allowed:
         require_dtype(op, x, *allowed)
     axes = _axes(op, x, axis)
-    if op in ("max", "min", "mean") and any(x._shape[a] == 0 for a in axes):
-        raise ShapeError(f"{op}: reducing over an empty axis of {x._shape} has no value")
-    kept = tuple(1 if i in axes else d for i, d in enumerate(x._shape))
-    out_shape = kept if keepdims else tuple(d for i, d in enumerate(x._shape) if i not in axes)
+    if op in ("max", "min", "mean") and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{op}: reducing over an empty axis of {x.shape} has no value")
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    out_shape = kept if keepdims else tuple(d for i, d in enumerate(x.shape) if i not in axes)
     if not axes:
         return x * x if op == "sum_squares" else x
-    data, shape = x._data, x._shape
+    data, shape = x._data, x.shape
     # Merge runs of adjacent reduced axes so one kernel call handles each run;
     # reduce runs from the last to the first so earlier axis numbers stay valid.
     runs: list[list[int]] = []
@@ -42,7 +42,7 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
             runs[-1].append(a)
         else:
             runs.append([a])
-    backend = x._backend
+    backend = x.backend
     mean_count = 1
     kernel_op = "sum" if op == "mean" else op
     for run in reversed(runs):
@@ -53,12 +53,12 @@ def _reduce(op: str, x: Tensor, axis, keepdims: bool, allowed: tuple[DType, ...]
         merged = shape[:first] + (n,) + shape[last + 1 :]
         if merged != shape:
             data = backend.reshape(data, shape, merged)
-        data = backend.reduce(kernel_op, data, merged, x._dtype, first)
+        data = backend.reduce(kernel_op, data, merged, x.dtype, first)
         # Later runs combine partial results: squares and means were taken once.
         kernel_op = "sum" if op in ("sum_squares", "mean") else op
         shape = merged[:first] + merged[first + 1 :]
         mean_count *= n
-    result = Tensor._wrap(data, shape, x._dtype, backend)
+    result = Tensor._wrap(data, shape, x.dtype, backend)
     if op == "mean":
         result = result / float(mean_count)
     if out_shape != shape:
@@ -89,22 +89,20 @@ def sum_squares(x: Tensor, axis=None, keepdims: bool = False) -> Tensor:
 
 def argmax(x: Tensor, axis: int | None = None, keepdims: bool = False) -> Tensor:
     """Index of the first largest element along ``axis`` (of the flattened tensor when None)."""
-    if x._dtype not in (F32, I64):
+    if x.dtype not in (F32, I64):
         require_dtype("argmax", x, F32, I64)
     if axis is None:
         flat = x.reshape(-1)
-        if flat._shape[0] == 0:
+        if flat.shape[0] == 0:
             raise ShapeError("argmax: empty tensor")
-        out = Tensor._wrap(
-            x._backend.argmax(flat._data, flat._shape, x._dtype, 0), (), I64, x._backend
-        )
+        out = Tensor._wrap(x.backend.argmax(flat._data, flat.shape, x.dtype, 0), (), I64, x.backend)
         return out.reshape((1,) * x.ndim) if keepdims else out
     axis = normalize_axis("argmax", axis, x.ndim)
-    if x._shape[axis] == 0:
-        raise ShapeError(f"argmax: axis {axis} of {x._shape} is empty")
-    shape = x._shape[:axis] + x._shape[axis + 1 :]
-    out = Tensor._wrap(x._backend.argmax(x._data, x._shape, x._dtype, axis), shape, I64, x._backend)
-    return out.reshape(x._shape[:axis] + (1,) + x._shape[axis + 1 :]) if keepdims else out
+    if x.shape[axis] == 0:
+        raise ShapeError(f"argmax: axis {axis} of {x.shape} is empty")
+    shape = x.shape[:axis] + x.shape[axis + 1 :]
+    out = Tensor._wrap(x.backend.argmax(x._data, x.shape, x.dtype, axis), shape, I64, x.backend)
+    return out.reshape(x.shape[:axis] + (1,) + x.shape[axis + 1 :]) if keepdims else out
 
 
 def _softmax(op: str, x: Tensor, axis: int, causal: bool, log: bool) -> Tensor:
@@ -116,15 +114,15 @@ def _softmax(op: str, x: Tensor, axis: int, causal: bool, log: bool) -> Tensor:
         if axis != x.ndim - 1 or x.ndim < 2:
             raise ShapeError(
                 f"{op}: a causal mask needs [..., queries, keys] scores and axis=-1, "
-                f"found shape {x._shape} and axis {axis}"
+                f"found shape {x.shape} and axis {axis}"
             )
-        if x._shape[-2] > x._shape[-1]:
-            raise ShapeError(f"{op}: causal scores {x._shape} have more queries than keys")
+        if x.shape[-2] > x.shape[-1]:
+            raise ShapeError(f"{op}: causal scores {x.shape} have more queries than keys")
     if axis != x.ndim - 1:
         moved = x.transpose(axis, -1)
         return _softmax(op, moved, -1, False, log).transpose(axis, -1)
-    data = x._backend.softmax(x._data, x._shape, causal, log)
-    return Tensor._wrap(data, x._shape, F32, x._backend)
+    data = x.backend.softmax(x._data, x.shape, causal, log)
+    return Tensor._wrap(data, x.shape, F32, x.backend)
 
 
 def softmax(x: Tensor, axis: int = -1, causal: bool = False) -> Tensor:
@@ -134,3 +132,15 @@ def softmax(x: Tensor, axis: int = -1, causal: bool = False) -> Tensor:
 
 def log_softmax(x: Tensor, axis: int = -1, causal: bool = False) -> Tensor:
     return _softmax("log_softmax", x, axis, causal, True)
+
+
+__all__ = [
+    "argmax",
+    "log_softmax",
+    "max",
+    "mean",
+    "min",
+    "softmax",
+    "sum",
+    "sum_squares",
+]
