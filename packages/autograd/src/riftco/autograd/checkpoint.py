@@ -32,6 +32,11 @@ class CheckpointNode(Node):
     gradient)."""
 
     __slots__ = ("args", "captured", "fn", "n_outputs", "shapes")
+    args: Any
+    captured: Any
+    fn: Any
+    n_outputs: Any
+    shapes: Any
     op = "checkpoint"
     multi = True
 

@@ -4,6 +4,7 @@ backend-specific kernel) supplies its own vector-Jacobian product, validated."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from riftco.tensor import Tensor
 
@@ -20,6 +21,8 @@ class CustomNode(Node):
     each input, to validate what ``fn`` returns."""
 
     __slots__ = ("fn", "specs")
+    fn: Any
+    specs: Any
     op = "custom_gradient"
 
     def vjp(self, g: Tensor) -> tuple[Tensor | None, ...]:

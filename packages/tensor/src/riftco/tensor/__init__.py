@@ -41,7 +41,15 @@ from .errors import (
     RiftcoError,
     ShapeError,
 )
-from .ops import *  # noqa: F403 (ops.__all__ is the one list of op names)
+from .ops.elementwise import *  # noqa: F403
+from .ops.fused import *  # noqa: F403
+from .ops.indexing import *  # noqa: F403
+from .ops.inplace import *  # noqa: F403
+from .ops.layout import *  # noqa: F403
+from .ops.linalg import *  # noqa: F403
+from .ops.paged import *  # noqa: F403
+from .ops.quantized import *  # noqa: F403
+from .ops.reduction import *  # noqa: F403
 from .registry import BackendInfo, backends, get_backend, reset_discovery
 from .tensor import Tensor
 
@@ -99,4 +107,12 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
-__all__ += [name for name in ops.__all__ if name not in ("broadcast_shapes", "check_same_backend")]
+__all__ += ops.elementwise.__all__
+__all__ += ops.fused.__all__
+__all__ += ops.indexing.__all__
+__all__ += ops.inplace.__all__
+__all__ += ops.layout.__all__
+__all__ += ops.linalg.__all__
+__all__ += ops.paged.__all__
+__all__ += ops.quantized.__all__
+__all__ += ops.reduction.__all__

@@ -53,6 +53,10 @@ class _Binary(Node):
     operands that need gradients (None otherwise)."""
 
     __slots__ = ("a", "a_shape", "b", "b_shape")
+    a: Any
+    a_shape: Any
+    b: Any
+    b_shape: Any
 
 
 class AddNode(_Binary):
@@ -102,6 +106,7 @@ class DivNode(_Binary):
 
 class PowNode(_Binary):
     __slots__ = ("out",)
+    out: Any
     op = "pow"
 
     def vjp(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:

@@ -18,6 +18,9 @@ class _Indexed(Node):
     """``x_shape`` is the looked-up operand's shape, ``indices`` the int64 index tensor."""
 
     __slots__ = ("axis", "indices", "x_shape")
+    axis: Any
+    indices: Any
+    x_shape: Any
 
 
 class IndexSelectNode(_Indexed):
@@ -83,6 +86,8 @@ class _Scatter(Node):
     read back from the positions it was added at."""
 
     __slots__ = ("axis", "indices")
+    axis: Any
+    indices: Any
 
 
 class IndexAddNode(_Scatter):

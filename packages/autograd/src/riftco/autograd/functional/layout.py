@@ -36,6 +36,8 @@ class _Shaped(Node):
     """``x_shape`` is the operand's shape; ``arg`` what the VJP needs to undo the op."""
 
     __slots__ = ("arg", "x_shape")
+    arg: Any
+    x_shape: Any
 
 
 def _record(kind: type[_Shaped], x: Any, out: Tensor, arg: Any = None) -> Variable:
@@ -230,6 +232,8 @@ class ConcatenateNode(Node):
     """``sizes`` are the operands' extents along ``axis``."""
 
     __slots__ = ("axis", "sizes")
+    axis: Any
+    sizes: Any
     op = "concatenate"
 
     def vjp(self, g: Tensor) -> tuple[Tensor | None, ...]:
@@ -255,6 +259,7 @@ def concatenate(items: Sequence[Any], axis: int = 0) -> Variable:
 
 class StackNode(Node):
     __slots__ = ("axis",)
+    axis: Any
     op = "stack"
 
     def vjp(self, g: Tensor) -> tuple[Tensor | None, ...]:

@@ -18,6 +18,12 @@ class MatmulNode(Node):
     and summed over broadcast batch axes."""
 
     __slots__ = ("a", "a_shape", "b", "b_shape", "transpose_a", "transpose_b")
+    a: Any
+    a_shape: Any
+    b: Any
+    b_shape: Any
+    transpose_a: Any
+    transpose_b: Any
     op = "matmul"
 
     def vjp(self, g: Tensor) -> tuple[Tensor | None, Tensor | None]:

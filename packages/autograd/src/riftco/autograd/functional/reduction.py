@@ -33,6 +33,12 @@ class _Reduce(Node):
     elements reduced into each result."""
 
     __slots__ = ("axes", "count", "kept", "out", "x", "x_shape")
+    axes: Any
+    count: Any
+    kept: Any
+    out: Any
+    x: Any
+    x_shape: Any
     uses_input = False
     uses_output = False
 
@@ -138,6 +144,9 @@ def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Variable:
 
 class SoftmaxNode(Node):
     __slots__ = ("axis", "causal", "out")
+    axis: Any
+    causal: Any
+    out: Any
     op = "softmax"
 
     def vjp(self, g: Tensor) -> tuple[Tensor]:

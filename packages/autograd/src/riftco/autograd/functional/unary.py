@@ -20,6 +20,8 @@ class _Unary(Node):
     only when the VJP reads it."""
 
     __slots__ = ("out", "x")
+    out: Any
+    x: Any
     uses_input = False
     uses_output = False
 

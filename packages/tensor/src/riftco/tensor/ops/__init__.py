@@ -17,20 +17,14 @@ from .paged import *  # noqa: F403
 from .quantized import *  # noqa: F403
 from .reduction import *  # noqa: F403
 
-__all__ = [
-    name
-    for module in (
-        elementwise,
-        fused,
-        indexing,
-        inplace,
-        layout,
-        linalg,
-        paged,
-        quantized,
-        reduction,
-    )
-    for name in module.__all__
-]
-
+__all__: list[str] = []
+__all__ += elementwise.__all__
+__all__ += fused.__all__
+__all__ += indexing.__all__
+__all__ += inplace.__all__
+__all__ += layout.__all__
+__all__ += linalg.__all__
+__all__ += paged.__all__
+__all__ += quantized.__all__
+__all__ += reduction.__all__
 __all__ += ["broadcast_shapes", "check_same_backend"]  # helpers, not re-exported at the top
