@@ -10,7 +10,7 @@ from train_helpers import TEXT
 
 import riftco.nn as nn
 from riftco.interchange import BundleError, WeightsError, save_bundle, write_bundle
-from riftco.text import ByteTokenizer
+from riftco.text import DEFAULT_SPECIAL_TOKENS, ByteTokenizer
 from riftco.train.commands import post_train_main
 from riftco.train.post_training import post_train
 from riftco.train.sampling import complete
@@ -18,7 +18,8 @@ from riftco.train.sampling import complete
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return ByteTokenizer.train(TEXT)
+    # A special token outside the chat template ends neither a text nor a reply.
+    return ByteTokenizer.train(TEXT, special_tokens=(*DEFAULT_SPECIAL_TOKENS, "<|tool|>"))
 
 
 def tiny_model(vocab_size, seed=0):
@@ -67,6 +68,7 @@ def test_complete_stops_exactly_at_the_tokenizers_stop_ids(tokenizer):
             assert (reply == "") == (token in stops), (chat, token)
     # A chat reply ends where the model would open a new turn.
     assert tokenizer.special_tokens["<|user|>"] in tokenizer.stop_ids(chat=True)
+    assert tokenizer.special_tokens["<|tool|>"] not in tokenizer.stop_ids(chat=True)
 
 
 def test_complete_never_draws_a_padded_id(tokenizer):
@@ -111,7 +113,7 @@ def test_post_training_refuses_a_wrong_shaped_tensor(tmp_path, good_bundle):
 
 
 def test_post_training_refuses_a_tokenizer_larger_than_the_model(tmp_path, good_bundle):
-    bigger = ByteTokenizer.train(TEXT + "ZQXJK")
+    bigger = ByteTokenizer.train(TEXT + "ZQXJKVWY0123456789@#%")
     bad = rewrite(good_bundle, tmp_path, "big.rift", tokenizer_state=bigger.to_state())
     with pytest.raises(BundleError, match="do not fit the model's vocab_size"):
         post_train(post_options(), bad, tmp_path / "run", progress=io.StringIO())
