@@ -77,9 +77,9 @@ def _duration(seconds: float) -> str:
 
 
 def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
+    from riftco.interchange import load_bundle
     from riftco.train.post_training import post_train
     from riftco.train.pretraining import pretrain
-    from riftco.interchange import load_bundle
     from riftco.train.sampling import complete
 
     started = time.perf_counter()
