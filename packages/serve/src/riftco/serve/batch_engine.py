@@ -116,7 +116,7 @@ class BatchEngine:
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         channel = EventChannel(loop, on_close=lambda: self._cancel(request_id))
-        text = TextStream(self._token_bytes, request.stop, skip=self._special)
+        text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
         seq = SequenceState(
             request_id, prompt, self._sampling(request.options, chat), ChannelSink(channel, text)
         )
@@ -148,9 +148,6 @@ class BatchEngine:
 
     def _model_vocab(self) -> int:
         return int(self.model.config.vocab_size)
-
-    def _token_bytes(self, token_id: int) -> bytes:
-        return self.tokenizer.token_bytes(token_id) if token_id < self._vocab else b""
 
     def _encode(self, request: GenerationRequest) -> tuple[list[int], bool]:
         tok = self.tokenizer
