@@ -70,6 +70,17 @@ def test_generate_chat(bundle, capsys):
     assert capsys.readouterr().out == expected + "\n"
 
 
+def test_generate_repetition_penalty(bundle, capsys):
+    runnable = load_bundle(bundle)
+    argv = [str(bundle), "--prompt", "the", "--max-new-tokens", "8", "--repetition-penalty", "9"]
+    assert generate_main(argv) == 0
+    expected = runnable.generate("the", max_new_tokens=8, repetition_penalty=9.0)
+    assert capsys.readouterr().out == expected + "\n"
+    assert expected != runnable.generate("the", max_new_tokens=8)
+    with pytest.raises(SystemExit):
+        generate_main([str(bundle), "--prompt", "x", "--repetition-penalty", "0"])
+
+
 def test_generate_reports_a_bad_file(tmp_path, capsys):
     (tmp_path / "bad.rift").write_bytes(b"short")
     assert generate_main([str(tmp_path / "bad.rift"), "--prompt", "x"]) == 1

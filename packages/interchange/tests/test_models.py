@@ -181,6 +181,15 @@ def test_chat_generation_applies_the_template_and_stops(tmp_path, make_model, to
     assert isinstance(runnable.generate("hi", chat=True, max_new_tokens=5), str)
 
 
+def test_the_runnable_stops_where_the_tokenizer_says(tmp_path, make_model, tokenizer):
+    save_bundle(tmp_path / "m.rift", make_model(), tokenizer)
+    runnable = load_bundle(tmp_path / "m.rift")
+    for chat in (False, True):
+        assert runnable.stop_ids(chat) == tokenizer.stop_ids(chat)
+    # A chat reply also ends where the model would open a new turn.
+    assert tokenizer.special_tokens["<|user|>"] in runnable.stop_ids(chat=True)
+
+
 def test_long_prompts_keep_their_end_and_empty_prompts_start_a_document(
     tmp_path, make_model, tokenizer
 ):

@@ -90,3 +90,63 @@ def test_stop_ids_and_limits(model):
         nn.generate(model, [[]], nn.SamplingConfig())
     with pytest.raises(nn.ConfigError, match="outside"):
         nn.generate(model, [[99]], nn.SamplingConfig())
+
+
+def test_vocabulary_limit_hides_padded_ids():
+    logits = np.array([0.0, 1.0, 2.0, 9.0, 8.0])
+    assert nn.sample_next(logits, nn.SamplingConfig(vocab_limit=3)) == 2
+    assert nn.sample_next(logits, nn.SamplingConfig(vocab_limit=10)) == 3
+    counts = draws(logits, temperature=50.0, vocab_limit=3)
+    assert counts[:3].all() and not counts[3:].any()
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
+    cfg = nn.SamplingConfig(repetition_penalty=4.0)
+    logits = np.array([3.0, 2.0, -1.0, -2.5], dtype=np.float32)
+    assert nn.sample_next(logits, cfg, seen={0}) == 1  # 3 / 4 < 2
+    assert nn.sample_next(logits, cfg, seen=()) == 0
+    penalized = np.array([-10.0, -10.0, -1.0, -2.5])
+    assert nn.sample_next(penalized, cfg, seen={2}) == 3  # -1 * 4 < -2.5
+    # Ids outside the row (or beyond the vocabulary limit) are ignored.
+    limited = nn.SamplingConfig(repetition_penalty=4.0, vocab_limit=2)
+    assert nn.sample_next(logits, limited, seen={1, 3, 7}) == 0
+    sampler = nn.TokenSampler(cfg)
+    sampler.observe([0])
+    assert sampler(logits) == 1 and sampler.seen == {0}
+    assert nn.TokenSampler(nn.SamplingConfig()).seen == set()  # no penalty: nothing kept
+
+
+def test_sampler_config_validation_of_the_new_fields():
+    for bad in (
+        dict(repetition_penalty=0.0),
+        dict(repetition_penalty=float("nan")),
+        dict(vocab_limit=0),
+        dict(vocab_limit=2.5),
+    ):
+        with pytest.raises(nn.ConfigError):
+            nn.SamplingConfig(**bad)
+
+
+def test_generation_applies_the_penalty_and_the_limit(model):
+    prompt = [1, 2, 3]
+    penalized = nn.generate(
+        model, [prompt], nn.SamplingConfig(max_new_tokens=8, repetition_penalty=1e6)
+    )[0]
+    tokens = penalized.tokens
+    assert len(set(tokens)) == len(tokens) and not set(tokens) & set(prompt)
+    # The same draws as the token sampler fed step by step with the full forward.
+    sampler = nn.TokenSampler(nn.SamplingConfig(repetition_penalty=1e6))
+    sampler.observe(prompt)
+    seq = list(prompt)
+    for _ in range(8):
+        with no_grad():
+            token = sampler(model([seq]).numpy()[0, -1])
+        sampler.observe([token])
+        seq.append(token)
+    assert tokens == seq[len(prompt) :]
+    limited = nn.generate(
+        model,
+        [prompt],
+        nn.SamplingConfig(max_new_tokens=20, temperature=30.0, seed=2, vocab_limit=5),
+    )[0]
+    assert limited.tokens and max(limited.tokens) < 5

@@ -61,9 +61,9 @@ async def test_sampling_fields_reach_the_engine(serve, engine):
             "/v1/completions", json={"model": "scripted", "prompt": "a", **fields}
         )
     assert r.status_code == 200, r.text
-    options = engine.seen[0].options
-    assert (options.max_tokens, options.temperature, options.top_p) == (7, 0.5, 0.9)
-    assert (options.top_k, options.seed, options.stop) == (40, 123, ("x", "y"))
+    options, stop = engine.seen[0].options, engine.seen[0].stop
+    assert (options.max_new_tokens, options.temperature, options.top_p) == (7, 0.5, 0.9)
+    assert (options.top_k, options.seed, stop) == (40, 123, ("x", "y"))
     assert options.repetition_penalty == 1.2
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import riftco.nn as nn
-from riftco.serve import GenerationFailed, Overloaded, RequestError, SamplingOptions
+from riftco.serve import GenerationFailed, Overloaded, RequestError
 from riftco.serve.caches import ContiguousKvCache, PagedKvCachePool
 from riftco.serve.scheduler import Scheduler, SchedulerLimits
 from riftco.serve.sequence import SequenceState
@@ -52,7 +52,8 @@ def prompt(seed, n):
 
 def request(i, tokens, max_tokens, **options):
     sink = Recorder()
-    seq = SequenceState(i, tokens, SamplingOptions(max_tokens=max_tokens, **options), sink)
+    options = nn.SamplingConfig(max_new_tokens=max_tokens, **{"temperature": 1.0, **options})
+    seq = SequenceState(i, tokens, options, sink)
     return seq, sink
 
 

@@ -114,3 +114,28 @@ def test_no_template():
     tok = BpeTokenizer.train(CORPUS, 260, chat_template=None)
     with pytest.raises(ChatTemplateError, match="no chat template"):
         tok.apply_chat_template(MESSAGES)
+
+
+def test_stop_ids_end_text_and_with_chat_every_template_marker(tok):
+    ids = tok.special_tokens
+    assert tok.stop_ids() == (tok.eos_id,)
+    assert tok.stop_ids(chat=True) == (
+        tok.eos_id,
+        ids[END],
+        ids[ASSISTANT],
+        ids["<|system|>"],
+        ids[USER],
+    )
+
+
+def test_stop_ids_follow_a_custom_template_and_a_missing_eos():
+    template = ChatTemplate(
+        {"user": RoleFormat(USER, "\n"), "assistant": RoleFormat(ASSISTANT, "!" + END)},
+        generation_prompt=ASSISTANT,
+    )
+    tok = ByteTokenizer.train(CORPUS, eos_token=None, chat_template=template)
+    assert tok.stop_ids() == ()
+    ids = tok.special_tokens
+    assert tok.stop_ids(chat=True) == (ids[END], ids[ASSISTANT], ids[USER])
+    plain = ByteTokenizer.train(CORPUS, chat_template=None)
+    assert plain.stop_ids(chat=True) == (plain.eos_id,)

@@ -31,6 +31,13 @@ def generate_main(argv: list[str]) -> int:
     parser.add_argument("--top-k", type=int, default=None, metavar="K")
     parser.add_argument("--top-p", type=float, default=None, metavar="P")
     parser.add_argument("--seed", type=int, default=0, help="seeds sampling (default 0)")
+    parser.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="> 1 discourages tokens already in the text (default 1: off)",
+    )
     parser.add_argument("--chat", action="store_true", help="apply the bundle's chat template")
     parser.add_argument("--system", default=None, help="a system message (with --chat)")
     parser.add_argument(
@@ -41,6 +48,8 @@ def generate_main(argv: list[str]) -> int:
         parser.error("--max-new-tokens must be >= 0")
     if args.system is not None and not args.chat:
         parser.error("--system needs --chat")
+    if not 0.0 < args.repetition_penalty < float("inf"):
+        parser.error("--repetition-penalty must be a finite number > 0")
     from riftco.interchange.models import load_bundle
 
     try:
@@ -54,6 +63,7 @@ def generate_main(argv: list[str]) -> int:
             seed=args.seed,
             chat=args.chat,
             system=args.system,
+            repetition_penalty=args.repetition_penalty,
         )
     except (RiftcoError, TokenizerError) as exc:
         print(f"riftco generate: {exc}", file=sys.stderr)

@@ -1,10 +1,12 @@
 """A model with its tokenizer and chat template: text in, text out.
 
 ``generate`` runs riftco-nn's token-level sampler (greedy when ``temperature``
-is 0; temperature, top-k and top-p otherwise, seeded), stopping at the
-tokenizer's end-of-text token and, for chat prompts, at the special tokens
-that close an assistant message. A prompt longer than the context keeps its
-last ``context_length - 1`` tokens, so that at least one token can follow.
+is 0; temperature, top-k and top-p otherwise, seeded; an optional repetition
+penalty), over the ids the tokenizer has (a padded vocabulary is never drawn),
+stopping where the tokenizer says text ends (``Tokenizer.stop_ids``: end-of-text
+and, for chat prompts, the chat template's markers). A prompt longer than the
+context keeps its last ``context_length - 1`` tokens, so that at least one token
+can follow.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-import riftco.tensor as rt
 from riftco.autograd import no_grad
 from riftco.nn import DecoderOnlyTransformer, GenerationResult, SamplingConfig, TransformerConfig
 from riftco.nn import generate as generate_tokens
-from riftco.text import ChatTemplate, SpecialTokenError, Tokenizer
+from riftco.text import ChatTemplate, Tokenizer
 
 
 @dataclass
@@ -64,22 +65,8 @@ class RunnableModel:
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True).ids
 
     def stop_ids(self, chat: bool = False) -> tuple[int, ...]:
-        """End-of-text, and with ``chat`` the special tokens closing an assistant message."""
-        stops = []
-        try:
-            stops.append(self.tokenizer.eos_id)
-        except SpecialTokenError:
-            pass
-        template = self.chat_template
-        if chat and template is not None:
-            suffix = template.roles[template.assistant_role].suffix
-            specials = self.tokenizer.special_tokens
-            stops += [
-                i
-                for i in self.tokenizer.encode(suffix, allow_special=True)
-                if i in specials.values()
-            ]
-        return tuple(dict.fromkeys(stops))
+        """Where generated text ends: the tokenizer's ``stop_ids(chat)``."""
+        return self.tokenizer.stop_ids(chat)
 
     def logits(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Logits ``[T, vocab]`` for one sequence of ids (``[B, T, vocab]`` for a batch)."""
@@ -98,6 +85,7 @@ class RunnableModel:
         top_p: float | None = None,
         seed: int | None = 0,
         stop_ids: Sequence[int] = (),
+        repetition_penalty: float = 1.0,
     ) -> GenerationResult:
         """Continue ``ids`` (cropped to the context); the new tokens and why they ended."""
         keep = self.config.context_length - 1
@@ -109,12 +97,11 @@ class RunnableModel:
             top_p=top_p,
             seed=seed,
             stop_ids=tuple(stop_ids),
+            repetition_penalty=repetition_penalty,
+            vocab_limit=self.tokenizer.vocab_size,
         )
-        model: Any = self.model
-        if self.tokenizer.vocab_size < self.config.vocab_size:
-            model = _VocabularyLimit(self.model, self.tokenizer.vocab_size)
         with no_grad():
-            return generate_tokens(model, [prompt], sampling)[0]
+            return generate_tokens(self.model, [prompt], sampling)[0]
 
     # -- text -----------------------------------------------------------------------
 
@@ -128,6 +115,7 @@ class RunnableModel:
         seed: int | None = 0,
         chat: bool = False,
         system: str | None = None,
+        repetition_penalty: float = 1.0,
     ) -> str:
         """The text that follows ``prompt`` (greedy unless ``temperature`` > 0)."""
         ids = self.encode_prompt(prompt, chat, system)
@@ -138,7 +126,14 @@ class RunnableModel:
                 "generate: an empty prompt needs a tokenizer with an end-of-text token"
             )
         result = self.generate_ids(
-            ids, max_new_tokens, temperature, top_k, top_p, seed, self.stop_ids(chat)
+            ids,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            self.stop_ids(chat),
+            repetition_penalty,
         )
         return self.tokenizer.decode(result.tokens)
 
@@ -161,16 +156,3 @@ class RunnableModel:
             parent_id=parent_id if parent_id is not None else manifest.get("parent_id"),
             metadata=metadata if metadata is not None else manifest.get("metadata"),
         )
-
-
-class _VocabularyLimit:
-    """The model as the sampler sees it, with logits only for ids the tokenizer has
-    (a model's vocabulary may be padded beyond its tokenizer's)."""
-
-    def __init__(self, model: DecoderOnlyTransformer, size: int) -> None:
-        self.model, self.size = model, size
-        self.config, self.backend = model.config, model.backend
-
-    def forward_incremental(self, *args: Any, **kwargs: Any) -> rt.Tensor:
-        logits = self.model.forward_incremental(*args, **kwargs)
-        return rt.narrow(logits, -1, 0, self.size)

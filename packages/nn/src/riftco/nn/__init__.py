@@ -20,7 +20,14 @@ from .config import PRESETS, SIZES, TransformerConfig
 from .errors import CacheError, ConfigError, StateDictError
 from .feed_forward import FeedForward, SwiGLU
 from .functional import cross_entropy
-from .generation import GenerationResult, SamplingConfig, generate, sample_next, sequence_rng
+from .generation import (
+    GenerationResult,
+    SamplingConfig,
+    TokenSampler,
+    generate,
+    sample_next,
+    sequence_rng,
+)
 from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
 from .lora import (
     LORA_TARGETS,
@@ -75,6 +82,7 @@ __all__ = [
     "SiLU",
     "StateDictError",
     "SwiGLU",
+    "TokenSampler",
     "TransformerBlock",
     "TransformerConfig",
     "cross_entropy",

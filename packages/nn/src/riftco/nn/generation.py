@@ -1,10 +1,11 @@
 """Token-level generation shared by training, bundles and serving: greedy (ties to
-the lowest id), temperature, top-k and top-p sampling, seeded per sequence, stop ids
-and a token budget, over a key/value cache."""
+the lowest id), temperature, top-k and top-p sampling, seeded per sequence, a
+repetition penalty, a vocabulary limit, stop ids and a token budget, over a
+key/value cache."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +17,17 @@ from .errors import ConfigError
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """``temperature`` 0 is greedy. ``top_k`` keeps the k most likely tokens, ``top_p``
+    """How to pick tokens and when to stop; ``None`` disables a filter or a limit.
+
+    ``temperature`` 0 is greedy. ``top_k`` keeps the k most likely tokens, ``top_p``
     the smallest most-likely set whose probability reaches p (both after temperature;
     ties broken toward lower ids). ``seed`` seeds sequence j's generator with
-    ``SeedSequence([seed, j])`` (PCG64); None draws fresh entropy. Generation stops at
-    any of ``stop_ids`` (not included in the tokens) or after ``max_new_tokens``."""
+    ``SeedSequence([seed, j])`` (PCG64); None draws fresh entropy.
+    ``repetition_penalty`` > 1 divides the positive (multiplies the negative) logits
+    of every token already in the sequence, prompt included; 1 disables it.
+    ``vocab_limit`` restricts the draw to ids below it (a model whose vocabulary is
+    padded beyond its tokenizer's). Generation stops at any of ``stop_ids`` (not
+    included in the tokens) or after ``max_new_tokens``."""
 
     max_new_tokens: int = 64
     temperature: float = 0.0
@@ -28,6 +35,8 @@ class SamplingConfig:
     top_p: float | None = None
     seed: int | None = None
     stop_ids: tuple[int, ...] = ()
+    repetition_penalty: float = 1.0
+    vocab_limit: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 0:
@@ -46,6 +55,16 @@ class SamplingConfig:
         if self.top_p is not None and not 0.0 < self.top_p <= 1.0:
             raise ConfigError(
                 f"SamplingConfig.top_p must be None or in (0, 1], found {self.top_p!r}"
+            )
+        penalty = self.repetition_penalty
+        if isinstance(penalty, bool) or not np.isfinite(penalty) or penalty <= 0:
+            raise ConfigError(
+                f"SamplingConfig.repetition_penalty must be a finite number > 0, found {penalty!r}"
+            )
+        limit = self.vocab_limit
+        if limit is not None and (not isinstance(limit, int) or limit <= 0):
+            raise ConfigError(
+                f"SamplingConfig.vocab_limit must be None or a positive int, found {limit!r}"
             )
         object.__setattr__(self, "stop_ids", tuple(int(s) for s in self.stop_ids))
 
@@ -67,15 +86,27 @@ def sequence_rng(seed: int | None, index: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), int(index)])))
 
 
-def sample_next(logits: Any, config: SamplingConfig, rng: np.random.Generator | None = None) -> int:
+def sample_next(
+    logits: Any,
+    config: SamplingConfig,
+    rng: np.random.Generator | None = None,
+    seen: Iterable[int] = (),
+) -> int:
     """The next token from one row of logits ``[vocab]`` (a numpy array or a Tensor).
 
-    Greedy when ``temperature`` is 0 (the lowest id among equal maxima). Otherwise the
-    logits are divided by the temperature, restricted by ``top_k`` then ``top_p``, and
-    one token is drawn: with ``u = rng.random()``, the first kept id (in id order)
-    whose cumulative probability exceeds ``u``, computed in float64."""
-    row = np.asarray(logits.numpy() if hasattr(logits, "numpy") else logits, dtype=np.float64)
-    row = row.reshape(-1)
+    The row is first cut to ``config.vocab_limit`` ids, then the repetition penalty
+    applies to the ids in ``seen`` (in the logits' own precision). Greedy when
+    ``temperature`` is 0 (the lowest id among equal maxima). Otherwise the logits are
+    divided by the temperature, restricted by ``top_k`` then ``top_p``, and one token
+    is drawn: with ``u = rng.random()``, the first kept id (in id order) whose
+    cumulative probability exceeds ``u``, computed in float64."""
+    row = np.asarray(logits.numpy() if hasattr(logits, "numpy") else logits).reshape(-1)
+    limit = config.vocab_limit
+    if limit is not None and limit < row.shape[0]:
+        row = row[:limit]
+    if config.repetition_penalty != 1.0:
+        row = _penalize(row, seen, config.repetition_penalty)
+    row = np.asarray(row, dtype=np.float64)
     if config.temperature == 0.0:
         return int(np.argmax(row))
     if rng is None:
@@ -99,6 +130,37 @@ def sample_next(logits: Any, config: SamplingConfig, rng: np.random.Generator | 
     return int(kept[min(int(np.searchsorted(cumulative, u, side="right")), len(kept) - 1)])
 
 
+def _penalize(row: np.ndarray, seen: Iterable[int], penalty: float) -> np.ndarray:
+    ids = np.fromiter(seen, dtype=np.int64)
+    ids = ids[(ids >= 0) & (ids < row.shape[0])]
+    if ids.size == 0:
+        return row
+    row = np.array(row, dtype=np.result_type(row.dtype, np.float32))
+    picked = row[ids]
+    row[ids] = np.where(picked > 0, picked / penalty, picked * penalty)
+    return row
+
+
+class TokenSampler:
+    """One sequence's draws under ``config``: its generator (``sequence_rng(seed,
+    index)``) and the tokens the repetition penalty sees. ``observe`` the prompt,
+    then each token the sequence keeps; calling the sampler on a row of logits
+    returns the next token."""
+
+    def __init__(self, config: SamplingConfig, index: int = 0) -> None:
+        self.config = config
+        self.rng = sequence_rng(config.seed, index)
+        self.seen: set[int] = set()
+
+    def observe(self, tokens: Iterable[int]) -> None:
+        """Tokens now in the sequence (kept only while a repetition penalty is on)."""
+        if self.config.repetition_penalty != 1.0:
+            self.seen.update(int(t) for t in tokens)
+
+    def __call__(self, logits: Any) -> int:
+        return sample_next(logits, self.config, self.rng, self.seen)
+
+
 def generate(
     model: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig
 ) -> list[GenerationResult]:
@@ -115,7 +177,9 @@ def generate(
         c.check_length(len(p))
     if not prompts:
         return []
-    rngs = [sequence_rng(config.seed, j) for j in range(len(prompts))]
+    samplers = [TokenSampler(config, j) for j in range(len(prompts))]
+    for sampler, prompt in zip(samplers, prompts):
+        sampler.observe(prompt)
     out: list[list[int]] = [[] for _ in prompts]
     reasons: list[str | None] = [None] * len(prompts)
     if config.max_new_tokens == 0:
@@ -129,11 +193,12 @@ def generate(
         logits = model.forward_incremental(feed, cache, [ids[j] for j in active]).numpy()
         still, feed = [], []
         for row, j in enumerate(active):
-            token = sample_next(logits[row], config, rngs[j])
+            token = samplers[j](logits[row])
             if token in stops:
                 reasons[j] = "stop"
                 continue
             out[j].append(token)
+            samplers[j].observe((token,))
             if len(out[j]) >= config.max_new_tokens or cache.length(ids[j]) >= cache.capacity:
                 reasons[j] = "length"
                 continue
@@ -143,4 +208,11 @@ def generate(
     return [GenerationResult(tokens, reason or "length") for tokens, reason in zip(out, reasons)]
 
 
-__all__ = ["GenerationResult", "SamplingConfig", "generate", "sample_next", "sequence_rng"]
+__all__ = [
+    "GenerationResult",
+    "SamplingConfig",
+    "TokenSampler",
+    "generate",
+    "sample_next",
+    "sequence_rng",
+]

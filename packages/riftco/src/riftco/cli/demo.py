@@ -77,9 +77,10 @@ def _duration(seconds: float) -> str:
 
 
 def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
+    from riftco.interchange import load_bundle
     from riftco.train.post_training import post_train
     from riftco.train.pretraining import pretrain
-    from riftco.train.sampling import complete, load_model
+    from riftco.train.sampling import complete
 
     started = time.perf_counter()
     out = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -101,9 +102,11 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
     print(
         f"      model validation loss:            {loss:.4f} ({loss / baseline:.2f}x the baseline)"
     )
-    model, tokenizer = load_model(base.bundle)
+    runnable = load_bundle(base.bundle)
     start = 'The "for" statement'
-    text = complete(model, tokenizer, start, max_new_tokens=40, temperature=0.5, seed=seed)
+    text = complete(
+        runnable.model, runnable.tokenizer, start, max_new_tokens=40, temperature=0.5, seed=seed
+    )
     print(f"      sample: {start + text!r}")
     print(
         f"[2/3] post-training on the default instructions ({post_training.training.steps} steps, loss on responses)",
@@ -117,8 +120,8 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
     command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "60"]
     print(f"[3/3] riftco {' '.join(command[:3])} --prompt {prompt!r}", flush=True)
     if _generate(command) != 0:
-        model, tokenizer = load_model(chat.bundle)
-        print(complete(model, tokenizer, prompt, chat=True, temperature=0.0))
+        runnable = load_bundle(chat.bundle)
+        print(complete(runnable.model, runnable.tokenizer, prompt, chat=True, temperature=0.0))
     print(f"artifacts in {out}:")
     print(f"  base.rift  stage pretraining, id {base.artifact_id}")
     print(

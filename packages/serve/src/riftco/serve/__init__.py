@@ -11,7 +11,6 @@ from .engine import (
     Finished,
     GenerationRequest,
     GenerationStream,
-    SamplingOptions,
     TextDelta,
 )
 from .errors import (
@@ -50,7 +49,6 @@ __all__ = [
     "PagedKvCachePool",
     "PoolExhausted",
     "RequestError",
-    "SamplingOptions",
     "Scheduler",
     "SchedulerLimits",
     "ServeError",

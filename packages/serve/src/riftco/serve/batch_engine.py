@@ -8,17 +8,20 @@ scheduler thread runs the steps and pushes text to each request's channel.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import threading
 from typing import Any
+
+from riftco.nn import SamplingConfig
 
 from .caches import PagedKvCachePool
 from .channel import EventChannel
 from .engine import EngineStats, Finished, GenerationRequest, TextDelta
 from .errors import GenerationFailed, RequestError
 from .scheduler import Scheduler, SchedulerLimits, StepModel
-from .sequence import SequenceState, TokenSampler
+from .sequence import SequenceState
 from .text_stream import TextStream
 
 log = logging.getLogger("riftco.serve")
@@ -80,10 +83,6 @@ class BatchEngine:
         self._thread: threading.Thread | None = None
         self._special = frozenset(getattr(tokenizer, "special_tokens", {}).values())
         self._vocab = int(tokenizer.vocab_size)
-        try:
-            self._eos: frozenset[int] = frozenset({int(tokenizer.eos_id)})
-        except Exception:  # a tokenizer without an end-of-text token
-            self._eos = frozenset()
 
     # -- Engine -----------------------------------------------------------------
     @property
@@ -117,17 +116,9 @@ class BatchEngine:
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         channel = EventChannel(loop, on_close=lambda: self._cancel(request_id))
-        # Chat turns end at any special token (the template's end marker, a new role).
-        stops = self._eos | (self._special if chat else frozenset())
-        skip = self._special
-        text = TextStream(self._token_bytes, request.options.stop, skip=skip)
+        text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
         seq = SequenceState(
-            request_id,
-            prompt,
-            request.options,
-            ChannelSink(channel, text),
-            stop_ids=stops,
-            sampler=TokenSampler(request.options, vocab_limit=self._vocab),
+            request_id, prompt, self._sampling(request.options, chat), ChannelSink(channel, text)
         )
         self.scheduler.submit(seq)
         self._wake.set()
@@ -148,11 +139,15 @@ class BatchEngine:
         )
 
     # -- helpers ----------------------------------------------------------------
+    def _sampling(self, options: SamplingConfig, chat: bool) -> SamplingConfig:
+        """The request's options with the tokenizer's stop ids (``stop_ids(chat)``)
+        added and the draw limited to the tokenizer's ids (a padded vocabulary)."""
+        stops = tuple(dict.fromkeys((*options.stop_ids, *self.tokenizer.stop_ids(chat))))
+        limit = min(self._vocab, options.vocab_limit or self._vocab)
+        return dataclasses.replace(options, stop_ids=stops, vocab_limit=limit)
+
     def _model_vocab(self) -> int:
         return int(self.model.config.vocab_size)
-
-    def _token_bytes(self, token_id: int) -> bytes:
-        return self.tokenizer.token_bytes(token_id) if token_id < self._vocab else b""
 
     def _encode(self, request: GenerationRequest) -> tuple[list[int], bool]:
         tok = self.tokenizer

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from riftco.nn import SamplingConfig
+
 FinishReason = Literal["stop", "length"]
 
 
@@ -23,32 +25,22 @@ class ChatMessage:
 
 
 @dataclass(frozen=True)
-class SamplingOptions:
-    """How to pick tokens and when to stop.
-
-    ``temperature`` 0 is greedy; ``top_k`` 0 and ``top_p`` 1 disable those
-    filters; ``seed`` None draws a fresh seed. ``repetition_penalty`` > 1 divides
-    positive (multiplies negative) logits of tokens already in the sequence.
-    Generation stops at the end-of-text token, at the first ``stop`` string
-    (which is not returned), or after ``max_tokens`` tokens.
-    """
-
-    max_tokens: int = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    repetition_penalty: float = 1.0
-    stop: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class GenerationRequest:
-    """A prompt (text, or token ids) or a chat (messages), with its sampling options."""
+    """A prompt (text, or token ids) or a chat (messages), how to pick its tokens, and
+    the strings that end it.
+
+    ``options`` is riftco-nn's `SamplingConfig` (``None`` disables ``top_k``,
+    ``top_p`` and ``vocab_limit``; ``max_new_tokens`` is OpenAI's ``max_tokens``).
+    The engine adds the tokenizer's stop ids (end-of-text, and for a chat the
+    template's markers) to ``options.stop_ids`` and limits the draw to the
+    tokenizer's ids. Generation also ends at the first of the ``stop`` strings
+    (which is not returned).
+    """
 
     prompt: str | tuple[int, ...] | None = None
     messages: tuple[ChatMessage, ...] | None = None
-    options: SamplingOptions = field(default_factory=SamplingOptions)
+    options: SamplingConfig = field(default_factory=SamplingConfig)
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
@@ -135,6 +127,5 @@ __all__ = [
     "Finished",
     "GenerationRequest",
     "GenerationStream",
-    "SamplingOptions",
     "TextDelta",
 ]

@@ -1,6 +1,8 @@
 """OpenAI request bodies to `GenerationRequest`s, with OpenAI-style errors.
 
-Fields we implement are validated (wrong types and ranges raise `InvalidField`,
+The sampling fields map onto riftco-nn's `SamplingConfig`: ``max_tokens`` (or
+``max_completion_tokens``) is ``max_new_tokens``; OpenAI's disabled values
+(``top_k`` 0 or -1, ``top_p`` 1) become ``None``. Fields we implement are validated (wrong types and ranges raise `InvalidField`,
 422). Parameters that would change the result and that we do not implement
 (``n`` > 1, ``logprobs``, ``echo``, penalties, tools, ...) raise
 `UnsupportedParameter` (400) naming them; harmless bookkeeping fields (``user``,
@@ -14,8 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from riftco.nn import SamplingConfig
+
 from .config import ServerConfig
-from .engine import ChatMessage, GenerationRequest, SamplingOptions
+from .engine import ChatMessage, GenerationRequest
 from .errors import InvalidField, RequestError, UnsupportedParameter
 
 #: Accepted and ignored: they do not change what is generated.
@@ -74,9 +78,10 @@ def parse_completion(body: Any, config: ServerConfig) -> ParsedRequest:
     """Validate a ``/v1/completions`` body."""
     fields = _check_fields(body, COMPLETION_FIELDS)
     prompt = _prompt(fields.get("prompt"))
-    return _build(
-        fields, config, GenerationRequest(prompt=prompt, options=_options(fields, config))
+    request = GenerationRequest(
+        prompt=prompt, options=_options(fields, config), stop=_stop(fields.get("stop"), config)
     )
+    return _build(fields, config, request)
 
 
 def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
@@ -89,7 +94,9 @@ def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
             )
         fields = {**fields, "max_tokens": fields["max_completion_tokens"]}
     messages = _messages(fields.get("messages"))
-    request = GenerationRequest(messages=messages, options=_options(fields, config))
+    request = GenerationRequest(
+        messages=messages, options=_options(fields, config), stop=_stop(fields.get("stop"), config)
+    )
     return _build(fields, config, request)
 
 
@@ -142,7 +149,7 @@ def _build(
     return ParsedRequest(model, request, stream, include_usage)
 
 
-def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingOptions:
+def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingConfig:
     max_tokens = _int(fields, "max_tokens", config.default_max_tokens, 1, config.max_tokens_limit)
     temperature = _number(fields, "temperature", 1.0, 0.0, 2.0)
     top_p = _number(fields, "top_p", 1.0, 0.0, 1.0)
@@ -155,14 +162,13 @@ def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingOptions
             "'repetition_penalty' must be greater than 0", param="repetition_penalty"
         )
     seed = _int(fields, "seed", None, -(1 << 63), (1 << 64) - 1)
-    return SamplingOptions(
-        max_tokens=max_tokens,
+    return SamplingConfig(
+        max_new_tokens=max_tokens,
         temperature=temperature,
-        top_p=top_p,
-        top_k=max(top_k, 0),
+        top_p=top_p if top_p < 1.0 else None,
+        top_k=top_k if top_k > 0 else None,
         seed=None if seed is None else seed % (1 << 64),
         repetition_penalty=penalty,
-        stop=_stop(fields.get("stop"), config),
     )
 
 

@@ -4,7 +4,7 @@ ones leave, and every step is one batched forward over all running sequences
 
 Admission is first come, first served. A request is admitted when there is a
 free place in the batch and the cache can reserve the positions it may use
-(prompt plus ``max_tokens``, at most the context); otherwise it waits. When the
+(prompt plus ``max_new_tokens``, at most the context); otherwise it waits. When the
 waiting queue is full, ``submit`` raises `Overloaded` (HTTP 429), so a full
 server refuses new work instead of stalling or corrupting the running batch.
 
@@ -177,7 +177,7 @@ class Scheduler:
             return
         if stop_here:
             self._finish(seq, "stop")
-        elif len(seq.output) >= seq.options.max_tokens:
+        elif len(seq.output) >= seq.options.max_new_tokens:
             self._finish(seq, "length")
         else:
             seq.pending = [token]
@@ -191,7 +191,7 @@ class Scheduler:
                 seq = self._waiting[0]
                 if self._running and len(seq.prompt) > budget:
                     return
-                reserve = min(len(seq.prompt) + seq.options.max_tokens, self.context)
+                reserve = min(len(seq.prompt) + seq.options.max_new_tokens, self.context)
                 try:
                     seq.cache_id = self.cache.add_sequence(
                         reserve_tokens=reserve, prompt=seq.prompt
@@ -218,7 +218,7 @@ class Scheduler:
         """Replay the newest tokens from position 0 (the context is full)."""
         replay = seq.tokens[-self.replay_tokens :]
         self.cache.remove(seq.cache_id)
-        remaining = seq.options.max_tokens - len(seq.output)
+        remaining = seq.options.max_new_tokens - len(seq.output)
         try:
             seq.cache_id = self.cache.add_sequence(
                 reserve_tokens=min(len(replay) + remaining, self.context), prompt=replay

@@ -93,7 +93,7 @@ class ScriptedEngine:
         try:
             text, count, reason = "", 0, "stop"
             for token in scripted_reply(request):
-                if count == options.max_tokens:
+                if count == options.max_new_tokens:
                     reason = "length"
                     break
                 if self.token_delay:
@@ -101,7 +101,7 @@ class ScriptedEngine:
                 count += 1
                 self.generated += 1
                 text += token
-                found = [i for i in (text.find(s) for s in options.stop) if i >= 0]
+                found = [i for i in (text.find(s) for s in request.stop) if i >= 0]
                 if found:
                     cut = min(found)
                     emitted = len(text) - len(token)

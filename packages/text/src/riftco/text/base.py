@@ -92,6 +92,19 @@ class Tokenizer(ABC):
     def chat_template(self) -> ChatTemplate | None:
         return self._chat_template
 
+    def stop_ids(self, chat: bool = False) -> tuple[int, ...]:
+        """The ids that end generated text: end-of-text (when the tokenizer has one)
+        and, with ``chat`` and a chat template, every special token the template
+        writes: the assistant's end marker first, then the role markers (a reply ends
+        where a new turn would begin). Generation, bundles and serving all stop here."""
+        stops = [] if self._eos_token is None else [self.eos_id]
+        template = self._chat_template
+        if chat and template is not None:
+            assistant = template.roles[template.assistant_role].suffix
+            for text in (assistant, *template.template_strings().values()):
+                stops += [i for _, i in self._special.split(text) if i is not None]
+        return tuple(dict.fromkeys(stops))
+
     # -- encoding and decoding ---------------------------------------------------
 
     @abstractmethod

@@ -482,10 +482,12 @@ def post_train_main(argv: list[str]) -> int:
 def _sample(bundle: Path | None, prompt: str, chat: bool) -> str | None:
     if bundle is None or not prompt:
         return None
-    from riftco.train.sampling import complete, load_model
+    from riftco.interchange import load_bundle
+    from riftco.train.sampling import complete
 
-    model, tokenizer = load_model(bundle)
-    reply = complete(model, tokenizer, prompt, chat=chat, temperature=0.0 if chat else 0.7)
+    runnable = load_bundle(bundle)
+    temperature = 0.0 if chat else 0.7
+    reply = complete(runnable.model, runnable.tokenizer, prompt, chat=chat, temperature=temperature)
     return f"{prompt!r} -> {reply!r}" if chat else repr(prompt + reply)
 
 

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
-
-from riftco.interchange import read_bundle
+from riftco.interchange import load_bundle
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import tokenizer_from_state
 from riftco.train.adapters import (
@@ -135,17 +133,12 @@ def post_train(
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
         parent_id = checkpoint.run["parent_id"]
         model = DecoderOnlyTransformer(config)
-        weights: dict[str, np.ndarray] | None = None
     else:
         if base is None:
             raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
-        bundle = read_bundle(base, copy=True)
-        config = TransformerConfig.from_dict(bundle.config)
-        tokenizer = tokenizer_from_state(bundle.tokenizer_state)
-        parent_id = bundle.artifact_id
-        model = DecoderOnlyTransformer(config)
-        weights = bundle.tensors
-        model.load_state_dict(weights)
+        runnable = load_bundle(base, trainable=True)
+        model, tokenizer, config = runnable.model, runnable.tokenizer, runnable.config
+        parent_id = runnable.artifact_id
     adapters = options.adapters
     packed = None
     if checkpoint is not None and adapters.method == "qlora":

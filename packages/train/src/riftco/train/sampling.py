@@ -1,29 +1,14 @@
 """Text from a model in training: a continuation of plain text, or a chat reply,
-through riftco.nn's shared sampler."""
+through riftco.nn's shared sampler. A ``.rift`` bundle loads through
+riftco-interchange's ``load_bundle`` (its model and tokenizer are what ``complete``
+takes)."""
 
 from __future__ import annotations
 
-import os
-
 from riftco.autograd import no_grad
-from riftco.interchange import read_bundle
-from riftco.nn import DecoderOnlyTransformer, SamplingConfig, TransformerConfig, generate
-from riftco.text import Tokenizer, tokenizer_from_state
+from riftco.nn import SamplingConfig, generate
+from riftco.text import Tokenizer
 from riftco.train.tokens import known_text
-
-END_MARKERS = ("<|end|>", "<|endoftext|>")
-
-
-def load_model(path: str | os.PathLike[str]) -> tuple[DecoderOnlyTransformer, Tokenizer]:
-    """The model and tokenizer of a ``.rift`` bundle (validated as it is read)."""
-    bundle = read_bundle(path)
-    model = DecoderOnlyTransformer(TransformerConfig.from_dict(bundle.config))
-    model.load_state_dict(bundle.tensors)
-    return model, tokenizer_from_state(bundle.tokenizer_state)
-
-
-def _stop_ids(tokenizer: Tokenizer) -> tuple[int, ...]:
-    return tuple(i for t, i in tokenizer.special_tokens.items() if t in END_MARKERS)
 
 
 def complete(
@@ -38,7 +23,8 @@ def complete(
     chat: bool = False,
 ) -> str:
     """The model's continuation of ``prompt`` (``chat``: its reply to ``prompt`` as a
-    user message, through the tokenizer's chat template), stopping at an end marker."""
+    user message, through the tokenizer's chat template), stopping where the tokenizer
+    says text ends (``tokenizer.stop_ids(chat)``) and drawing only ids it has."""
     prompt = known_text(tokenizer, prompt)
     if chat:
         ids = tokenizer.apply_chat_template(
@@ -54,7 +40,8 @@ def complete(
         temperature=temperature,
         top_k=top_k,
         seed=seed,
-        stop_ids=_stop_ids(tokenizer),
+        stop_ids=tokenizer.stop_ids(chat),
+        vocab_limit=tokenizer.vocab_size,
     )
     eval_mode = getattr(model, "eval", None)
     if callable(eval_mode):
@@ -64,4 +51,4 @@ def complete(
     return tokenizer.decode(result.tokens, skip_special=True)
 
 
-__all__ = ["complete", "load_model"]
+__all__ = ["complete"]
