@@ -18,8 +18,8 @@ from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer, tokenizer_from_state
 from riftco.train.batches import DocumentWindows, RandomWindows, fixed_windows
 from riftco.train.checkpoint import read_checkpoint
-from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.corpus import load_text, split_corpus
+from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.engine import Callback
 from riftco.train.losses import unigram_loss
 from riftco.train.stage import (
