@@ -67,6 +67,11 @@ class MPICommunicator(Communicator):
         self._comm = self._MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self._comm.Get_rank(), self._comm.Get_size()
 
+    @property
+    def comm(self) -> Any:
+        """The mpi4py communicator underneath."""
+        return self._comm
+
     def reduce_scatter(self, array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         flat = np.ascontiguousarray(array).reshape(-1)
         bounds = chunk_bounds(flat.size, self.size)
