@@ -250,17 +250,19 @@ class _no_warning:
         self._catch.__exit__(*exc)
 
 
-def test_lora_post_training_over_a_simulated_world(tmp_path, corpus):
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_post_training_over_a_simulated_world(tmp_path, corpus, method):
     from dp_helpers import run_post_train
 
     base = run_pretrain(options(corpus), tmp_path / "base", grad_accum=1)
-    accum = run_post_train(base.bundle, tmp_path / "accum", grad_accum=2, method="lora")
-    world = run_post_train(base.bundle, tmp_path / "world", world=2, method="lora")
+    accum = run_post_train(base.bundle, tmp_path / "accum", grad_accum=2, method=method)
+    world = run_post_train(base.bundle, tmp_path / "world", world=2, method=method)
     assert accum.bundle.read_bytes() == world.bundle.read_bytes()
-    adapters = "chat-adapters.safetensors"
-    assert (tmp_path / "accum" / adapters).read_bytes() == (
-        tmp_path / "world" / adapters
-    ).read_bytes()
+    assert checkpoint_equal(accum.checkpoint, world.checkpoint)
+    if method != "full":
+        adapters = "chat-adapters.safetensors"
+        first, second = (tmp_path / name / adapters for name in ("accum", "world"))
+        assert first.read_bytes() == second.read_bytes()
 
 
 def test_the_command_runs_a_simulated_world(tmp_path, corpus, capsys):
