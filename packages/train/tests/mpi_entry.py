@@ -3,12 +3,20 @@
 others wait in a barrier).
 
 ``RIFTCO_TEST_FAIL_RANK=r`` and ``RIFTCO_TEST_FAIL_STEP=s`` make rank r raise a
-RuntimeError before step s, after printing ``failing at <time.time()>`` to stderr.
+RuntimeError before step s. The failing rank first writes ``time.time()`` to the file
+``RIFTCO_TEST_FAIL_MARK`` (a file, since an aborted job may lose its last output).
 """
 
 import os
 import sys
 import time
+
+
+def mark() -> None:
+    with open(os.environ["RIFTCO_TEST_FAIL_MARK"], "w") as handle:
+        handle.write(repr(time.time()))
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def inject_failure() -> None:
@@ -22,7 +30,7 @@ def inject_failure() -> None:
 
     def failing(self):
         if self.parallel.rank == int(rank) and self.step + 1 == step:
-            print(f"failing at {time.time()}", file=sys.stderr, flush=True)
+            mark()
             raise RuntimeError(f"injected failure on rank {rank}")
         return original(self)
 
@@ -36,7 +44,7 @@ def main(argv: list[str]) -> int:
 
         world = mpi_world()
         if world.rank == 1:
-            print(f"failing at {time.time()}", file=sys.stderr, flush=True)
+            mark()
             raise RuntimeError("rank 1 died")
         world.barrier()
         return 0

@@ -104,6 +104,21 @@ def test_ranks_make_the_files_of_one_process(tmp_path, corpus, ranks):
         ), other
 
 
+def test_the_plain_sum_trains_to_nearly_the_same_model(tmp_path, corpus):
+    import numpy as np
+
+    from riftco.interchange import read_bundle
+
+    common = [*TINY, *TRAIN, "--data", corpus, "--sample", "", "--distributed"]
+    for reduction in ("ordered", "sum"):
+        out = str(tmp_path / reduction)
+        done = mpiexec(2, "pretrain", *common, "--out", out, "--reduction", reduction)
+        assert done.returncode == 0, done.stderr[-3000:]
+    ordered, summed = (read_bundle(tmp_path / r / "base.rift") for r in ("ordered", "sum"))
+    for name, weight in ordered.tensors.items():
+        np.testing.assert_allclose(summed.tensors[name], weight, atol=1e-4, err_msg=name)
+
+
 def test_lora_over_two_ranks_equals_one_process(tmp_path, corpus):
     from riftco.train.commands import post_train_main, pretrain_main
 
@@ -120,26 +135,30 @@ def test_lora_over_two_ranks_equals_one_process(tmp_path, corpus):
         assert (tmp_path / "mpi" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
 
 
-def _seconds_after_failure(done: subprocess.CompletedProcess, finished: float) -> float:
-    line = next(x for x in done.stderr.splitlines() if x.startswith("failing at "))
-    return finished - float(line.split()[-1])
-
-
 def test_a_rank_that_raises_ends_the_job_within_seconds(tmp_path, corpus):
     # without the abort, rank 0 would wait for rank 1 forever (the launch timeout)
     args = [*TINY, "--data", corpus, "--out", str(tmp_path), "--steps", "100000", "--sample", ""]
-    done = mpiexec(2, "pretrain", *args, "--distributed", RIFTCO_TEST_FAIL_RANK="1")
+    mark = tmp_path / "failed-at"
+    done = mpiexec(
+        2,
+        "pretrain",
+        *args,
+        "--distributed",
+        RIFTCO_TEST_FAIL_RANK="1",
+        RIFTCO_TEST_FAIL_MARK=str(mark),
+    )
     finished = time.time()
     assert done.returncode != 0
-    assert "injected failure on rank 1" in done.stderr and "aborting every rank" in done.stderr
-    assert _seconds_after_failure(done, finished) < 10
+    assert "injected failure on rank 1" in done.stderr
+    assert finished - float(mark.read_text()) < 10
 
 
 def test_an_uncaught_exception_aborts_every_rank(tmp_path):
-    done = mpiexec(2, "uncaught")
+    mark = tmp_path / "failed-at"
+    done = mpiexec(2, "uncaught", RIFTCO_TEST_FAIL_MARK=str(mark))
     finished = time.time()
-    assert done.returncode != 0 and "rank 1 died" in done.stderr
-    assert _seconds_after_failure(done, finished) < 10
+    assert done.returncode != 0
+    assert finished - float(mark.read_text()) < 10
 
 
 def test_singleton_copies_are_refused(tmp_path, corpus):
