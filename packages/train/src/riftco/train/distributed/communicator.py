@@ -230,8 +230,16 @@ class SimulatedWorld:
         ]
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:  # Ctrl-C reaches the main thread: release every rank
+            if self._hub.failed is None:
+                self._hub.failed = "interrupted (Ctrl-C)"
+            self._hub.barrier.abort()
+            for t in threads:
+                t.join()
+            raise
         first = [e for e in errors if e is not None and not isinstance(e, DistributedError)]
         first = first or [e for e in errors if e is not None]
         if first:
