@@ -25,6 +25,7 @@ from riftco.train.corpus import (
     load_text,
     split_corpus,
 )
+from riftco.train.distributed import DataParallel, DistributedError, SimulatedWorld, SingleProcess
 from riftco.train.engine import Trainer
 from riftco.train.errors import CheckpointError, DataError, ResumeMismatch, TrainError
 from riftco.train.instructions import (
@@ -58,6 +59,8 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "DataError",
+    "DataParallel",
+    "DistributedError",
     "Document",
     "DocumentWindows",
     "ExampleSampler",
@@ -70,6 +73,8 @@ __all__ = [
     "ProgressBar",
     "RandomWindows",
     "ResumeMismatch",
+    "SimulatedWorld",
+    "SingleProcess",
     "StageResult",
     "TextCorpus",
     "TrainError",

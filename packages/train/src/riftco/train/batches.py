@@ -55,7 +55,7 @@ class BatchSource(Protocol):
     @property
     def position(self) -> int: ...
 
-    def next_batch(self) -> Batch: ...
+    def next_batch(self, rows: Sequence[int] | None = None) -> Batch: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -151,9 +151,16 @@ class _Source:
         self._rng, self._position = rng, position
         self._load_extra(extra)
 
-    def next_batch(self) -> Batch:
-        rows = [self._next_row() for _ in range(self.batch_size)] if self._per_row else None
-        batch = _stack(rows, self.context, self.pad_id) if rows is not None else self._batch()
+    def next_batch(self, rows: Sequence[int] | None = None) -> Batch:
+        """The next batch; with ``rows``, only those rows of it, in that order. The
+        generator advances as for the whole batch, so the ranks of a data-parallel run
+        draw the same global batch and each materializes only its own shard."""
+        if self._per_row:
+            drawn = [self._next_row() for _ in range(self.batch_size)]
+            picked = drawn if rows is None else [drawn[i] for i in rows]
+            batch = _stack(picked, self.context, self.pad_id)
+        else:
+            batch = self._batch(rows)
         self._position += 1
         return batch
 
@@ -164,7 +171,7 @@ class _Source:
     def _next_row(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError(f"{type(self).__name__} defines no _next_row (a per-row source)")
 
-    def _batch(self) -> Batch:
+    def _batch(self, rows: Sequence[int] | None) -> Batch:
         raise NotImplementedError(f"{type(self).__name__} defines no _batch (a per-batch source)")
 
     def _extra_state(self) -> dict[str, Any]:
@@ -209,10 +216,12 @@ class RandomWindows(_Source):
         self._fingerprint = _digest([self.stream])
         self._offsets = np.arange(context + 1, dtype=np.int64)
 
-    def _batch(self) -> Batch:
+    def _batch(self, rows: Sequence[int] | None) -> Batch:
         starts = self._rng.integers(0, len(self.stream) - self.context, size=self.batch_size)
+        if rows is not None:
+            starts = starts[np.asarray(rows, dtype=np.int64)]
         windows = self.stream[starts[:, None] + self._offsets]
-        weights = np.ones((self.batch_size, self.context), dtype=np.float32)
+        weights = np.ones((len(starts), self.context), dtype=np.float32)
         return Batch(windows[:, :-1].copy(), windows[:, 1:].copy(), weights)
 
 

@@ -115,8 +115,11 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
         type=int,
         metavar="N",
         default=None,
-        help="kernel threads (default: RIFTCO_NUM_THREADS or all cores)",
+        help="kernel threads (default: RIFTCO_NUM_THREADS or all cores; one per rank is best when the ranks share a machine)",
     )
+    from riftco.train.distributed.cli import add_parallel_flags
+
+    add_parallel_flags(parser)
 
 
 def _training_options(args: argparse.Namespace):  # -> TrainingOptions
@@ -362,12 +365,12 @@ def _adapter_options(args: argparse.Namespace):  # -> AdapterOptions
     )
 
 
-def _run(name: str, work) -> int:  # work: () -> StageResult
-    try:
-        result = work()
-    except (RiftcoError, TokenizerError, OSError) as exc:
-        print(f"riftco {name}: {exc}", file=sys.stderr)
-        return 1
+def _run(name: str, args: argparse.Namespace, work) -> int:  # work: (DataParallel) -> StageResult
+    from riftco.train.distributed.cli import run_parallel
+
+    status, result = run_parallel(name, args, work, (RiftcoError, TokenizerError, OSError))
+    if status or result is None:
+        return status
     if result.outcome == "interrupted":
         print(
             f"interrupted: checkpoint saved at {result.checkpoint}\n"
@@ -414,10 +417,12 @@ def _threads(count: int | None) -> None:
 
 def pretrain_main(argv: list[str]) -> int:
     """Pretrain a model on text (default: the Python docs) and write a base .rift bundle."""
-    args = pretrain_parser().parse_args(argv)
+    parser = pretrain_parser()
+    args = parser.parse_args(argv)
+    _check_parallel(parser, args)
     _threads(args.threads)
 
-    def work():
+    def work(parallel):
         from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
 
         options = PretrainOptions(
@@ -439,12 +444,13 @@ def pretrain_main(argv: list[str]) -> int:
             training=_training_options(args),
         )
         out = args.out or (args.resume.parent if args.resume else default_out("pretrain"))
-        result = pretrain(options, out, resume=args.resume)
-        if result.outcome == "finished":
+        out = Path(parallel.communicator.broadcast(str(out), root=0))
+        result = pretrain(options, out, resume=args.resume, parallel=parallel)
+        if result.outcome == "finished" and parallel.is_root:
             _report(result, _sample(result.bundle, args.sample, chat=False))
         return result
 
-    return _run("pretrain", work)
+    return _run("pretrain", args, work)
 
 
 def post_train_main(argv: list[str]) -> int:
@@ -453,13 +459,14 @@ def post_train_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.base is None and args.resume is None:
         parser.error("--base is required (unless resuming with --resume)")
+    _check_parallel(parser, args)
     _threads(args.threads)
     try:
         adapters = _adapter_options(args)
     except ValueError as exc:
         parser.error(str(exc))
 
-    def work():
+    def work(parallel):
         from riftco.train.post_training import PostTrainOptions, post_train
 
         options = PostTrainOptions(
@@ -471,12 +478,18 @@ def post_train_main(argv: list[str]) -> int:
             adapters=adapters,
         )
         out = args.out or (args.resume or args.base).parent
-        result = post_train(options, args.base, out, resume=args.resume)
-        if result.outcome == "finished":
+        result = post_train(options, args.base, out, resume=args.resume, parallel=parallel)
+        if result.outcome == "finished" and parallel.is_root:
             _report(result, _sample(result.bundle, args.sample, chat=True))
         return result
 
-    return _run("post-train", work)
+    return _run("post-train", args, work)
+
+
+def _check_parallel(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    from riftco.train.distributed.cli import check_parallel_flags
+
+    check_parallel_flags(parser, args)
 
 
 def _sample(bundle: Path | None, prompt: str, chat: bool) -> str | None:

@@ -19,6 +19,8 @@ import numpy as np
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable, no_grad
 from riftco.train.batches import Batch, BatchSource
+from riftco.train.distributed.data_parallel import DataParallel, check_resume_layout
+from riftco.train.distributed.step import ParallelStep
 from riftco.train.errors import ResumeMismatch, TrainError
 from riftco.train.losses import masked_cross_entropy
 from riftco.train.metrics import MovingAverage, TrainingMetric, perplexity
@@ -79,6 +81,7 @@ class Trainer:
         callbacks: Sequence[Callback] = (),
         moving_average_decay: float = 0.9,
         backend: Any = None,
+        parallel: DataParallel | None = None,
     ) -> None:
         if total_steps < 0:
             raise ValueError(f"total_steps must be >= 0, found {total_steps}")
@@ -96,6 +99,11 @@ class Trainer:
         self.average = MovingAverage(moving_average_decay)
         self.history: list[TrainingMetric] = []
         self._evaluated_at: int | None = None
+        self.parallel = parallel if parallel is not None else DataParallel()
+        self.parallel.micro_batch_size(source.batch_size)
+        self._parallel_step = (
+            ParallelStep(self, self.parallel) if self.parallel.micro_batches > 1 else None
+        )
 
     # -- one step ---------------------------------------------------------------
     def _tensor(self, array: np.ndarray) -> rt.Tensor:
@@ -109,19 +117,23 @@ class Trainer:
         """Draw a batch, build a fresh graph, backpropagate, clip and update."""
         _set_mode(self.model, training=True)
         started = time.perf_counter()
-        batch = self.source.next_batch()
-        self.optimizer.zero_grad()
-        loss = self._loss(batch)
-        value = float(loss.item())
-        if not math.isfinite(value):
-            raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
-        loss.backward()
+        if self._parallel_step is not None:
+            value, tokens = self._parallel_step.accumulate()
+        else:
+            batch = self.source.next_batch()
+            self.optimizer.zero_grad()
+            loss = self._loss(batch)
+            value = float(loss.item())
+            if not math.isfinite(value):
+                raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
+            loss.backward()
+            tokens = batch.tokens
         lr = self.schedule.lr_at(self.step + 1)
         self.optimizer.set_lr(lr)
         stats = self.optimizer.step()
         elapsed = time.perf_counter() - started
         self.step += 1
-        self.tokens += batch.tokens
+        self.tokens += tokens
         self.seconds += elapsed
         metric = TrainingMetric(
             stage=self.stage,
@@ -135,25 +147,34 @@ class Trainer:
             learning_rate=float(lr),
             tokens=self.tokens,
             seconds=self.seconds,
-            tokens_per_second=batch.tokens / elapsed if elapsed > 0 else 0.0,
+            tokens_per_second=tokens / elapsed if elapsed > 0 else 0.0,
         )
         self._publish(metric)
         return metric
 
     def evaluate(self) -> TrainingMetric | None:
-        """Mean loss over the held-out batches (weighted by loss tokens); None without any."""
+        """Mean loss over the held-out batches (weighted by loss tokens); None without any.
+
+        Over several ranks, each evaluates every size-th batch and the per-batch sums are
+        combined in batch order, so every layout reports the same bits.
+        """
         if not self.validation:
             return None
         _set_mode(self.model, training=False)
         started = time.perf_counter()
-        total, count, tokens = 0.0, 0, 0
+        rank, size = self.parallel.rank, self.parallel.size
+        sums = np.zeros((3, len(self.validation)), dtype=np.float64)
         with no_grad():
-            for batch in self.validation:
+            for i, batch in enumerate(self.validation):
                 n = batch.loss_tokens
-                if n:
-                    total += float(self._loss(batch).item()) * n
-                    count += n
-                    tokens += batch.tokens
+                if n and i % size == rank:
+                    sums[:, i] = float(self._loss(batch).item()) * n, n, batch.tokens
+        if size > 1:
+            self.parallel.communicator.allreduce_ordered(sums)
+        total = 0.0
+        for part in sums[0]:
+            total += float(part)
+        count, tokens = int(sums[1].sum()), int(sums[2].sum())
         _set_mode(self.model, training=True)
         elapsed = time.perf_counter() - started
         loss = total / max(count, 1)
@@ -241,6 +262,7 @@ class Trainer:
                 "moving_average": self.average.state_dict(),
                 "schedule": self.schedule.state_dict(),
                 "dropout": _dropout_calls(self.model),
+                "parallel": self.parallel.layout(self.source.batch_size),
             },
             "optimizer": self.optimizer.state_dict(),
             "source": self.source.state_dict(),
@@ -259,6 +281,8 @@ class Trainer:
                 f"{engine.get('version')!r}); this run is {self.stage!r} (version {STATE_VERSION})"
             )
         _check_weights(self.parameters, weights)
+        if self.parallel.is_root:
+            check_resume_layout(engine.get("parallel"), self.parallel, self.source.batch_size)
         dropout = engine.get("dropout", {})
         if set(dropout) != set(_dropout_calls(self.model)):
             raise ResumeMismatch(

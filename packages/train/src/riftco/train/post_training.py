@@ -35,6 +35,7 @@ from riftco.train.adapters import (
 )
 from riftco.train.batches import ExampleSampler, fixed_examples
 from riftco.train.checkpoint import read_checkpoint
+from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.engine import Callback
 from riftco.train.errors import DataError
 from riftco.train.instructions import DEFAULT_INSTRUCTIONS, ChatExample, load_instructions
@@ -112,6 +113,7 @@ def post_train(
     callbacks: Sequence[Callback] = (),
     progress: TextIO | None = None,
     stop: Callable[[], bool] | None = None,
+    parallel: DataParallel | None = None,
     bundle_name: str = "chat.rift",
 ) -> StageResult:
     """Fine-tune the base bundle ``base`` on ``options.data`` and write ``out_dir/chat.rift``.
@@ -187,6 +189,7 @@ def post_train(
         progress=progress,
         stop=stop,
         paged_moments=adapters.paged,
+        parallel=parallel,
     )
     found = [m.loss for m in trainer.history if m.phase == "validation"]
     summary = {
@@ -203,7 +206,8 @@ def post_train(
         "train_seconds": round(trainer.seconds, 3),
         **adapter_summary(model, adapters),
     }
-    if outcome == "finished" and adapters.method != "full":
+    root = parallel is None or parallel.is_root
+    if outcome == "finished" and adapters.method != "full" and root:
         meta = {"parent_id": parent_id, "method": adapters.method}
         save_adapters(out / f"{Path(bundle_name).stem}-adapters.safetensors", model, meta)
         export_model(model)
@@ -217,6 +221,7 @@ def post_train(
         bundle=out / bundle_name,
         tokenizer=tokenizer,
         parent_id=parent_id,
+        parallel=parallel,
     )
 
 

@@ -19,6 +19,7 @@ from riftco.text import Tokenizer, tokenizer_from_state
 from riftco.train.batches import DocumentWindows, RandomWindows, fixed_windows
 from riftco.train.checkpoint import read_checkpoint
 from riftco.train.corpus import load_text, split_corpus
+from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.engine import Callback
 from riftco.train.losses import unigram_loss
 from riftco.train.stage import (
@@ -108,6 +109,7 @@ def pretrain(
     callbacks: Sequence[Callback] = (),
     progress: TextIO | None = None,
     stop: Callable[[], bool] | None = None,
+    parallel: DataParallel | None = None,
     bundle_name: str = "base.rift",
 ) -> StageResult:
     """Pretrain on ``options.data`` and write ``out_dir/base.rift``.
@@ -167,6 +169,7 @@ def pretrain(
         callbacks=callbacks,
         progress=progress,
         stop=stop,
+        parallel=parallel,
     )
     summary = {
         "data": corpus.source,
@@ -189,6 +192,7 @@ def pretrain(
         summary=summary,
         bundle=out / bundle_name,
         tokenizer=tokenizer,
+        parallel=parallel,
     )
 
 

@@ -17,6 +17,7 @@ from riftco.nn import check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
+from riftco.train.distributed.data_parallel import DataParallel, check_same_parameters
 from riftco.train.engine import Callback, Trainer
 from riftco.train.errors import ResumeMismatch
 from riftco.train.interrupt import StopOnInterrupt
@@ -144,6 +145,7 @@ def run_stage(
     stop: Callable[[], bool] | None = None,
     plot: bool = True,
     paged_moments: bool = False,
+    parallel: DataParallel | None = None,
 ) -> tuple[Trainer, str, RunFiles]:
     """Train ``model`` for one stage, writing the checkpoint, metrics and plot to
     ``out_dir``; returns the trainer, the outcome and the files.
@@ -153,12 +155,21 @@ def run_stage(
     with outcome ``interrupted``. ``progress`` receives the progress bar (None: stderr).
     Only parameters that require gradients are optimized (``paged_moments``: Adam's
     moments in pages).
+
+    With ``parallel`` over several ranks, every rank trains its share of each batch and
+    rank 0 alone shows progress and writes the metrics, the checkpoints (after every
+    rank has checked that its parameters equal rank 0's) and the plot; a stop on any
+    rank stops every rank after the same step.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    parallel = parallel if parallel is not None else DataParallel()
+    comm, root = parallel.communicator, parallel.is_root
     files = RunFiles.for_stage(out_dir, stage)
     optimizer, schedule = build_optimizer(model, options, paged=paged_moments)
-    log = MetricsLog(files.metrics, keep_through=resume.step if resume else None)
-    bar = ProgressBar(options.steps, progress if progress is not None else sys.stderr)
+    log = bar = None
+    if root:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log = MetricsLog(files.metrics, keep_through=resume.step if resume else None)
+        bar = ProgressBar(options.steps, progress if progress is not None else sys.stderr)
     trainer = Trainer(
         model,
         optimizer,
@@ -168,28 +179,40 @@ def run_stage(
         total_steps=options.steps,
         validation=validation,
         eval_every=options.eval_every,
-        callbacks=[log, bar, *callbacks],
+        callbacks=[c for c in (log, bar) if c is not None] + list(callbacks),
+        parallel=parallel,
     )
     try:
         if resume is not None:
             check_resume(resume, stage)
             restore(trainer, resume)
+        check_same_parameters(comm, trainer.weights(), f"{stage} at step {trainer.step}")
 
         def save(t: Trainer) -> None:
-            save_checkpoint(files.checkpoint, t, run)
+            comm.barrier()
+            check_same_parameters(comm, t.weights(), f"{stage} checkpoint at step {t.step}")
+            if root:
+                save_checkpoint(files.checkpoint, t, run)
+            comm.barrier()
 
-        with StopOnInterrupt(bar.stream) as interrupt:
+        with StopOnInterrupt(bar.stream if bar is not None else sys.stderr) as interrupt:
 
             def should_stop() -> bool:
-                return interrupt() or (stop is not None and stop())
+                wanted = interrupt() or (stop is not None and stop())
+                if comm.size == 1:
+                    return wanted
+                votes = np.array([int(wanted)], dtype=np.int64)
+                comm.allreduce_ordered(votes)
+                return bool(votes[0])
 
             outcome = trainer.run(
                 checkpoint=save, checkpoint_every=options.checkpoint_every, stop=should_stop
             )
     finally:
-        bar.close()
-        log.close()
-    if plot:
+        if bar is not None and log is not None:
+            bar.close()
+            log.close()
+    if plot and root:
         from riftco.train.metrics import read_metrics
 
         plot_loss_curve(read_metrics(files.metrics), files.plot, title=f"{stage} loss")
@@ -207,14 +230,17 @@ def finish_stage(
     bundle: Path,
     tokenizer: Any,
     parent_id: str | None = None,
+    parallel: DataParallel | None = None,
 ) -> StageResult:
     """Write the stage's bundle when the run finished, and describe what was made.
 
     The bundle's metadata holds the summary without timing, so the same run always
-    makes the same artifact id.
+    makes the same artifact id. Over several ranks rank 0 writes it and tells the
+    others its identity.
     """
+    parallel = parallel if parallel is not None else DataParallel()
     artifact_id = None
-    if outcome == "finished":
+    if outcome == "finished" and parallel.is_root:
         model = trainer.model
         check_exportable(model, f"write the {stage} bundle")
         weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
@@ -229,6 +255,8 @@ def finish_stage(
             metadata={"training": reproducible},
         )
         artifact_id = manifest["artifact_id"]
+    if parallel.size > 1:
+        artifact_id = parallel.communicator.broadcast(artifact_id, root=0)
     return StageResult(
         stage,
         outcome,
@@ -237,7 +265,7 @@ def finish_stage(
         artifact_id,
         files.checkpoint,
         files.metrics,
-        files.plot if files.plot.exists() else None,
+        files.plot if parallel.is_root and files.plot.exists() else None,
         tuple(trainer.history),
         summary,
     )
