@@ -83,13 +83,26 @@ def test_stop_ids_and_limits(model):
     )[0]
     assert stopped.tokens == greedy.tokens[:first] and stopped.finish_reason == "stop"
     assert nn.generate(model, [[1]], nn.SamplingConfig(max_new_tokens=0))[0].tokens == []
-    near_end = nn.generate(model, [[1] * 14], nn.SamplingConfig(max_new_tokens=10))[0]
-    # 14 + 2 tokens fill the context of 16; the logits at its last position give a third.
-    assert len(near_end.tokens) == 3 and near_end.finish_reason == "length"
     with pytest.raises(nn.ConfigError, match="empty"):
         nn.generate(model, [[]], nn.SamplingConfig())
     with pytest.raises(nn.ConfigError, match="outside"):
         nn.generate(model, [[99]], nn.SamplingConfig())
+
+
+def test_generation_slides_its_window_past_the_context(model):
+    # Context 16: once it is full, the newest 8 tokens are replayed from position 0.
+    assert nn.replay_tokens(16) == 8 and nn.replay_tokens(1) == 1
+    prompts = [[1] * 14, [2, 3]]
+    results = nn.generate(model, prompts, nn.SamplingConfig(max_new_tokens=30))
+    for prompt, result in zip(prompts, results):
+        assert len(result.tokens) == 30 and result.finish_reason == "length"
+        seq, start = list(prompt), 0
+        for _ in range(30):
+            if len(seq) - start > 16:
+                start = len(seq) - 8
+            with no_grad():
+                seq.append(int(np.argmax(model([seq[start:]]).numpy()[0, -1])))
+        assert result.tokens == seq[len(prompt) :]
 
 
 def test_vocabulary_limit_hides_padded_ids():

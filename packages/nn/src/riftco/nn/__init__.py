@@ -25,6 +25,7 @@ from .generation import (
     SamplingConfig,
     TokenSampler,
     generate,
+    replay_tokens,
     sample_next,
     sequence_rng,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "cross_entropy",
     "functional",
     "generate",
+    "replay_tokens",
     "initialize",
     "sample_next",
     "sequence_rng",

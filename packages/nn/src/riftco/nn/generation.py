@@ -72,8 +72,7 @@ class SamplingConfig:
 @dataclass(frozen=True)
 class GenerationResult:
     """The new tokens of one sequence and why generation ended: ``stop`` (a stop id was
-    drawn; it is not in ``tokens``) or ``length`` (``max_new_tokens`` or the context
-    length was reached)."""
+    drawn; it is not in ``tokens``) or ``length`` (``max_new_tokens`` was reached)."""
 
     tokens: list[int]
     finish_reason: str
@@ -161,12 +160,23 @@ class TokenSampler:
         return sample_next(logits, self.config, self.rng, self.seen)
 
 
+def replay_tokens(context_length: int) -> int:
+    """How many of a sequence's newest tokens are kept when its window slides: half
+    the context (at least 1, at most ``context_length - 1``)."""
+    return max(1, min(context_length // 2, context_length - 1))
+
+
 def generate(
     model: Any, prompts: Sequence[Sequence[int]], config: SamplingConfig
 ) -> list[GenerationResult]:
     """Continue each prompt (a non-empty list of token ids) with ``model``, batching all
     sequences in one forward per step over a contiguous key/value cache: one prefill
-    of the ragged prompts, then one token per unfinished sequence per step."""
+    of the ragged prompts, then one token per unfinished sequence per step.
+
+    A sequence that fills the context slides its window as the server does: its
+    cache is dropped and its newest ``replay_tokens(context_length)`` tokens (half
+    the context) are replayed from position 0, so generation runs on to
+    ``max_new_tokens`` or a stop id."""
     prompts = [list(map(int, p)) for p in prompts]
     c = model.config
     for j, p in enumerate(prompts):
@@ -189,6 +199,7 @@ def generate(
     active = list(range(len(prompts)))
     feed = prompts
     stops = set(config.stop_ids)
+    replay = replay_tokens(cache.capacity)
     while active:
         logits = model.forward_incremental(feed, cache, [ids[j] for j in active]).numpy()
         still, feed = [], []
@@ -199,11 +210,16 @@ def generate(
                 continue
             out[j].append(token)
             samplers[j].observe((token,))
-            if len(out[j]) >= config.max_new_tokens or cache.length(ids[j]) >= cache.capacity:
+            if len(out[j]) >= config.max_new_tokens:
                 reasons[j] = "length"
                 continue
             still.append(j)
-            feed.append([token])
+            if cache.length(ids[j]) >= cache.capacity:
+                cache.remove(ids[j])
+                ids[j] = cache.add_sequence()
+                feed.append((prompts[j] + out[j])[-replay:])
+            else:
+                feed.append([token])
         active = still
     return [GenerationResult(tokens, reason or "length") for tokens, reason in zip(out, reasons)]
 
@@ -213,6 +229,7 @@ __all__ = [
     "SamplingConfig",
     "TokenSampler",
     "generate",
+    "replay_tokens",
     "sample_next",
     "sequence_rng",
 ]
