@@ -53,6 +53,17 @@ def test_generate_greedy_and_seeded(bundle, capsys):
     assert first == expected + "\n"
 
 
+def test_generate_runs_past_the_context(bundle, capsys):
+    runnable = load_bundle(bundle)
+    context = runnable.config.context_length
+    long = runnable.generate_ids([5, 6, 7], max_new_tokens=2 * context + 3)
+    assert len(long.tokens) == 2 * context + 3 and long.finish_reason == "length"
+    argv = [str(bundle), "--prompt", "the", "--max-new-tokens", str(2 * context)]
+    assert generate_main(argv) == 0
+    expected = runnable.generate("the", max_new_tokens=2 * context)
+    assert capsys.readouterr().out == expected + "\n"
+
+
 def test_generate_chat(bundle, capsys):
     runnable = load_bundle(bundle)
     argv = [

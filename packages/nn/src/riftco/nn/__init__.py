@@ -89,8 +89,8 @@ __all__ = [
     "cross_entropy",
     "functional",
     "generate",
-    "replay_tokens",
     "initialize",
+    "replay_tokens",
     "sample_next",
     "sequence_rng",
 ]

@@ -201,9 +201,10 @@ async def _generate(state: ServerState, request: Request, *, chat: bool) -> Resp
     except ClientDisconnect:
         return Response(status_code=499)
     shapes = Shapes(chat, engine.model_id)
+    headers = _dropped_header(stream)
     if parsed.stream:
         state.counters.add(route, 200)
-        return EventStreamResponse(_events(stream, shapes, parsed))
+        return EventStreamResponse(_events(stream, shapes, parsed), headers=headers)
     try:
         text, finished = await collect_until_disconnect(request, stream)
     except GenerationFailed as exc:
@@ -213,7 +214,17 @@ async def _generate(state: ServerState, request: Request, *, chat: bool) -> Resp
     if finished is None:  # the client went away; nobody reads this
         return Response(status_code=499)
     state.counters.add(route, 200)
-    return JSONResponse(shapes.complete(text, finished))
+    return JSONResponse(shapes.complete(text, finished), headers=headers)
+
+
+#: How many of the oldest chat turns were left out to fit the context (with
+#: ``truncation: "auto"``); present only when some were.
+DROPPED_HEADER = "X-Riftco-Dropped-Messages"
+
+
+def _dropped_header(stream: GenerationStream) -> dict[str, str]:
+    dropped = int(getattr(stream, "dropped_messages", 0) or 0)
+    return {DROPPED_HEADER: str(dropped)} if dropped else {}
 
 
 async def _events(stream: GenerationStream, shapes: Shapes, parsed: ParsedRequest):
@@ -238,4 +249,4 @@ async def _events(stream: GenerationStream, shapes: Shapes, parsed: ParsedReques
     yield SSE_DONE
 
 
-__all__ = ["ServerState", "create_app", "read_json"]
+__all__ = ["DROPPED_HEADER", "ServerState", "create_app", "read_json"]

@@ -12,14 +12,16 @@ import dataclasses
 import itertools
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from riftco.nn import SamplingConfig
 
 from .caches import PagedKvCachePool
 from .channel import EventChannel
-from .engine import EngineStats, Finished, GenerationRequest, TextDelta
+from .engine import ChatMessage, EngineStats, Finished, GenerationRequest, TextDelta
 from .errors import GenerationFailed, RequestError
+from .fitting import fit_chat
 from .scheduler import Scheduler, SchedulerLimits, StepModel
 from .sequence import SequenceState
 from .text_stream import TextStream
@@ -112,10 +114,11 @@ class BatchEngine:
     def submit(self, request: GenerationRequest) -> EventChannel:
         if self._stop.is_set():
             raise RequestError("The server is shutting down", status=503, code="shutting_down")
-        prompt, chat = self._encode(request)
+        prompt, chat, dropped = self._encode(request)
         request_id = next(self._ids)
         loop = asyncio.get_running_loop()
         channel = EventChannel(loop, on_close=lambda: self._cancel(request_id))
+        channel.dropped_messages = dropped
         text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
         seq = SequenceState(
             request_id, prompt, self._sampling(request.options, chat), ChannelSink(channel, text)
@@ -149,12 +152,23 @@ class BatchEngine:
     def _model_vocab(self) -> int:
         return int(self.model.config.vocab_size)
 
-    def _encode(self, request: GenerationRequest) -> tuple[list[int], bool]:
+    def _encode(self, request: GenerationRequest) -> tuple[list[int], bool, int]:
+        """The prompt ids, whether they are a chat, and how many turns were dropped."""
         tok = self.tokenizer
         try:
             if request.messages is not None:
-                messages = [{"role": m.role, "content": m.content} for m in request.messages]
-                return list(tok.apply_chat_template(messages, add_generation_prompt=True).ids), True
+
+                def encode(messages: Sequence[ChatMessage]) -> list[int]:
+                    turns = [{"role": m.role, "content": m.content} for m in messages]
+                    return list(tok.apply_chat_template(turns, add_generation_prompt=True).ids)
+
+                if not request.truncate:
+                    return encode(request.messages), True, 0
+                context = self.max_context
+                ids, dropped = fit_chat(
+                    request.messages, encode, context, request.options.max_new_tokens
+                )
+                return ids, True, dropped
             if isinstance(request.prompt, tuple):
                 ids = list(request.prompt)
                 limit = self._model_vocab()
@@ -165,8 +179,8 @@ class BatchEngine:
                         param="prompt",
                         code="invalid_token",
                     )
-                return ids, False
-            return list(tok.encode(request.prompt or "")), False
+                return ids, False, 0
+            return list(tok.encode(request.prompt or "")), False, 0
         except RequestError:
             raise
         except Exception as exc:  # the tokenizer refused the text or the chat

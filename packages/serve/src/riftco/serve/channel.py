@@ -27,6 +27,7 @@ class EventChannel:
         self._lock = threading.Lock()
         self._ended = False  # the producer is done (Finished or failure)
         self._closed = False  # the consumer is done
+        self.dropped_messages = 0  # chat turns left out to fit the context
 
     def put(self, event: Event) -> None:
         with self._lock:

@@ -35,16 +35,23 @@ class GenerationRequest:
     template's markers) to ``options.stop_ids`` and limits the draw to the
     tokenizer's ids. Generation also ends at the first of the ``stop`` strings
     (which is not returned).
+
+    With ``truncate`` (a chat only), the oldest turns are dropped to fit the context,
+    keeping the system messages (`riftco.serve.fitting.fit_chat`); the stream's
+    ``dropped_messages`` says how many went.
     """
 
     prompt: str | tuple[int, ...] | None = None
     messages: tuple[ChatMessage, ...] | None = None
     options: SamplingConfig = field(default_factory=SamplingConfig)
     stop: tuple[str, ...] = ()
+    truncate: bool = False
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
             raise ValueError("GenerationRequest: give exactly one of prompt and messages")
+        if self.truncate and self.messages is None:
+            raise ValueError("GenerationRequest: truncate applies to messages only")
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,9 @@ class EngineStats:
 
 @runtime_checkable
 class GenerationStream(Protocol):
-    """The events of one request; closing it early (``aclose``) frees its resources."""
+    """The events of one request; closing it early (``aclose``) frees its resources.
+    ``dropped_messages`` (optional, default 0) counts the chat turns left out to fit
+    the context."""
 
     def __aiter__(self) -> AsyncIterator[Event]: ...
 

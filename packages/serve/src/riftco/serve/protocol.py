@@ -30,7 +30,10 @@ _SAMPLING = frozenset(
 )
 _COMMON = _SAMPLING | {"model", "stream", "stream_options"}
 COMPLETION_FIELDS = _COMMON | {"prompt"}
-CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens"}
+CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens", "truncation"}
+#: ``truncation``: ``"auto"`` drops the oldest turns to fit the context (keeping the
+#: system messages); ``"disabled"`` (the default) rejects a chat that does not fit.
+TRUNCATION = ("disabled", "auto")
 
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 MAX_MESSAGES = 1024
@@ -94,8 +97,17 @@ def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
             )
         fields = {**fields, "max_tokens": fields["max_completion_tokens"]}
     messages = _messages(fields.get("messages"))
+    truncation = fields.get("truncation")
+    if truncation is not None and truncation not in TRUNCATION:
+        raise InvalidField(
+            f"'truncation' must be one of {', '.join(TRUNCATION)}, found {truncation!r}",
+            param="truncation",
+        )
     request = GenerationRequest(
-        messages=messages, options=_options(fields, config), stop=_stop(fields.get("stop"), config)
+        messages=messages,
+        options=_options(fields, config),
+        stop=_stop(fields.get("stop"), config),
+        truncate=truncation == "auto",
     )
     return _build(fields, config, request)
 

@@ -18,8 +18,10 @@ class EventStreamResponse(StreamingResponse):
     """``text/event-stream`` that watches for ``http.disconnect`` while streaming
     (whatever the ASGI version) and closes its event source either way."""
 
-    def __init__(self, events: AsyncIterator[bytes]) -> None:
-        super().__init__(events, media_type="text/event-stream", headers=SSE_HEADERS)
+    def __init__(self, events: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> None:
+        super().__init__(
+            events, media_type="text/event-stream", headers={**SSE_HEADERS, **(headers or {})}
+        )
         self._events = events
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

@@ -3,18 +3,21 @@
 `ScriptedEngine` answers every request with the words of its prompt in
 reverse order (``"a b c"`` → ``"c b a"``), one word per token, then stops with
 ``finish_reason="stop"``, or with ``"length"`` after ``max_tokens`` words. It
-honours ``stop`` strings, refuses requests beyond ``capacity`` with
+honours ``stop`` strings and ``truncate`` (a word per token), refuses requests beyond ``capacity`` with
 `Overloaded`, and records the requests it saw and the ones closed early.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .channel import EventChannel
-from .engine import EngineStats, Finished, GenerationRequest, TextDelta
+from .engine import ChatMessage, EngineStats, Finished, GenerationRequest, TextDelta
 from .errors import Overloaded, RequestError
+from .fitting import fit_chat
 
 
 def render_prompt(request: GenerationRequest) -> str:
@@ -65,6 +68,11 @@ class ScriptedEngine:
         if not self.started or self.closed:
             raise RuntimeError("ScriptedEngine: submit before start or after close")
         prompt = render_prompt(request)
+        dropped = 0
+        if request.truncate and request.messages is not None:
+            messages, dropped = _fit_words(request, self.max_context)
+            request = dataclasses.replace(request, messages=messages)
+            prompt = render_prompt(request)
         if len(prompt.split()) > self.max_context:
             raise RequestError(
                 f"The prompt has more than {self.max_context} tokens",
@@ -84,6 +92,7 @@ class ScriptedEngine:
                 task.cancel()
 
         channel = EventChannel(asyncio.get_running_loop(), on_close)
+        channel.dropped_messages = dropped
         task = asyncio.get_running_loop().create_task(self._run(request, channel))
         return channel
 
@@ -112,6 +121,20 @@ class ScriptedEngine:
             channel.put(Finished(reason, prompt_tokens, count))  # type: ignore[arg-type]
         finally:
             self.active -= 1
+
+
+def _fit_words(request: GenerationRequest, context: int) -> tuple[tuple[ChatMessage, ...], int]:
+    """`fit_chat` with a word per token (the scripted engine's tokenizer)."""
+    messages = request.messages or ()
+
+    def encode(chat: Sequence[ChatMessage]) -> list[int]:
+        text = render_prompt(dataclasses.replace(request, messages=tuple(chat)))
+        return [0] * len(text.split())
+
+    _, dropped = fit_chat(messages, encode, context, request.options.max_new_tokens)
+    system = tuple(m for m in messages if m.role == "system")
+    turns = tuple(m for m in messages if m.role != "system")
+    return system + turns[dropped:], dropped
 
 
 __all__ = ["ScriptedEngine", "render_prompt", "scripted_reply"]
