@@ -169,9 +169,10 @@ def bundle_loss(bundle: Path, examples: Sequence[Any], batch_size: int = 16) -> 
 
 
 def post_train_record(spec: RunSpec, base: Path, work: Path) -> dict[str, Any]:
-    """Run ``spec`` from ``base`` and measure it: curves, final held-out loss, the loss
-    on as many fixed training conversations, the gap between them, trainable
-    parameters, base-weight memory and the median step time."""
+    """Run ``spec`` from ``base`` and measure it: curves, the final held-out loss, the
+    child bundle's loss on every training conversation (and, as a cross-check, on the
+    held-out ones), the gap between them, trainable parameters, base-weight memory
+    and the median step time."""
     out = work / f"{spec.method}-r{spec.rank}-{spec.target_set}-s{spec.seed}"
     result = post_train(spec.options(), base, out, progress=io.StringIO())
     history = result.history
@@ -181,7 +182,8 @@ def post_train_record(spec: RunSpec, base: Path, work: Path) -> dict[str, Any]:
     step_times = np.diff([0.0, *seconds])
     examples = load_instructions(spec.data)
     train_examples, held_out = split_examples(examples, spec.validation_fraction)
-    train_loss = bundle_loss(result.bundle, train_examples[: len(held_out)])
+    train_loss = bundle_loss(result.bundle, train_examples)
+    held_out_loss = bundle_loss(result.bundle, held_out)
     summary = result.summary
     stored = read_bundle(base)
     model = DecoderOnlyTransformer(TransformerConfig.from_dict(stored.config))
@@ -203,6 +205,7 @@ def post_train_record(spec: RunSpec, base: Path, work: Path) -> dict[str, Any]:
         "base_weight_float32_bytes": int(memory.float32_bytes),
         "validation_loss": validation[-1][1],
         "fixed_train_loss": train_loss,
+        "bundle_validation_loss": held_out_loss,
         "generalization_gap": validation[-1][1] - train_loss,
         "step_seconds": statistics.median(step_times.tolist()[1:] or step_times.tolist()),
         "train_curve": train,

@@ -158,7 +158,7 @@ scales). Seeds {options["seeds"]} set the data order and the adapters' initializ
 
 Held-out loss: the mean response-token loss over every held-out conversation after the
 last step (best held-out: the lowest evaluation during the run). Train loss: the same
-measure on as many fixed training conversations. Gap = held-out minus train. Base
+measure, on the child bundle, over every training conversation. Gap = held-out minus train. Base
 weights: the linear layers' weights as the method holds them while training (float32
 for full and LoRA, packed NF4 with its scales for QLoRA).
 

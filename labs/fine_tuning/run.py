@@ -19,7 +19,7 @@ from pathlib import Path
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
-from labs.common import (  # noqa: E402
+from labs.common import (
     TARGET_SETS,
     BaseSpec,
     RunSpec,
@@ -29,7 +29,7 @@ from labs.common import (  # noqa: E402
     post_train_record,
     write_json,
 )
-from labs.fine_tuning.report import write_report  # noqa: E402
+from labs.fine_tuning.report import write_report
 
 METHODS = ("full", "lora", "qlora")
 PROFILES = {

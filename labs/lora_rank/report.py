@@ -143,7 +143,7 @@ conversations, peak learning rate {options["learning_rate"]}, alpha = {options["
 x rank, seeds {options["seeds"]} (each seeds the data order and the adapters' initialization).
 Target sets: {", ".join(f"`{k}` = {', '.join(v)}" for k, v in options["target_sets"].items())}.
 Held-out loss is the mean response-token loss over every held-out conversation after the
-last step; the gap is that loss minus the loss on as many fixed training conversations.
+last step; the gap is that loss minus the child bundle's loss on every training conversation.
 
 {table}
 
