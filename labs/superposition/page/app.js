@@ -119,7 +119,7 @@ function axes(ctx, w, h, pad, yMax, label) {
   ctx.stroke();
   for (const t of [0, 45, 90, 135, 180]) {
     const x = pad + ((w - pad - 8) * t) / 180;
-    ctx.fillText(`${t}\u00b0`, x - 8, h - pad + 14);
+    ctx.fillText(`${t}\u00b0`, x - (t === 180 ? 24 : 8), h - pad + 14);
   }
   ctx.fillText(label, pad + 4, 18);
   ctx.fillText(yMax.toPrecision(2), 2, 14);
