@@ -172,7 +172,7 @@ def post_train_record(spec: RunSpec, base: Path, work: Path) -> dict[str, Any]:
     """Run ``spec`` from ``base`` and measure it: curves, the final held-out loss, the
     child bundle's loss on every training conversation (and, as a cross-check, on the
     held-out ones), the gap between them, trainable parameters, base-weight memory
-    and the median step time."""
+    and the median and fastest step times."""
     out = work / f"{spec.method}-r{spec.rank}-{spec.target_set}-s{spec.seed}"
     result = post_train(spec.options(), base, out, progress=io.StringIO())
     history = result.history
@@ -208,6 +208,7 @@ def post_train_record(spec: RunSpec, base: Path, work: Path) -> dict[str, Any]:
         "bundle_validation_loss": held_out_loss,
         "generalization_gap": validation[-1][1] - train_loss,
         "step_seconds": statistics.median(step_times.tolist()[1:] or step_times.tolist()),
+        "step_seconds_min": float(step_times.min()),
         "train_curve": train,
         "validation_curve": validation,
         "examples": {"train": summary["examples"], "validation": summary["validation_examples"]},

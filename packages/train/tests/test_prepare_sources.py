@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from riftco.train import load_jsonl
 from riftco.train.errors import DataError
 from riftco.train.prepare import PrepareOptions, open_source, prepare_data
 from riftco.train.prepare.command import RowProgress, main
@@ -78,6 +79,18 @@ def test_csv_row_with_missing_fields_is_malformed(tmp_path):
         prepare_data(open_source(str(path)), tmp_path / "out")
     result = prepare_data(open_source(str(path)), tmp_path / "out", PrepareOptions(on_error="skip"))
     assert result.counts["skipped"] == 1
+
+
+def test_csv_columns_come_from_the_header_even_when_the_first_row_is_bad(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("prompt,response\nonly-one-field\n,Hi.\n", encoding="utf-8")
+    source = open_source(str(path))
+    assert source.columns == ["prompt", "response"]
+    result = prepare_data(source, tmp_path / "out", PrepareOptions(on_error="skip"))
+    assert result.layout == "prompt-response" and result.counts["skipped"] == 1
+    lines = result.files["train"].read_text("utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [{"prompt": "", "response": "Hi."}]
+    assert load_jsonl(result.files["train"])[0].response == "Hi."
 
 
 def test_unknown_suffix_and_bad_json_documents_are_refused(tmp_path):

@@ -74,7 +74,9 @@ def _chat(record: dict[str, Any]) -> Converted:
     if "messages" in record:
         output: dict[str, Any] = {"messages": example.as_dicts()}
     else:
-        output = {k: record[k] for k in ("system", "prompt", "response") if record.get(k)}
+        output = {"prompt": record["prompt"], "response": record["response"]}
+        if record.get("system"):
+            output = {"system": record["system"], **output}
     return Converted(output, _identity(example.prompt), _identity(example.as_dicts()))
 
 

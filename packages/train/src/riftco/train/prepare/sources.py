@@ -114,10 +114,14 @@ def open_source(
         rows, total = (lambda: _csv_rows(path)), None
     else:
         rows, total = _parquet(path)
-    first = next(iter(rows()), None)
-    columns = sorted(first.record) if first is not None and isinstance(first.record, dict) else []
     if kind == "parquet":
         columns = _parquet_columns(path)
+    elif kind == "csv":
+        columns = _csv_header(path)
+    else:
+        first = next(iter(rows()), None)
+        record = first.record if first is not None else None
+        columns = sorted(record) if isinstance(record, dict) else []
     return RecordSource(spec, kind, columns, total, describe, None, rows)
 
 
@@ -211,6 +215,15 @@ def _csv_rows(path: Path) -> Iterator[Row]:
             raise DataError(f"expected UTF-8; {exc.reason}", str(path)) from None
         except csv.Error as exc:
             raise DataError(f"malformed CSV: {exc}", str(path), reader.line_num) from None
+
+
+def _csv_header(path: Path) -> list[str]:
+    csv.field_size_limit(MAX_CSV_FIELD)
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        try:
+            return sorted(next(csv.reader(handle, strict=True), []))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise DataError(f"cannot read the CSV header: {exc}", str(path)) from None
 
 
 @dataclass(frozen=True)
