@@ -7,7 +7,7 @@ modes, and features stored in superposition and read back.
     python -m labs.superposition.run --self-test
     python -m labs.superposition.run --serve          # the interactive page, locally
 
-``--save`` writes ``superposition.png`` and ``records.json`` into ``--out``; without
+``--save`` writes ``superposition.png``, ``records.json`` and ``report.md`` into ``--out``; without
 ``--no-show`` the figure also opens in a window when a display is available.
 """
 
@@ -167,7 +167,11 @@ def parser() -> argparse.ArgumentParser:
         default=Path("runs/superposition"),
         help="folder for --save (default %(default)s)",
     )
-    add("--save", action="store_true", help="write superposition.png and records.json into --out")
+    add(
+        "--save",
+        action="store_true",
+        help="write superposition.png, records.json and report.md into --out",
+    )
     add("--no-show", action="store_true", help="do not open a window")
     add(
         "--self-test",
@@ -259,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out / "records.json", record)
         print(args.out / "records.json")
         print(export_png(record, args.out / "superposition.png"))
+        from labs.superposition.report import write_report
+
+        print(write_report(record, args.out))
     if not args.no_show:
         show(record)
     return 0

@@ -70,6 +70,8 @@ def test_smoke_profile_with_the_original_knobs_saves_png_and_records(tmp_path, c
     assert record["options"]["theta"] == 55.0 and record["mode"]["mode"] == "pairs"
     assert [c["active"] for c in record["recovery"]] == list(range(1, 9))
     assert png_ink(tmp_path / "superposition.png") > 0.03
+    report = (tmp_path / "report.md").read_text()
+    assert "| 4096 |" in report and "96 features in 64 dimensions" in report
     assert "96 features, 4 active" in capsys.readouterr().out
 
 
