@@ -63,14 +63,17 @@ def plot_curves(document: dict[str, Any], path: Path) -> Path:
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(7.2, 4.4))
     colors = {"full": "C0", "lora": "C1", "qlora": "C2"}
+    styles = {"qlora": "--"}  # QLoRA follows LoRA closely: dashed, so both show
     for run in document["runs"]:
         color = colors.get(run["method"], "C3")
+        style = styles.get(run["method"], "-")
         first = run["seed"] == document["options"]["seeds"][0]
         steps = [s for s, _ in run["train_curve"]]
         axes.plot(
             steps,
             _moving([v for _, v in run["train_curve"]]),
             color=color,
+            ls=style,
             alpha=0.35,
             lw=1,
             label=f"{run['method']} train (moving mean of 10)" if first else None,
@@ -80,7 +83,8 @@ def plot_curves(document: dict[str, Any], path: Path) -> Path:
             [s for s, _ in vs],
             [v for _, v in vs],
             color=color,
-            marker="o",
+            ls=style,
+            marker="o" if style == "-" else "x",
             ms=3,
             lw=1.5,
             label=f"{run['method']} held-out" if first else None,
