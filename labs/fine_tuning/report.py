@@ -112,8 +112,41 @@ def plot_comparison(rows: list[dict[str, Any]], path: Path) -> Path:
         axes.bar(names, values, yerr=errors, color=colors, capsize=4)
         axes.set_title(title, fontsize=9)
         axes.grid(axis="y", alpha=0.3)
-    figure.suptitle("Full fine-tuning vs LoRA vs QLoRA (mean over seeds; bars: sd)", fontsize=10)
+    figure.suptitle(
+        "Full fine-tuning vs LoRA vs QLoRA (mean over seeds; bars: sd)", fontsize=10, y=1.04
+    )
     return save(figure, path)
+
+
+def findings(rows: list[dict[str, Any]]) -> str:
+    """What the table says, in sentences computed from it."""
+    by = {r["method"]: r for r in rows}
+    best = min(rows, key=lambda r: r["held_out"])
+    widest = max(rows, key=lambda r: r["gap"])
+    lines = [
+        f"Lowest held-out loss: {best['method']} ({best['held_out']:.4f}); widest "
+        f"generalization gap: {widest['method']} ({widest['gap']:+.4f})."
+    ]
+    if "lora" in by and "qlora" in by:
+        lora, qlora = by["lora"], by["qlora"]
+        lines.append(
+            f"QLoRA holds the base's linear weights in {qlora['base_mib']:.3f} MiB against "
+            f"{lora['base_mib']:.3f} MiB as float32 ({lora['base_mib'] / qlora['base_mib']:.1f}x "
+            f"less) and ends {qlora['held_out'] - lora['held_out']:+.4f} from LoRA's held-out loss."
+        )
+    if "full" in by and "lora" in by:
+        full, lora = by["full"], by["lora"]
+        lines.append(
+            f"LoRA trains {lora['trainable']:,} of {full['trainable']:,} parameters "
+            f"({100 * lora['trainable'] / full['trainable']:.1f}%); its fastest step is "
+            f"{lora['fastest_ms'] / full['fastest_ms']:.2f}x full fine-tuning's: at this model "
+            "size the adapters save trainable state, not step time."
+            if lora["fastest_ms"] > full["fastest_ms"]
+            else f"LoRA trains {lora['trainable']:,} of {full['trainable']:,} parameters "
+            f"({100 * lora['trainable'] / full['trainable']:.1f}%); its fastest step is "
+            f"{lora['fastest_ms'] / full['fastest_ms']:.2f}x full fine-tuning's."
+        )
+    return " ".join(lines)
 
 
 def markdown(document: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -171,6 +204,8 @@ weights: the linear layers' weights as the method holds them while training (flo
 for full and LoRA, packed NF4 with its scales for QLoRA).
 
 {table}
+
+{findings(rows)}
 
 Measured on {env["cpus"]} CPU(s), RAYON_NUM_THREADS={env["rayon_threads"]}; the whole run took
 {document["seconds"]} s. Step times: the median over runs of each run's median step, and the fastest step of any run; the machine was shared, so compare the fastest.
