@@ -13,12 +13,12 @@ def test_help_runs_from_the_checkout():
 
 
 def test_smoke_profile_records_every_rank_target_set_and_seed(tmp_path):
-    assert main(["--profile", "smoke", "--out", str(tmp_path), "--seeds", "0,1"]) == 0
+    assert main(["--profile", "smoke", "--out", str(tmp_path)]) == 0
     document = json.loads((tmp_path / "records.json").read_text())
     runs = document["runs"]
-    assert len(runs) == 2 * 2 * 2
+    assert len(runs) == 2 * 2
     assert {(r["target_set"], r["rank"], r["seed"]) for r in runs} == {
-        (t, r, s) for t in ("attention", "attention+ff") for r in (1, 4) for s in (0, 1)
+        (t, r, 0) for t in ("attention", "attention+ff") for r in (1, 4)
     }
     # LoRA adds rank * (in + out) per adapted layer; D=32, FF=64, one block:
     # attention 4 x (32 + 32); feed-forward expand and project 2 x (32 + 64) more
@@ -32,7 +32,7 @@ def test_smoke_profile_records_every_rank_target_set_and_seed(tmp_path):
         assert run["trainable_parameters"] < run["total_parameters"]
     assert document["options"]["target_sets"] == {k: list(v) for k, v in TARGET_SETS.items()}
     report = (tmp_path / "report.md").read_text()
-    assert "| attention+ff | 4 | 2 |" in report
+    assert "| attention+ff | 4 | 1 |" in report
     for name in ("held_out_vs_rank.png", "loss_vs_parameters.png"):
         assert png_ink(tmp_path / name) > 0.02
 
@@ -41,3 +41,25 @@ def test_bad_grids_are_refused(tmp_path, capsys):
     assert main(["--profile", "smoke", "--out", str(tmp_path), "--targets", "mlp"]) == 2
     assert main(["--profile", "smoke", "--out", str(tmp_path), "--ranks", "0"]) == 2
     assert "expected ranks" in capsys.readouterr().err
+
+
+def test_a_dataset_made_by_prepare_data_feeds_the_sweep(tmp_path):
+    from riftco.train.prepare import open_source, prepare_data
+
+    rows = [
+        {"instruction": f"Spell {i}.", "input": "", "output": f"{i} is spelt {i}."}
+        for i in range(60)
+    ]
+    source = tmp_path / "alpaca.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    prepared = prepare_data(open_source(str(source)), tmp_path / "data")
+    out = tmp_path / "sweep"
+    argv = ["--profile", "smoke", "--out", str(out), "--ranks", "2", "--targets", "attention"]
+    assert main([*argv, "--data", str(prepared.files["train"])]) == 0
+    document = json.loads((out / "records.json").read_text())
+    assert document["options"]["data"] == str(prepared.files["train"])
+    (run,) = document["runs"]
+    assert (
+        run["examples"]["train"] + run["examples"]["validation"]
+        == prepared.counts["splits"]["train"]
+    )

@@ -155,6 +155,13 @@ def test_manifest_records_source_counts_seed_license_and_hashes(tmp_path):
         assert info["sha256"] == hashlib.sha256(data).hexdigest() and info["bytes"] == len(data)
 
 
+def test_the_same_input_makes_the_same_files_and_manifest(tmp_path):
+    first = run(tmp_path, alpaca(25), seed=2).manifest
+    files = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    assert run(tmp_path, alpaca(25), seed=2).manifest == first
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == files
+
+
 def test_a_failed_run_leaves_the_previous_files_untouched(tmp_path):
     run(tmp_path, alpaca(10))
     before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
