@@ -152,7 +152,7 @@ class RunnableModel:
         """Write a bundle; the stage and metadata default to this model's own."""
         from riftco.interchange.models import save_bundle
 
-        manifest = self.manifest or self.origin
+        manifest = self.origin or self.manifest or {}
         return save_bundle(
             path,
             self.model,
