@@ -44,6 +44,12 @@ from riftco.train.metrics import (
     plot_loss_curve,
     read_metrics,
 )
+from riftco.train.original_checkpoint import (
+    Continuation,
+    OriginalCheckpoint,
+    continue_original,
+    read_original_checkpoint,
+)
 from riftco.train.post_training import PostTrainOptions, post_train
 from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
 from riftco.train.stage import StageResult, TrainingOptions
@@ -57,6 +63,7 @@ __all__ = [
     "ChatExample",
     "Checkpoint",
     "CheckpointError",
+    "Continuation",
     "DataError",
     "Document",
     "DocumentWindows",
@@ -65,6 +72,7 @@ __all__ = [
     "MetricsLog",
     "ModelOptions",
     "MovingAverage",
+    "OriginalCheckpoint",
     "PostTrainOptions",
     "PretrainOptions",
     "ProgressBar",
@@ -76,6 +84,7 @@ __all__ = [
     "Trainer",
     "TrainingMetric",
     "TrainingOptions",
+    "continue_original",
     "default_corpus",
     "default_instructions",
     "encode_examples",
@@ -91,6 +100,7 @@ __all__ = [
     "pretrain",
     "read_checkpoint",
     "read_metrics",
+    "read_original_checkpoint",
     "restore",
     "save_checkpoint",
     "split_corpus",
