@@ -267,3 +267,14 @@ def test_truncated_gguf(tmp_path: Path) -> None:
     path.write_bytes(raw[: len(raw) - 100])
     with pytest.raises(ContainerError):
         load_original(path)
+
+
+def test_convert_command_takes_the_format_from_the_suffix(tmp_path: Path) -> None:
+    from riftco.interchange.cli import convert_main
+
+    entry = EXPECTED["bpe-base"]
+    new = tmp_path / "NEW.rift"
+    assert convert_main([str(FIXTURES / entry["file"]), str(new)]) == 0
+    assert read_bundle(new).parent_id == entry["artifact_id"]
+    with pytest.raises(SystemExit):
+        convert_main([str(FIXTURES / entry["file"]), str(tmp_path / "NEW.unknown")])
