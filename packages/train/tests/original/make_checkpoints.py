@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     rng = random.Random(args.seed)
+    random.seed(args.seed)  # the checkpoint records Python's global random state
     expected = {}
     for index, method in enumerate(("full", "lora", "qlora")):
         kind = "bpe" if (args.random and rng.random() < 0.5) else "byte"
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         config = TransformerConfig(
             vocabulary_size=tokenizer.vocab_size,
             maximum_context=8,
-            model_width=heads * (rng.choice([4, 8]) if args.random else 4),
+            model_width=rng.choice([8, 16]) if args.random else heads * 4,
             head_count=heads,
             block_count=rng.randint(1, 2) if args.random else 1,
             feed_forward_width=16,
