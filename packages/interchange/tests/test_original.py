@@ -82,7 +82,7 @@ def test_exports_load_with_the_logits_and_identity_of_their_bundle(name: str) ->
     kind = original_kind(FIXTURES / entry["file"])
     _needs(kind)
     source = EXPECTED[entry["same_as"]]
-    runnable = load_original(FIXTURES / entry["file"])
+    runnable = load_bundle(FIXTURES / entry["file"])  # load_original, through load_bundle
     _check_logits(runnable, source)
     assert [runnable.tokenizer.encode(t) for t in source["texts"]] == source["ids"]
     assert runnable.artifact_id == source["artifact_id"]
@@ -278,3 +278,34 @@ def test_convert_command_takes_the_format_from_the_suffix(tmp_path: Path) -> Non
     assert read_bundle(new).parent_id == entry["artifact_id"]
     with pytest.raises(SystemExit):
         convert_main([str(FIXTURES / entry["file"]), str(tmp_path / "NEW.unknown")])
+
+
+def test_our_own_files_are_not_taken_for_the_originals(tmp_path: Path) -> None:
+    ours = convert(FIXTURES / "byte-base.rift", tmp_path / "ours.rift", to="rift")
+    assert original_kind(ours) is None
+    plain = convert(FIXTURES / "byte-base.rift", tmp_path / "ours.safetensors", to="safetensors")
+    assert original_kind(plain) is None
+    assert original_kind(tmp_path / "missing.rift") is None
+
+
+def test_exports_that_do_not_fit_their_schema(tmp_path: Path) -> None:
+    from riftco.interchange import write_safetensors
+    from riftco.interchange.original_exports import read_original_huggingface
+
+    folder = tmp_path / "hf"
+    shutil.copytree(FIXTURES / "byte-child-hf", folder)
+    from riftco.interchange import read_safetensors
+
+    weights = read_safetensors(folder / "model.safetensors")
+    arrays = weights.arrays(copy=True)
+    metadata = dict(weights.metadata)
+    write_safetensors(
+        folder / "model.safetensors", {**arrays, "extra.weight": arrays["lm_head.bias"]}, metadata
+    )
+    with pytest.raises(ManifestError, match="unexpected"):
+        read_original_huggingface(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["hidden_act"] = "gelu_new"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ManifestError, match="hidden_act"):
+        read_original_huggingface(folder)

@@ -146,7 +146,21 @@ def main(argv: list[str] | None = None) -> int:
                     expected[name] = {"file": name, "same_as": "byte-full-child"}
         with base.instantiate("cpu") as runtime:
             model = runtime.model
-            model.attach_lora(LoraConfig(rank=2, alpha=4.0, random_seed=args.seed))
+            lora = {"rank": 2, "alpha": 4.0}
+            if args.random:
+                targets = (
+                    "attention.query",
+                    "attention.key",
+                    "feed_forward.project",
+                    "language_model_head",
+                )
+                chosen = tuple(t for t in targets if rng.random() < 0.6) or targets[:1]
+                lora = {
+                    "rank": rng.choice([1, 2, 4]),
+                    "alpha": rng.choice([2.0, 8.0]),
+                    "targets": chosen,
+                }
+            model.attach_lora(LoraConfig(**lora, random_seed=args.seed))
             train(model, ids, 3, config.maximum_context, args.seed + 2, model.adapter_parameters())
             model.merge_lora()
             child = ModelBundle.capture(

@@ -7,7 +7,8 @@ Run with an interpreter that has ``riftco-transformer==0.6.1`` installed:
     python make_checkpoints.py --out DIR --seed 7 --random   # random configurations
 
 For each method (``full``: every parameter trains; ``lora``: adapters on a float32
-base; ``qlora``: adapters on a packed NF4 base, double-quantized scales) it trains a
+base; ``qlora``: adapters on a packed NF4 base, double-quantized scales, plain ones
+in some random configurations) it trains a
 tiny model two Adam steps and saves a checkpoint. ``expected.json`` records the
 logits at the checkpoint, the next batch, the original's loss on it, and the values
 and Adam moments of the trained parameters after one more step, which a
@@ -81,11 +82,22 @@ def main(argv: list[str] | None = None) -> int:
         entry: dict = {"method": method, "tokenizer": kind}
         if method == "qlora":
             block = rng.choice([32, 64]) if args.random else 32
-            model.quantize_nf4(block, double_quantization=True, scale_block_size=32)
-            entry["nf4_block_size"] = block
+            double = rng.random() < 0.7 if args.random else True
+            group = rng.choice([32, 64, 256]) if args.random else 32
+            model.quantize_nf4(block, double_quantization=double, scale_block_size=group)
+            entry["nf4"] = {
+                "block_size": block,
+                "double_quantization": double,
+                "scale_block_size": group,
+            }
         if method != "full":
             targets = TARGETS[rng.randrange(3)] if args.random else TARGETS[0]
-            model.attach_lora(LoraConfig(rank=2, alpha=4.0, targets=targets, random_seed=args.seed))
+            rank, alpha = (
+                (rng.choice([1, 2, 4]), rng.choice([2.0, 4.0, 8.0])) if args.random else (2, 4.0)
+            )
+            model.attach_lora(
+                LoraConfig(rank=rank, alpha=alpha, targets=targets, random_seed=args.seed)
+            )
             parameters = model.adapter_parameters()
         else:
             parameters = model.parameters()

@@ -97,11 +97,12 @@ def load_bundle(
 ) -> RunnableModel:
     """Validate a ``.rift`` bundle completely, then build its model and tokenizer.
 
-    A ``.rift`` v1 bundle of the original riftco-transformer (recognised by content)
-    loads too: see :func:`load_original`."""
-    from riftco.interchange.original import is_original_bundle
+    The files of the original riftco-transformer (its ``.rift`` v1 bundle, Hugging
+    Face-style directory, GGUF file and ONNX export, recognised by content) load too:
+    see :func:`load_original`."""
+    from riftco.interchange.original_exports import original_kind
 
-    if is_original_bundle(path):
+    if original_kind(path) is not None:
         return load_original(path, trainable, backend)
     bundle = read_bundle(path, copy=trainable)
     config, tokenizer = validate_bundle(bundle)

@@ -28,8 +28,9 @@ from riftco.text import ChatTemplate, SpecialTokenError, Tokenizer
 class RunnableModel:
     """A loaded model: ``model``, ``tokenizer`` and, when it came from a bundle, ``manifest``.
 
-    ``origin`` holds the stage, parent and metadata a model that did not come from a
-    bundle (an imported directory) is saved with by default.
+    ``origin`` holds the stage, parent and metadata a model that did not come from one
+    of riftco's bundles (an imported directory, a file of the original riftco-transformer)
+    is saved with by default.
     """
 
     model: DecoderOnlyTransformer
