@@ -309,3 +309,19 @@ def test_exports_that_do_not_fit_their_schema(tmp_path: Path) -> None:
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ManifestError, match="hidden_act"):
         read_original_huggingface(folder)
+
+
+def test_onnx_naming_external_data_is_refused(tmp_path: Path) -> None:
+    onnx = pytest.importorskip("onnx")
+    model = onnx.load(str(FIXTURES / "byte-child.onnx"))
+    weight = model.graph.initializer[0]
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key, entry.value = "location", "../../etc/passwd"
+    path = tmp_path / "byte-child.onnx"
+    path.write_bytes(model.SerializeToString())
+    sidecar = json.loads((FIXTURES / "byte-child.onnx.riftco.json").read_text())
+    sidecar["onnx_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (tmp_path / "byte-child.onnx.riftco.json").write_text(json.dumps(sidecar))
+    with pytest.raises(ManifestError, match="embedded"):
+        load_original(path)

@@ -370,16 +370,25 @@ def read_original_onnx(path: str | Path) -> OriginalModel:
             f"{where}: SHA-256 is {digest}; the sidecar records {sidecar.get('onnx_sha256')!r}"
         )
     onnx = require("onnx")
+    config, _ = config_from_original(sidecar.get("config"), f"{sidecar_path}: config")
+    names = {name for name, _ in original_parameters(config)}
     try:
         model = onnx.load_from_string(raw)
         from onnx import numpy_helper
 
-        initializers = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        wanted = [i for i in model.graph.initializer if i.name in names]
+        if len(wanted) != len({i.name for i in wanted}):
+            raise ManifestError(f"{where}: an initializer name appears twice")
+        for initializer in wanted:
+            # the original embeds every weight; a file naming external data is refused
+            # rather than letting onnx open paths the file chooses
+            if initializer.data_location == onnx.TensorProto.EXTERNAL:
+                raise ManifestError(f"{where}: {initializer.name}: expected embedded data")
+        tensors = {i.name: numpy_helper.to_array(i) for i in wanted}
+    except ManifestError:
+        raise
     except Exception as exc:  # onnx raises its own DecodeError and ValueErrors
         raise ContainerError(f"{where}: onnx cannot read the file: {exc}") from None
-    config, _ = config_from_original(sidecar.get("config"), f"{sidecar_path}: config")
-    names = {name for name, _ in original_parameters(config)}
-    tensors = {name: array for name, array in initializers.items() if name in names}
     lineage = {
         "stage": sidecar.get("stage"),
         "parent_artifact_id": sidecar.get("parent_artifact_id"),
