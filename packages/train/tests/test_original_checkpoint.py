@@ -156,3 +156,26 @@ def test_hostile_packed_state(tmp_path: Path) -> None:
         read_original_checkpoint(
             _rewrite(FIXTURES / "qlora.riftckpt", tmp_path / "s.riftckpt", short)
         )
+
+
+def test_the_training_engine_continues_an_original_qlora_run() -> None:
+    from riftco.optim import ConstantSchedule
+    from riftco.train import RandomWindows, Trainer
+
+    checkpoint = read_original_checkpoint(FIXTURES / "qlora.riftckpt")
+    run = continue_original(checkpoint)
+    vocab = checkpoint.config.vocab_size
+    stream = np.arange(200) % vocab
+    source = RandomWindows(stream, checkpoint.config.context_length, 2, seed=0)
+    lr = checkpoint.optimizer["learning_rate"]
+    trainer = Trainer(
+        run.model, run.optimizer, ConstantSchedule(lr), source, stage="post_training", total_steps=3
+    )
+    before = {n: p.value.numpy().copy() for n, p in run.model.named_parameters()}
+    for _ in range(3):
+        metric = trainer.train_step()
+        assert np.isfinite(metric.loss)
+    assert run.optimizer.step_count == checkpoint.optimizer["step_count"] + 3
+    after = dict(run.model.named_parameters())
+    changed = {n for n in before if not np.array_equal(before[n], after[n].value.numpy())}
+    assert changed == set(run.parameters)  # only the adapters move; the NF4 base stays
