@@ -179,3 +179,13 @@ def test_the_training_engine_continues_an_original_qlora_run() -> None:
     after = dict(run.model.named_parameters())
     changed = {n for n in before if not np.array_equal(before[n], after[n].value.numpy())}
     assert changed == set(run.parameters)  # only the adapters move; the NF4 base stays
+
+
+def test_post_training_an_original_base_says_why_it_cannot(tmp_path: Path) -> None:
+    from riftco.train import DataError, PostTrainOptions, post_train
+
+    base = (
+        Path(__file__).parent.parent.parent / "interchange/tests/original/fixtures/byte-base.rift"
+    )
+    with pytest.raises(DataError, match="chat template"):
+        post_train(PostTrainOptions(), base, tmp_path)

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from riftco.interchange import read_bundle
+from riftco.interchange import original_kind, read_bundle
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import tokenizer_from_state
 from riftco.train.adapters import (
@@ -139,6 +139,13 @@ def post_train(
     else:
         if base is None:
             raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
+        if original_kind(base) is not None:
+            raise DataError(
+                f"{base}: a model of the original riftco-transformer; post-training needs a "
+                "tokenizer with an end-of-text token and a chat template, which its tokenizers "
+                "do not have (its own runs continue from their .riftckpt with "
+                "riftco.train.continue_original)"
+            )
         bundle = read_bundle(base, copy=True)
         config = TransformerConfig.from_dict(bundle.config)
         tokenizer = tokenizer_from_state(bundle.tokenizer_state)
