@@ -133,8 +133,10 @@ def _assemble(
     layout, offset = [], 0
     for name, shape in specs:
         found = tuple(tensors[name].shape)
-        if found != shape:
-            raise ManifestError(f"{where}: {name}: expected shape {shape}; found {found}")
+        if found != shape or tensors[name].dtype != np.float32:
+            raise ManifestError(
+                f"{where}: {name}: expected float32 {shape}; found {tensors[name].dtype} {found}"
+            )
         layout.append((name, shape, offset, math.prod(shape)))
         offset += math.prod(shape)
     flat = np.concatenate([np.asarray(tensors[n], dtype=np.float32).reshape(-1) for n, _ in specs])
@@ -296,9 +298,6 @@ def read_original_gguf(path: str | Path) -> OriginalModel:
         "layer_norm_epsilon": "riftco.layer_norm_epsilon",
     }
     original_config = {ours: _plain(meta.get(key)) for ours, key in keys.items()}
-    eps = original_config["layer_norm_epsilon"]
-    if isinstance(eps, float):  # stored as float64 by the original
-        original_config["layer_norm_epsilon"] = eps
     method = meta.get("riftco.tokenizer.method")
     if method == "byte":
         tokenizer_entry: dict[str, Any] = {
