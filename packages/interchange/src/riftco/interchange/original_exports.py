@@ -214,6 +214,11 @@ def read_original_huggingface(folder: str | Path) -> OriginalModel:
     unknown = sorted(set(stored.tensors) - set(names))
     if unknown:
         raise ManifestError(f"{where}/model.safetensors: unexpected tensors {unknown[:6]}")
+    for hf, info in stored.tensors.items():
+        if info.dtype != "F32":
+            raise ManifestError(
+                f"{where}/model.safetensors: {hf}: expected F32; found {info.dtype}"
+            )
     tensors = {names[hf]: stored.array(hf) for hf in stored.tensors}
     artifact = entry.get("riftco_artifact", {})
     if not isinstance(artifact, dict):
