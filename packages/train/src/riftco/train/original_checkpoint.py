@@ -239,6 +239,21 @@ def _parse(path: Path, manifest: dict[str, Any], members: dict[str, bytes]) -> O
         first = _flat(members, optimizer["first_moments_file"], scoped, str(path))
         second = _flat(members, optimizer["second_moments_file"], scoped, str(path))
         options = dict(optimizer["options"])
+        for key in ("learning_rate", "beta1", "beta2", "epsilon", "maximum_gradient_norm"):
+            value = options[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
+                raise CheckpointError(f"{where}: optimizer.options.{key}: expected a finite number")
+        page = options["page_size"]
+        if (
+            options["state_storage"] not in ("contiguous", "paged")
+            or not isinstance(page, int)
+            or page < 1
+        ):
+            raise CheckpointError(f"{where}: optimizer.options: unknown state storage or page size")
         step = optimizer["step_count"]
         if not isinstance(step, int) or step < 0 or not isinstance(manifest["global_step"], int):
             raise CheckpointError(f"{where}: step counts must be non-negative integers")
