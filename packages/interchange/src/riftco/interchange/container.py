@@ -78,6 +78,32 @@ def canonical_json(document: Any) -> bytes:
     return text.encode("utf-8")
 
 
+def strict_json(raw: bytes | str, where: str, error: type[Exception] = ContainerError) -> Any:
+    """Parse ``raw`` as standard JSON: UTF-8, no duplicate keys, no NaN or infinity
+    literals, bounded nesting; any failure raises ``error`` naming ``where``."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in items:
+            if key in found:
+                raise error(f"{where}: duplicate key {key!r}")
+            found[key] = value
+        return found
+
+    def constant(name: str) -> Any:
+        raise error(f"{where}: expected standard JSON; found {name}")
+
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: expected UTF-8; {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: expected JSON; {exc}") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply") from None
+
+
 def content_id(document: Mapping[str, Any], exclude: str = "artifact_id") -> str:
     """SHA-256 (hex) of the canonical JSON of ``document`` without the key ``exclude``."""
     return hashlib.sha256(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from riftco.interchange import load_bundle
+from riftco.interchange import load_bundle, original_kind
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import tokenizer_from_state
 from riftco.train.adapters import (
@@ -138,6 +138,13 @@ def post_train(
     else:
         if base is None:
             raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
+        if original_kind(base) is not None:
+            raise DataError(
+                f"{base}: a model of the original riftco-transformer; post-training needs a "
+                "tokenizer with an end-of-text token and a chat template, which its tokenizers "
+                "do not have (its own runs continue from their .riftckpt with "
+                "riftco.train.continue_original)"
+            )
         runnable = load_bundle(base, trainable=True)
         model, tokenizer, config = runnable.model, runnable.tokenizer, runnable.config
         parent_id = runnable.artifact_id
