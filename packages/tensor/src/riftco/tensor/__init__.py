@@ -37,9 +37,11 @@ from .errors import (
     BackendUnavailable,
     CapabilityMissing,
     DTypeError,
+    JobUnsupported,
     KernelError,
     RiftcoError,
     ShapeError,
+    UnknownCapability,
 )
 from .ops import (
     abs,
@@ -114,7 +116,7 @@ from .ops.quantized import (
     nf4_linear_backward,
     nf4_quantize,
 )
-from .registry import BackendInfo, backends, get_backend, reset_discovery
+from .registry import BackendInfo, backends, get_backend, require_capabilities, reset_discovery
 from .tensor import Tensor, _install_methods
 
 _install_methods()
@@ -244,3 +246,4 @@ __all__ += [
     "nf4_quantize",
 ]
 __all__ += ["paged_attention"]
+__all__ += ["JobUnsupported", "UnknownCapability", "require_capabilities"]
