@@ -18,7 +18,7 @@ if _native.__version__ != __version__:
     )
 
 from . import ops
-from .backend import BACKEND_API_VERSION, CAPABILITIES, Backend
+from .backend import BACKEND_API_VERSION, BASE_CAPABILITIES, CAPABILITIES, Backend
 from .creation import (
     arange,
     from_numpy,
@@ -246,4 +246,4 @@ __all__ += [
     "nf4_quantize",
 ]
 __all__ += ["paged_attention"]
-__all__ += ["JobUnsupported", "UnknownCapability", "require_capabilities"]
+__all__ += ["BASE_CAPABILITIES", "JobUnsupported", "UnknownCapability", "require_capabilities"]

@@ -58,6 +58,12 @@ CAPABILITIES.update(
 CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 
+#: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
+#: softmax), which every model path uses; the later capabilities are fused kernels.
+BASE_CAPABILITIES: tuple[str, ...] = tuple(
+    name for name, minor in CAPABILITIES.items() if minor == 0
+)
+
 
 class Backend:
     """Base class of every backend. Subclasses override the capabilities they have."""

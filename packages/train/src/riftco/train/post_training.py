@@ -36,6 +36,7 @@ from riftco.train.adapters import (
     save_adapters,
 )
 from riftco.train.batches import ExampleSampler, fixed_examples
+from riftco.train.capabilities import require_training_backend
 from riftco.train.checkpoint import read_checkpoint
 from riftco.train.engine import Callback
 from riftco.train.errors import DataError
@@ -105,6 +106,14 @@ def split_examples(
     return train, validation
 
 
+_JOBS = {"full": "full post-training", "lora": "LoRA post-training", "qlora": "QLoRA post-training"}
+
+
+def _require_backend(config: TransformerConfig, options: PostTrainOptions) -> None:
+    method = options.adapters.method
+    require_training_backend(config, method, job=_JOBS[method])
+
+
 def post_train(
     options: PostTrainOptions,
     base: str | os.PathLike[str] | None,
@@ -132,6 +141,7 @@ def post_train(
             PostTrainOptions.from_dict(checkpoint.run["options"]), data=options.data
         )
         config = TransformerConfig.from_dict(checkpoint.run["config"])
+        _require_backend(config, options)
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
         parent_id = checkpoint.run["parent_id"]
         model = DecoderOnlyTransformer(config)
@@ -141,6 +151,7 @@ def post_train(
             raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
         bundle = read_bundle(base, copy=True)
         config = TransformerConfig.from_dict(bundle.config)
+        _require_backend(config, options)
         tokenizer = tokenizer_from_state(bundle.tokenizer_state)
         parent_id = bundle.artifact_id
         model = DecoderOnlyTransformer(config)
