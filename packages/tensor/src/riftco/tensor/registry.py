@@ -109,10 +109,11 @@ class _Registry:
         if name is None:
             name = os.environ.get(ENV_VAR) or "auto"
         if name == "auto":
-            accelerators = [b for b in loaded.items() if not b[1].runs_on_host]
+            accelerators = [(n, b) for n, b in loaded.items() if not b.runs_on_host]
             if accelerators:
                 # The highest priority, then the first name: a stable choice.
-                return min(accelerators, key=lambda b: (-b[1].priority, b[0]))[1]
+                _, best = min(accelerators, key=lambda nb: (-nb[1].priority, nb[0]))
+                return best
             name = DEFAULT
         backend = loaded.get(name)
         if backend is not None:
