@@ -26,9 +26,18 @@ pub type Result<T> = std::result::Result<T, KernelError>;
 /// With `causal_queries = t > 0` the rows are `[..., t, n]` scores: row `r` is query
 /// `q = r % t` and sees keys `0..=q + n - t`; hidden keys get exactly 0 (log: -inf).
 /// A row with no finite maximum gives NaN, as numpy's formula does.
-pub fn softmax(x: &[f32], rows: usize, n: usize, causal_queries: usize, log: bool) -> Result<Vec<f32>> {
+pub fn softmax(
+    x: &[f32],
+    rows: usize,
+    n: usize,
+    causal_queries: usize,
+    log: bool,
+) -> Result<Vec<f32>> {
     if rows.checked_mul(n) != Some(x.len()) {
-        return Err(KernelError(format!("softmax: {} values for {rows} rows of {n}", x.len())));
+        return Err(KernelError(format!(
+            "softmax: {} values for {rows} rows of {n}",
+            x.len()
+        )));
     }
     if causal_queries > n || (causal_queries > 0 && rows % causal_queries != 0) {
         return Err(KernelError(format!(
@@ -40,7 +49,11 @@ pub fn softmax(x: &[f32], rows: usize, n: usize, causal_queries: usize, log: boo
         return Ok(out);
     }
     for (r, (src, dst)) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)).enumerate() {
-        let visible = if causal_queries == 0 { n } else { r % causal_queries + 1 + n - causal_queries };
+        let visible = if causal_queries == 0 {
+            n
+        } else {
+            r % causal_queries + 1 + n - causal_queries
+        };
         row(&src[..visible], &mut dst[..visible], log);
         dst[visible..].fill(if log { f32::NEG_INFINITY } else { 0.0 });
     }
@@ -48,13 +61,21 @@ pub fn softmax(x: &[f32], rows: usize, n: usize, causal_queries: usize, log: boo
 }
 
 fn row(x: &[f32], out: &mut [f32], log: bool) {
-    let max = x
-        .iter()
-        .fold(f32::NEG_INFINITY, |m, &v| if m.is_nan() || v.is_nan() { f32::NAN } else { m.max(v) });
+    let max = x.iter().fold(f32::NEG_INFINITY, |m, &v| {
+        if m.is_nan() || v.is_nan() {
+            f32::NAN
+        } else {
+            m.max(v)
+        }
+    });
     let shift = if max == f32::NEG_INFINITY { 0.0 } else { max };
     let sum: f64 = x.iter().map(|&v| f64::from((v - shift).exp())).sum();
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = if log { (f64::from(v - shift) - sum.ln()) as f32 } else { (f64::from((v - shift).exp()) / sum) as f32 };
+        *o = if log {
+            (f64::from(v - shift) - sum.ln()) as f32
+        } else {
+            (f64::from((v - shift).exp()) / sum) as f32
+        };
     }
 }
 

@@ -31,7 +31,9 @@ fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> kernels::Result<T> + Send) -
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(KernelError::new_err(format!("internal error in a NAME kernel: {msg}")))
+            Err(KernelError::new_err(format!(
+                "internal error in a NAME kernel: {msg}"
+            )))
         }
     }
 }
@@ -47,8 +49,12 @@ fn softmax<'py>(
     let shape = x.shape().to_vec();
     let n = shape.last().copied().unwrap_or(1);
     let rows = if n == 0 { 0 } else { x.len() / n };
-    let values = x.as_slice().map_err(|_| KernelError::new_err("softmax: input is not C-contiguous"))?;
-    let out = run(py, || kernels::softmax(values, rows, n, causal_queries, log))?;
+    let values = x
+        .as_slice()
+        .map_err(|_| KernelError::new_err("softmax: input is not C-contiguous"))?;
+    let out = run(py, || {
+        kernels::softmax(values, rows, n, causal_queries, log)
+    })?;
     out.into_pyarray(py).reshape(shape)
 }
 
