@@ -48,7 +48,7 @@ fn softmax<'py>(
 ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
     let shape = x.shape().to_vec();
     let n = shape.last().copied().unwrap_or(1);
-    let rows = if n == 0 { 0 } else { x.len() / n };
+    let rows = x.len().checked_div(n).unwrap_or(0);
     let values = x
         .as_slice()
         .map_err(|_| KernelError::new_err("softmax: input is not C-contiguous"))?;
