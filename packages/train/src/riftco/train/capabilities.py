@@ -19,8 +19,13 @@ NF4 = ("nf4_dequantize", "nf4_linear", "nf4_linear_backward")
 def training_capabilities(config: TransformerConfig, method: str = "full") -> tuple[str, ...]:
     """What one training step (forward, loss, backward, Adam) of ``config`` needs, with
     ``method`` ``full``, ``lora`` or ``qlora``, in CAPABILITIES order."""
-    needs = {*rt.BASE_CAPABILITIES, "adam_update", "activation_backward", "cross_entropy"}
-    needs.add("cross_entropy_backward")
+    needs = {
+        *rt.BASE_CAPABILITIES,
+        "activation_backward",
+        "cross_entropy",
+        "cross_entropy_backward",
+        "adam_update",
+    }
     norm = "layer_norm" if config.norm == "layer" else "rms_norm"
     attention = "flash_attention" if config.attention == "flash" else "attention"
     needs |= {norm, f"{norm}_backward", attention, f"{attention}_backward"}
