@@ -18,7 +18,7 @@ if _native.__version__ != __version__:
     )
 
 from . import ops
-from .backend import BACKEND_API_VERSION, CAPABILITIES, Backend
+from .backend import BACKEND_API_VERSION, BASE_CAPABILITIES, CAPABILITIES, Backend
 from .creation import (
     arange,
     from_numpy,
@@ -37,9 +37,11 @@ from .errors import (
     BackendUnavailable,
     CapabilityMissing,
     DTypeError,
+    JobUnsupported,
     KernelError,
     RiftcoError,
     ShapeError,
+    UnknownCapability,
 )
 from .ops.elementwise import *  # noqa: F403
 from .ops.fused import *  # noqa: F403
@@ -50,7 +52,7 @@ from .ops.linalg import *  # noqa: F403
 from .ops.paged import *  # noqa: F403
 from .ops.quantized import *  # noqa: F403
 from .ops.reduction import *  # noqa: F403
-from .registry import BackendInfo, backends, get_backend, reset_discovery
+from .registry import BackendInfo, backends, get_backend, require_capabilities, reset_discovery
 from .tensor import Tensor
 
 
@@ -116,3 +118,4 @@ __all__ += ops.linalg.__all__
 __all__ += ops.paged.__all__
 __all__ += ops.quantized.__all__
 __all__ += ops.reduction.__all__
+__all__ += ["BASE_CAPABILITIES", "JobUnsupported", "UnknownCapability", "require_capabilities"]

@@ -19,6 +19,7 @@ from .errors import KernelError
 class CpuBackend(Backend):
     name = "cpu"
     runs_on_host = True
+    priority = 0  # the lowest: auto's fallback, never its choice
 
     def describe(self) -> str:
         return f"host CPU, {_native.num_threads()} kernel threads, native build {_native.BUILD_ID}"

@@ -31,6 +31,21 @@ class CapabilityMissing(RiftcoError, NotImplementedError):
     """A backend does not implement a capability an op needs."""
 
 
+class JobUnsupported(CapabilityMissing):
+    """A backend lacks capabilities a job (training, serving, ...) needs, found before the
+    job starts; ``backend``, ``job`` and ``missing`` (in CAPABILITIES order) say which."""
+
+    def __init__(self, message: str, *, backend: str, job: str, missing: tuple[str, ...]):
+        super().__init__(message)
+        self.backend = backend
+        self.job = job
+        self.missing = missing
+
+
+class UnknownCapability(RiftcoError, ValueError):
+    """A capability name that is not in riftco.tensor.CAPABILITIES."""
+
+
 class KernelError(RiftcoError, RuntimeError):
     """A native kernel refused its arguments or failed (a Rust panic included)."""
 
@@ -41,7 +56,9 @@ __all__ = [
     "CapabilityMissing",
     "DTypeError",
     "IndexOutOfRange",
+    "JobUnsupported",
     "KernelError",
     "RiftcoError",
     "ShapeError",
+    "UnknownCapability",
 ]

@@ -27,6 +27,9 @@ class TpuBackend(Backend):
 
     name = "tpu"
     api_version = API_VERSION
+    #: auto's ranking among accelerators (higher wins; cpu is 0). A dedicated GPU
+    #: backend ranks above a PJRT device, hence a middle value.
+    priority = 100
 
     def __init__(self, device: _native.Device, location: PluginLocation):
         self.device = device
