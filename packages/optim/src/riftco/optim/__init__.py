@@ -18,7 +18,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .adam import STATE_VERSION, Adam, AdamStepStats, AdamW
-from .clipping import clip_scale, global_grad_norm
+from .clipping import clip_scale, global_grad_norm, norm_and_values
 from .errors import NonFiniteUpdate, OptimizerStateError
 from .groups import weight_decay_groups
 from .moments import Moments, page_lengths
@@ -37,6 +37,7 @@ __all__ = [
     "WarmupCosineSchedule",
     "clip_scale",
     "global_grad_norm",
+    "norm_and_values",
     "page_lengths",
     "schedule_from_state",
     "weight_decay_groups",
