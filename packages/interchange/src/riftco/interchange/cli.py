@@ -12,7 +12,6 @@ from pathlib import Path
 
 from riftco.interchange.cli_inspect import main as _inspect_main
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
 
@@ -55,7 +54,7 @@ def generate_main(argv: list[str]) -> int:
             chat=args.chat,
             system=args.system,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco generate: {exc}", file=sys.stderr)
         return 1
     print(text)
@@ -95,7 +94,7 @@ def convert_main(argv: list[str]) -> int:
             dtype=args.dtype,
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {written}")

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 INTERRUPTED = 130
 
@@ -365,7 +364,7 @@ def _adapter_options(args: argparse.Namespace):  # -> AdapterOptions
 def _run(name: str, work) -> int:  # work: () -> StageResult
     try:
         result = work()
-    except (RiftcoError, TokenizerError, OSError) as exc:
+    except (RiftcoError, OSError) as exc:
         print(f"riftco {name}: {exc}", file=sys.stderr)
         return 1
     if result.outcome == "interrupted":
