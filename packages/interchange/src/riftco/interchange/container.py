@@ -4,9 +4,9 @@ Everything here is independent of models, so that any riftco file built on the
 safetensors format (the ``.rift`` bundle, the ``.riftckpt`` training checkpoint)
 shares one implementation of the parts that must never be wrong:
 
-- :func:`atomic_write`: a file is written to a temporary name in the same
-  folder, flushed, fsynced and renamed over the target, and the folder is
-  fsynced, so a crash leaves either the old file or the whole new one.
+- atomic writes (:func:`riftco.core.atomic_write`): a file is written to a
+  temporary name in the same folder, fsynced and renamed over the target, and
+  the folder is fsynced, so a crash leaves either the old file or the whole new one.
 - :func:`canonical_json` and :func:`content_id`: the SHA-256 of a JSON document
   in canonical form (keys sorted, separators ``,`` and ``:``, UTF-8, no NaN).
 - :func:`read_safetensors` and :func:`write_safetensors`: named numpy arrays
@@ -26,15 +26,14 @@ import math
 import mmap
 import os
 import struct
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from riftco.core import atomic_write
 from riftco.interchange.errors import ContainerError
 
 MAX_HEADER_BYTES = 16 << 20
@@ -94,41 +93,6 @@ def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
         digest.update(canonical_json([name, dtype_code(name, array), list(array.shape)]))
         digest.update(memoryview(array.reshape(-1)).cast("B"))
     return digest.hexdigest()
-
-
-# -- atomic writes -----------------------------------------------------------------
-
-
-@contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path``; on a clean exit make it ``path`` durably."""
-    target = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_folder(target.parent)
-
-
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` with :func:`atomic_write`."""
-    with atomic_write(path) as handle:
-        handle.write(data)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if hasattr(os, "O_DIRECTORY"):  # makes the rename itself durable
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # -- writing safetensors -------------------------------------------------------------

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from riftco.interchange.container import write_bytes_atomic
+from riftco.core import write_bytes_atomic
 from riftco.interchange.errors import ConversionError
 from riftco.text import (
     BpeTokenizer,

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import staged_files
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.layout import check_shapes
@@ -28,7 +29,6 @@ from riftco.interchange.models import model_arrays
 from riftco.interchange.onnx_graph import INPUT, IR_VERSION, OPSET, OUTPUT, build_graph
 from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
-from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer
 
