@@ -33,7 +33,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from riftco.core import atomic_write
+from riftco.core import JSONError, atomic_write, loads_strict
 from riftco.interchange.errors import ContainerError
 
 MAX_HEADER_BYTES = 16 << 20
@@ -279,15 +279,9 @@ def _read_header(handle: BinaryIO, size: int, limit: int) -> tuple[int, bytes]:
 
 def _parse_header(raw: bytes) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     try:
-        document = json.loads(
-            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constants
-        )
-    except UnicodeDecodeError as exc:
-        raise ContainerError(f"header: expected UTF-8; {exc.reason} at byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise ContainerError(f"header: expected JSON; {exc}") from None
-    except RecursionError:
-        raise ContainerError("header: JSON nested too deeply") from None
+        document = loads_strict(raw)
+    except JSONError as exc:
+        raise ContainerError(f"header: {exc}") from None
     if not isinstance(document, dict):
         raise ContainerError(f"header: expected a JSON object; found {type(document).__name__}")
     metadata = document.pop("__metadata__", {})
@@ -337,19 +331,6 @@ def _check_layout(tensors: Mapping[str, TensorInfo], available: int) -> None:
         raise ContainerError(
             f"expected {position} bytes of data; found {available} (trailing bytes)"
         )
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ContainerError(f"header: duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
-def _no_constants(name: str) -> Any:
-    raise ContainerError(f"header: expected standard JSON; found {name}")
 
 
 def _is_count(value: Any) -> bool:

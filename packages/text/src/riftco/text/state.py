@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from riftco.core import write_bytes_atomic
+from riftco.core import JSONError, loads_strict, write_bytes_atomic
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
 from riftco.text.bpe import BpeTokenizer
 from riftco.text.bpe_train import NUM_BYTES
@@ -98,11 +98,11 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Read a state written by :func:`save`, validating it."""
-    text = Path(path).read_text(encoding="utf-8")
+    raw = Path(path).read_bytes()
     try:
-        state = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StateError(f"{path}: expected JSON; {exc}") from None
+        state = loads_strict(raw)
+    except JSONError as exc:
+        raise StateError(f"{path}: {exc}") from None
     try:
         return tokenizer_from_state(state)
     except StateError as exc:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import loads_strict
 from riftco.interchange import (
     ContainerError,
     canonical_json,
@@ -270,11 +271,9 @@ def load_adapters(path: str | os.PathLike[str], model: Any) -> dict[str, Any]:
     """Attach adapters saved by ``save_adapters`` to ``model`` (with their configuration,
     unless the model already has matching ones) and load their values; returns the
     file's description."""
-    import json
-
     try:
         stored = read_safetensors(path)
-        document = json.loads(stored.metadata[ADAPTERS_KEY])
+        document = loads_strict(stored.metadata[ADAPTERS_KEY])
     except (ContainerError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{path}: not a riftco adapters file ({exc})") from None
     if document.get("format") != ADAPTERS_FORMAT or document.get("format_version") != 1:
