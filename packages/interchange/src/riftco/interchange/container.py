@@ -7,8 +7,9 @@ shares one implementation of the parts that must never be wrong:
 - atomic writes (:func:`riftco.core.atomic_write`): a file is written to a
   temporary name in the same folder, fsynced and renamed over the target, and
   the folder is fsynced, so a crash leaves either the old file or the whole new one.
-- :func:`canonical_json` and :func:`content_id`: the SHA-256 of a JSON document
-  in canonical form (keys sorted, separators ``,`` and ``:``, UTF-8, no NaN).
+- :func:`canonical_json` and :func:`content_id`: riftco.core's canonical JSON and
+  identity (keys sorted, separators ``,`` and ``:``, UTF-8, no NaN), raising
+  :class:`ContainerError` and excluding ``artifact_id`` by default.
 - :func:`read_safetensors` and :func:`write_safetensors`: named numpy arrays
   plus ``str -> str`` metadata. The reader checks every size field against the
   file's real length and fixed limits *before* allocating anything, parses the
@@ -20,7 +21,6 @@ shares one implementation of the parts that must never be wrong:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import mmap
@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from riftco import core
 from riftco.core import JSONError, atomic_write, loads_strict
 from riftco.interchange.errors import ContainerError
 
@@ -67,32 +68,31 @@ _HEADER_KEYS = {"dtype", "shape", "data_offsets"}
 
 
 def canonical_json(document: Any) -> bytes:
-    """``document`` as canonical JSON: sorted keys, compact separators, UTF-8, no NaN."""
+    """:func:`riftco.core.canonical_json`, raising :class:`ContainerError`."""
     try:
-        text = json.dumps(
-            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except (TypeError, ValueError) as exc:
-        raise ContainerError(f"expected a JSON-ready document; {exc}") from None
-    return text.encode("utf-8")
+        return core.canonical_json(document)
+    except JSONError as exc:
+        raise ContainerError(str(exc)) from None
 
 
 def content_id(document: Mapping[str, Any], exclude: str = "artifact_id") -> str:
     """SHA-256 (hex) of the canonical JSON of ``document`` without the key ``exclude``."""
-    return hashlib.sha256(
-        canonical_json({k: v for k, v in document.items() if k != exclude})
-    ).hexdigest()
+    try:
+        return core.content_id(document, exclude)
+    except JSONError as exc:
+        raise ContainerError(str(exc)) from None
 
 
 def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 (hex) of named arrays: for each name in sorted order, the canonical JSON
-    ``[name, dtype code, shape]`` followed by the array's little-endian bytes."""
-    digest = hashlib.sha256()
+    """SHA-256 (hex) of named arrays (:func:`riftco.core.records_digest`): for each name
+    in sorted order, the canonical JSON ``[name, dtype code, shape]`` followed by the
+    array's little-endian bytes."""
+    records = []
     for name in sorted(arrays):
         array = _little_endian(name, arrays[name])
-        digest.update(canonical_json([name, dtype_code(name, array), list(array.shape)]))
-        digest.update(memoryview(array.reshape(-1)).cast("B"))
-    return digest.hexdigest()
+        header = [name, dtype_code(name, array), list(array.shape)]
+        records.append((header, memoryview(array.reshape(-1)).cast("B")))
+    return core.records_digest(records)
 
 
 # -- writing safetensors -------------------------------------------------------------
@@ -227,12 +227,10 @@ class SafetensorsFile:
 
     def digest(self) -> str:
         """:func:`tensors_digest` of the stored tensors, computed over the mapping."""
-        digest = hashlib.sha256()
-        for name in sorted(self.tensors):
-            info = self.tensors[name]
-            digest.update(canonical_json([name, info.dtype, list(info.shape)]))
-            digest.update(self.raw(name))
-        return digest.hexdigest()
+        return core.records_digest(
+            ([name, self.tensors[name].dtype, list(self.tensors[name].shape)], self.raw(name))
+            for name in sorted(self.tensors)
+        )
 
     def _info(self, name: str) -> TensorInfo:
         try:

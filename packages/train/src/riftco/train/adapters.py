@@ -18,7 +18,6 @@ adapters alone as a small safetensors file.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from riftco.core import loads_strict
+from riftco.core import canonical_hash, loads_strict
 from riftco.interchange import (
     ContainerError,
     canonical_json,
@@ -189,7 +188,7 @@ def packed_manifest(model: Any) -> dict[str, Any] | None:
     }
     if not layers:
         return None
-    return {"identity": hashlib.sha256(canonical_json(layers)).hexdigest(), "layers": layers}
+    return {"identity": canonical_hash(layers), "layers": layers}
 
 
 def read_packed(
@@ -224,7 +223,7 @@ def read_packed(
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"the packed NF4 payload does not fit its manifest: {exc}") from None
     listed = {n: {**w.metadata(), "identity": w.identity} for n, w in sorted(out.items())}
-    if hashlib.sha256(canonical_json(listed)).hexdigest() != manifest.get("identity"):
+    if canonical_hash(listed) != manifest.get("identity"):
         raise CheckpointError("the packed NF4 payload's identity differs from the checkpoint's")
     return out
 

@@ -37,14 +37,14 @@ Byte layout (``NF4Weight.to_bytes``, what ``identity`` hashes)
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from riftco.core import records_digest
 
 from ..backend import Backend
 from ..dtypes import DType
@@ -298,8 +298,7 @@ class NF4Weight:
     @cached_property
     def identity(self) -> str:
         """SHA-256 (hex) of the canonical metadata JSON, a zero byte, and the bytes."""
-        header = json.dumps(self.metadata(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(header.encode() + b"\0" + self.to_bytes()).hexdigest()
+        return records_digest([(self.metadata(), b"\0" + self.to_bytes())])
 
     @classmethod
     def from_arrays(
