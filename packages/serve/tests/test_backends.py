@@ -5,7 +5,7 @@ import numpy as np
 
 import riftco.nn as nn
 from riftco.serve import ContiguousKvCache, PagedKvCachePool
-from riftco.tensor.testing import backend  # noqa: F401  (the fixture)
+from riftco.testing.tensor import backend  # noqa: F401  (the fixture)
 
 
 def test_paged_matches_contiguous_on_every_backend(backend):  # noqa: F811

@@ -8,7 +8,7 @@ shape argument is a tuple of ints; every handle is C-contiguous row-major.
 
 Adding a capability: add a method here (its default raises CapabilityMissing),
 implement it in the CPU backend and the numpy reference backend
-(riftco.tensor.testing), test it against a numpy formula, list it in
+(riftco.testing.tensor), test it against a numpy formula, list it in
 CAPABILITIES and bump the minor API version.
 """
 
