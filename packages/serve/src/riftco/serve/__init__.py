@@ -2,7 +2,7 @@
 
 from .app import create_app
 from .batch_engine import BatchEngine
-from .caches import ContiguousKvCache, PagedKvCachePool
+from .caches import ContiguousKVCachePool, PagedKVCachePool
 from .config import ServerConfig
 from .engine import (
     ChatMessage,
@@ -36,7 +36,7 @@ __all__ = [
     "BatchEngine",
     "CacheError",
     "ChatMessage",
-    "ContiguousKvCache",
+    "ContiguousKVCachePool",
     "Engine",
     "EngineStats",
     "Finished",
@@ -47,7 +47,7 @@ __all__ = [
     "ModelNotFound",
     "NotReady",
     "Overloaded",
-    "PagedKvCachePool",
+    "PagedKVCachePool",
     "PoolExhausted",
     "RequestError",
     "SamplingOptions",

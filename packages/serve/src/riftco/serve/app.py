@@ -24,11 +24,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import metrics
+from .chat_page import page_routes
 from .config import ServerConfig
 from .engine import Engine, Finished, GenerationStream, TextDelta
 from .errors import GenerationFailed, ModelNotFound, NotReady, Overloaded, RequestError
 from .guard import Guard
-from .page import page_routes
 from .protocol import ParsedRequest, parse_chat, parse_completion
 from .responses import SSE_DONE, Shapes, sse
 from .streaming import EventStreamResponse, collect_until_disconnect

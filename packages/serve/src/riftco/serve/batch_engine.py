@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from .caches import PagedKvCachePool
+from .caches import PagedKVCachePool
 from .channel import EventChannel
 from .engine import EngineStats, Finished, GenerationRequest, TextDelta
 from .errors import GenerationFailed, RequestError
@@ -49,7 +49,7 @@ class ChannelSink:
 
 class BatchEngine:
     """Serves ``model`` (riftco-nn's incremental-forward interface) with ``tokenizer``
-    (riftco-text's). ``cache`` defaults to a `PagedKvCachePool` of ``pages`` pages
+    (riftco-text's). ``cache`` defaults to a `PagedKVCachePool` of ``pages`` pages
     (default: room for every running sequence at full context)."""
 
     def __init__(
@@ -71,7 +71,7 @@ class BatchEngine:
         if cache is None:
             per_sequence = -(-config.context_length // page_size)
             pages = pages or per_sequence * self.limits.max_running
-            cache = PagedKvCachePool(config, pages=pages, page_size=page_size)
+            cache = PagedKVCachePool(config, pages=pages, page_size=page_size)
         self.cache = cache
         self.scheduler = Scheduler(model, cache, self.limits)
         self._ids = itertools.count()
