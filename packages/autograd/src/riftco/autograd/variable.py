@@ -139,7 +139,7 @@ class Variable:
         All gradients are committed together at the end: an error leaves every
         ``grad`` unchanged. The graph is freed afterwards unless ``retain_graph``.
         """
-        from .graph.backward import backward
+        from riftco.autograd.graph.backward import backward
 
         backward([self], [seed], retain_graph=retain_graph)
 

@@ -1,10 +1,10 @@
 """riftco.serve: paged key/value caches, continuous batching and an OpenAI-compatible server."""
 
-from .app import create_app
-from .batch_engine import BatchEngine
-from .caches import ContiguousKVCachePool, PagedKVCachePool
-from .config import ServerConfig
-from .engine import (
+from riftco.serve.app import create_app
+from riftco.serve.batch_engine import BatchEngine
+from riftco.serve.caches import ContiguousKVCachePool, PagedKVCachePool
+from riftco.serve.config import ServerConfig
+from riftco.serve.engine import (
     ChatMessage,
     Engine,
     EngineStats,
@@ -14,7 +14,7 @@ from .engine import (
     SamplingOptions,
     TextDelta,
 )
-from .errors import (
+from riftco.serve.errors import (
     CacheError,
     GenerationFailed,
     InvalidField,
@@ -26,9 +26,9 @@ from .errors import (
     ServeError,
     UnsupportedParameter,
 )
-from .loading import app_from_bundle, engine_from_bundle
-from .paged_attention import paged_attention
-from .scheduler import Scheduler, SchedulerLimits
+from riftco.serve.loading import app_from_bundle, engine_from_bundle
+from riftco.serve.paged_attention import paged_attention
+from riftco.serve.scheduler import Scheduler, SchedulerLimits
 
 __version__ = "0.1.0"
 

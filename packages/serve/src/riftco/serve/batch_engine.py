@@ -13,13 +13,13 @@ import logging
 import threading
 from typing import Any
 
-from .caches import PagedKVCachePool
-from .channel import EventChannel
-from .engine import EngineStats, Finished, GenerationRequest, TextDelta
-from .errors import GenerationFailed, RequestError
-from .scheduler import Scheduler, SchedulerLimits, StepModel
-from .sequence import SequenceState, TokenSampler
-from .text_stream import TextStream
+from riftco.serve.caches import PagedKVCachePool
+from riftco.serve.channel import EventChannel
+from riftco.serve.engine import EngineStats, Finished, GenerationRequest, TextDelta
+from riftco.serve.errors import GenerationFailed, RequestError
+from riftco.serve.scheduler import Scheduler, SchedulerLimits, StepModel
+from riftco.serve.sequence import SequenceState, TokenSampler
+from riftco.serve.text_stream import TextStream
 
 log = logging.getLogger("riftco.serve")
 

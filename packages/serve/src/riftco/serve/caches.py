@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from riftco.nn import ContiguousKVCache, TransformerConfig
+from riftco.serve.errors import CacheError, PoolExhausted
+from riftco.serve.paged_cache import PagedKVCachePool
 from riftco.tensor import Backend
-
-from .errors import CacheError, PoolExhausted
-from .paged_cache import PagedKVCachePool
 
 
 class ContiguousKVCachePool(ContiguousKVCache):

@@ -14,10 +14,10 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from .app import create_app
-from .batch_engine import BatchEngine
-from .config import ServerConfig
-from .scheduler import SchedulerLimits
+from riftco.serve.app import create_app
+from riftco.serve.batch_engine import BatchEngine
+from riftco.serve.config import ServerConfig
+from riftco.serve.scheduler import SchedulerLimits
 
 
 def engine_from_bundle(

@@ -22,11 +22,10 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.nn import DecodeStep, TransformerConfig
+from riftco.serve.errors import CacheError, PoolExhausted
+from riftco.serve.page_allocator import PageAllocator, PrefixKey, prefix_keys
+from riftco.serve.paged_attention import dispatch
 from riftco.tensor import Backend, Tensor
-
-from .errors import CacheError, PoolExhausted
-from .page_allocator import PageAllocator, PrefixKey, prefix_keys
-from .paged_attention import dispatch
 
 
 @dataclass

@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import ServerConfig
-from .engine import ChatMessage, GenerationRequest, SamplingOptions
-from .errors import InvalidField, RequestError, UnsupportedParameter
+from riftco.serve.config import ServerConfig
+from riftco.serve.engine import ChatMessage, GenerationRequest, SamplingOptions
+from riftco.serve.errors import InvalidField, RequestError, UnsupportedParameter
 
 #: Accepted and ignored: they do not change what is generated.
 IGNORED = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls"})

@@ -9,8 +9,7 @@ from typing import Protocol
 import numpy as np
 
 from riftco.nn import SamplingConfig, sample_next, sequence_rng
-
-from .engine import SamplingOptions
+from riftco.serve.engine import SamplingOptions
 
 
 class TokenSink(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import _native
+from riftco.tensor import _native
 
 if _native.__version__ != __version__:
     raise ImportError(
@@ -17,9 +17,9 @@ if _native.__version__ != __version__:
         f"({_native.__file__}); reinstall riftco-tensor so both come from one build"
     )
 
-from . import ops
-from .backend import BACKEND_API_VERSION, CAPABILITIES, Backend
-from .creation import (
+from riftco.tensor import ops
+from riftco.tensor.backend import BACKEND_API_VERSION, CAPABILITIES, Backend
+from riftco.tensor.creation import (
     arange,
     from_numpy,
     full,
@@ -31,8 +31,8 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .dtypes import DType, as_dtype, bool_, float32, int64, uint8
-from .errors import (
+from riftco.tensor.dtypes import DType, as_dtype, bool_, float32, int64, uint8
+from riftco.tensor.errors import (
     BackendMismatch,
     BackendUnavailable,
     CapabilityMissing,
@@ -41,7 +41,7 @@ from .errors import (
     RiftcoError,
     ShapeError,
 )
-from .ops import (
+from riftco.tensor.ops import (
     abs,
     add,
     argmax,
@@ -89,7 +89,7 @@ from .ops import (
     transpose,
     where,
 )
-from .ops.fused import (
+from riftco.tensor.ops.fused import (
     activation_backward,
     attention,
     attention_backward,
@@ -106,16 +106,16 @@ from .ops.fused import (
     softmax_cross_entropy_backward,
     write_rows_,
 )
-from .ops.paged import paged_attention
-from .ops.quantized import (
+from riftco.tensor.ops.paged import paged_attention
+from riftco.tensor.ops.quantized import (
     NF4Weight,
     nf4_dequantize,
     nf4_linear,
     nf4_linear_backward,
     nf4_quantize,
 )
-from .registry import BackendInfo, backends, get_backend, reset_discovery
-from .tensor import Tensor, _install_methods
+from riftco.tensor.registry import BackendInfo, backends, get_backend, reset_discovery
+from riftco.tensor.tensor import Tensor, _install_methods
 
 _install_methods()
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
-from .errors import CapabilityMissing
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.

@@ -11,7 +11,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="riftco backends", description=main.__doc__)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
-    from . import backends, get_backend
+    from riftco.tensor import backends, get_backend
 
     infos = backends()
     if args.json:

@@ -15,8 +15,8 @@ import threading
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from .backend import BACKEND_API_VERSION, Backend
-from .errors import BackendUnavailable
+from riftco.tensor.backend import BACKEND_API_VERSION, Backend
+from riftco.tensor.errors import BackendUnavailable
 
 GROUP = "riftco.backends"
 #: Accelerators ``auto`` prefers, best first; otherwise cpu.

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, Shape
-from .dtypes import DType
-from .errors import ShapeError
+from riftco.tensor.backend import Backend, Shape
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import ShapeError
 
 
 class Tensor:
@@ -30,7 +30,7 @@ class Tensor:
     def __init__(
         self, data: Any, dtype: DType | str | None = None, backend: str | Backend | None = None
     ):
-        from .creation import tensor
+        from riftco.tensor.creation import tensor
 
         made = tensor(data, dtype=dtype, backend=backend)
         self._data, self._shape, self._dtype = made._data, made._shape, made._dtype
@@ -115,7 +115,7 @@ class Tensor:
 
     def to(self, backend: str | Backend) -> Tensor:
         """This tensor on another backend (through host memory); itself if already there."""
-        from .registry import get_backend
+        from riftco.tensor.registry import get_backend
 
         target = get_backend(backend)
         if target is self._backend:
@@ -125,7 +125,7 @@ class Tensor:
 
     def assign_(self, value: Tensor) -> Tensor:
         """Overwrite this tensor's values in place and bump its version."""
-        from .ops import check_same_backend
+        from riftco.tensor.ops import check_same_backend
 
         check_same_backend("assign_", self, value)
         if value._shape != self._shape or value._dtype is not self._dtype:
@@ -147,7 +147,7 @@ _new = object.__new__
 
 def _install_methods() -> None:
     """Attach the op functions as methods and Python operators."""
-    from . import ops
+    from riftco.tensor import ops
 
     operand_types = (Tensor, int, float, np.number, np.bool_)
 

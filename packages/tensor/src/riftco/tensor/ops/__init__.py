@@ -1,8 +1,8 @@
 """Every tensor op, defined once: shape and dtype checks, output shape, dispatch."""
 
-from . import fused
-from ._common import broadcast_shapes, check_same_backend
-from .elementwise import (
+from riftco.tensor.ops import fused
+from riftco.tensor.ops._common import broadcast_shapes, check_same_backend
+from riftco.tensor.ops.elementwise import (
     abs,
     add,
     div,
@@ -32,7 +32,7 @@ from .elementwise import (
     tanh,
     where,
 )
-from .fused import (
+from riftco.tensor.ops.fused import (
     activation_backward,
     attention,
     attention_backward,
@@ -49,8 +49,8 @@ from .fused import (
     softmax_cross_entropy_backward,
     write_rows_,
 )
-from .indexing import embedding, gather, index_add, index_select, scatter_add
-from .layout import (
+from riftco.tensor.ops.indexing import embedding, gather, index_add, index_select, scatter_add
+from riftco.tensor.ops.layout import (
     astype,
     broadcast_to,
     concatenate,
@@ -66,16 +66,25 @@ from .layout import (
     transpose,
     unsqueeze,
 )
-from .linalg import matmul
-from .paged import paged_attention, paged_attention_unchecked
-from .quantized import (
+from riftco.tensor.ops.linalg import matmul
+from riftco.tensor.ops.paged import paged_attention, paged_attention_unchecked
+from riftco.tensor.ops.quantized import (
     NF4Weight,
     nf4_dequantize,
     nf4_linear,
     nf4_linear_backward,
     nf4_quantize,
 )
-from .reduction import argmax, log_softmax, max, mean, min, softmax, sum, sum_squares
+from riftco.tensor.ops.reduction import (
+    argmax,
+    log_softmax,
+    max,
+    mean,
+    min,
+    softmax,
+    sum,
+    sum_squares,
+)
 
 __all__ = [
     "abs",

@@ -45,12 +45,11 @@ from typing import Any
 import numpy as np
 
 from riftco.core import records_digest
-
-from ..backend import Backend
-from ..dtypes import DType
-from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor
-from ._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.backend import Backend
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import DTypeError, ShapeError
+from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.tensor import Tensor
 
 #: The 16 NF4 values (bitsandbytes' table), in code order.
 NF4_CODEBOOK = np.array(
@@ -309,7 +308,7 @@ class NF4Weight:
         backend: str | Backend | None = None,
     ) -> NF4Weight:
         """A packed weight from ``arrays()`` output (checked against the shape)."""
-        from ..creation import from_numpy
+        from riftco.tensor.creation import from_numpy
 
         def put(name: str, dtype: np.dtype) -> Tensor:
             a = np.asarray(arrays[name])
