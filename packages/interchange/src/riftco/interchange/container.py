@@ -26,7 +26,7 @@ import math
 import mmap
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -87,12 +87,14 @@ def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
     """SHA-256 (hex) of named arrays (:func:`riftco.core.records_digest`): for each name
     in sorted order, the canonical JSON ``[name, dtype code, shape]`` followed by the
     array's little-endian bytes."""
-    records = []
-    for name in sorted(arrays):
-        array = _little_endian(name, arrays[name])
-        header = [name, dtype_code(name, array), list(array.shape)]
-        records.append((header, memoryview(array.reshape(-1)).cast("B")))
-    return core.records_digest(records)
+
+    def records() -> Iterator[tuple[list[Any], memoryview]]:  # one array at a time
+        for name in sorted(arrays):
+            array = _little_endian(name, arrays[name])
+            header = [name, dtype_code(name, array), list(array.shape)]
+            yield header, memoryview(array.reshape(-1)).cast("B")
+
+    return core.records_digest(records())
 
 
 # -- writing safetensors -------------------------------------------------------------
