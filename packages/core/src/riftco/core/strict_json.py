@@ -10,16 +10,16 @@
 - integers of more than ``max_int_digits`` digits (Python would parse any length,
   in time quadratic in it).
 
-Time and memory are linear in the size of the text: the depth is measured on the
-text before anything is built, and integers are measured before they are converted.
+Time and memory are linear in the size of the text: the parser stops at the
+interpreter's recursion limit, the depth and the floats of what it built are then
+checked without recursion, and integers are measured before they are converted.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from itertools import accumulate
+from collections.abc import Callable
 from typing import Any
 
 from riftco.core.errors import JSONError
@@ -28,13 +28,6 @@ MAX_DEPTH = 64
 """The default bound on nested arrays and objects."""
 MAX_INT_DIGITS = 100
 """The default bound on the digits of one integer (a 256-bit value has 78)."""
-
-# Strings are removed first, so that brackets inside them do not count; an
-# unterminated string runs to the end (the parser then reports it), which keeps
-# the scan linear.
-_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
-_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def loads(
@@ -49,31 +42,46 @@ def loads(
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JSONError(f"expected UTF-8; {exc.reason} at byte {exc.start}") from None
-    _check_depth(text, max_depth)
     try:
-        return json.loads(
+        value = json.loads(
             text,
             object_pairs_hook=_no_duplicates,
             parse_constant=_no_constants,
-            parse_float=_finite_float,
-            parse_int=lambda digits: _bounded_int(digits, max_int_digits),
+            parse_int=_int_parser(max_int_digits),
         )
     except json.JSONDecodeError as exc:
         raise JSONError(f"expected JSON; {exc}") from None
-    except RecursionError:  # only reached with a max_depth above the interpreter's limit
-        raise JSONError("JSON nested too deeply for this interpreter") from None
+    except RecursionError:
+        raise JSONError(_too_deep(max_depth, "more than the parser can follow")) from None
+    _check_values(value, max_depth)
+    return value
 
 
-def _check_depth(text: str, max_depth: int) -> None:
-    if text.count("[") + text.count("{") <= max_depth:
-        return
-    brackets = _NOT_BRACKETS.sub("", _STRINGS.sub("", text))
-    depth = max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
-    if depth > max_depth:
-        raise JSONError(
-            f"JSON nested too deeply: expected at most {max_depth} levels of arrays and "
-            f"objects; found {depth}"
-        )
+def _check_values(value: Any, max_depth: int) -> None:
+    """Depth and finite floats, in one pass without recursion."""
+    _check_float(value)
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise JSONError(_too_deep(max_depth, f"at least {depth}"))
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+            elif isinstance(child, float):
+                _check_float(child)
+
+
+def _check_float(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise JSONError("expected standard JSON; found a number beyond a finite float")
+
+
+def _too_deep(max_depth: int, found: str) -> str:
+    return (
+        f"JSON nested too deeply: expected at most {max_depth} levels of arrays and "
+        f"objects; found {found}"
+    )
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -89,18 +97,14 @@ def _no_constants(name: str) -> Any:
     raise JSONError(f"expected standard JSON; found {name}")
 
 
-def _finite_float(digits: str) -> float:
-    value = float(digits)
-    if not math.isfinite(value):
-        raise JSONError(f"expected standard JSON; found {digits[:40]}, beyond a finite float")
-    return value
+def _int_parser(limit: int) -> Callable[[str], int]:
+    def parse_int(digits: str) -> int:
+        if len(digits) > limit and len(digits) - digits.startswith("-") > limit:
+            count = len(digits) - digits.startswith("-")
+            raise JSONError(f"expected integers of at most {limit} digits; found one of {count}")
+        return int(digits)
 
-
-def _bounded_int(digits: str, limit: int) -> int:
-    count = len(digits) - digits.startswith("-")
-    if count > limit:
-        raise JSONError(f"expected integers of at most {limit} digits; found one of {count}")
-    return int(digits)
+    return parse_int
 
 
 __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "loads"]
