@@ -12,7 +12,7 @@ import riftco.backends.tpu as tpu
 import riftco.tensor as rt
 from riftco.backends.tpu import plugin
 from riftco.tensor import registry
-from riftco.tensor.testing import extra_entry_points
+from riftco.testing.tensor import extra_entry_points
 
 TPU_ENTRY_POINT = EntryPoint(
     name="tpu", value="riftco.backends.tpu:create_backend", group="riftco.backends"

@@ -14,7 +14,7 @@ from riftco.serve import ServerConfig
 from riftco.serve.cli import main
 from riftco.serve.loading import engine_from_bundle, serving_capabilities
 from riftco.tensor.cpu import CpuBackend
-from riftco.tensor.testing import extra_entry_points
+from riftco.testing.tensor import extra_entry_points
 
 RESTRICTED = EntryPoint(
     name="restricted", value="serve_restricted_backend:create", group="riftco.backends"

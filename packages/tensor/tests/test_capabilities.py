@@ -9,7 +9,7 @@ import pytest
 import riftco.tensor as rt
 from riftco.tensor.backend import overridden_capabilities
 from riftco.tensor.cpu import CpuBackend
-from riftco.tensor.testing import REFERENCE_ENTRY_POINT, NumpyReferenceBackend, extra_entry_points
+from riftco.testing.tensor import REFERENCE_ENTRY_POINT, NumpyReferenceBackend, extra_entry_points
 
 
 def ep(name: str, target: str) -> EntryPoint:

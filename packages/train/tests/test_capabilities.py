@@ -10,7 +10,7 @@ from train_helpers import tiny_pretrain_options, write_corpus
 
 import riftco.tensor as rt
 from riftco.nn import TransformerConfig
-from riftco.tensor.testing import extra_entry_points
+from riftco.testing.tensor import extra_entry_points
 from riftco.train.adapters import AdapterOptions
 from riftco.train.capabilities import DECODING, NF4, training_capabilities
 from riftco.train.commands import pretrain_main

@@ -6,12 +6,12 @@ canonical form, and the ``riftco generate``/``convert``/``inspect`` commands.
 
 from __future__ import annotations
 
+from riftco.core import atomic_write
 from riftco.interchange.bundle import SUFFIX, Bundle, read_bundle, read_manifest, write_bundle
 from riftco.interchange.container import (
     MAX_HEADER_BYTES,
     SafetensorsFile,
     TensorInfo,
-    atomic_write,
     canonical_json,
     content_id,
     read_safetensors,

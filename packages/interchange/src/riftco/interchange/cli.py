@@ -12,7 +12,6 @@ from pathlib import Path
 
 from riftco.interchange.cli_inspect import main as _inspect_main
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
 SUFFIXES = {".rift": "rift", ".safetensors": "safetensors", ".gguf": "gguf", ".onnx": "onnx"}
@@ -66,7 +65,7 @@ def generate_main(argv: list[str]) -> int:
             system=args.system,
             repetition_penalty=args.repetition_penalty,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco generate: {exc}", file=sys.stderr)
         return 1
     print(text)
@@ -115,7 +114,7 @@ def convert_main(argv: list[str]) -> int:
             dtype=args.dtype,
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {written}")

@@ -18,12 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 import riftco.tensor as rt
+from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
+from riftco.optim.errors import NonFiniteUpdate, OptimizerStateError
+from riftco.optim.groups import GROUP_KEYS, check_hyperparameters, check_lr, make_groups
+from riftco.optim.moments import Moments
 from riftco.tensor import BackendMismatch, DType, ShapeError, Tensor
-
-from .clipping import clip_scale, global_grad_norm, norm_and_values
-from .errors import NonFiniteUpdate, OptimizerStateError
-from .groups import GROUP_KEYS, check_hyperparameters, check_lr, make_groups
-from .moments import Moments
 
 #: Bumped when the layout of ``state_dict()`` changes.
 STATE_VERSION = 1

@@ -8,9 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from .config import ServerConfig
-from .loading import app_from_bundle, default_model_id, require_serving_backend
-from .scheduler import SchedulerLimits
+from riftco.serve.config import ServerConfig
+from riftco.serve.loading import app_from_bundle, default_model_id, require_serving_backend
+from riftco.serve.scheduler import SchedulerLimits
 
 
 def _parser() -> argparse.ArgumentParser:

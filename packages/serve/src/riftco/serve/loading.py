@@ -16,11 +16,10 @@ from starlette.applications import Starlette
 
 import riftco.tensor as rt
 from riftco.nn import TransformerConfig
-
-from .app import create_app
-from .batch_engine import BatchEngine
-from .config import ServerConfig
-from .scheduler import SchedulerLimits
+from riftco.serve.app import create_app
+from riftco.serve.batch_engine import BatchEngine
+from riftco.serve.config import ServerConfig
+from riftco.serve.scheduler import SchedulerLimits
 
 
 def engine_from_bundle(

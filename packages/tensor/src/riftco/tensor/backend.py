@@ -8,7 +8,7 @@ shape argument is a tuple of ints; every handle is C-contiguous row-major.
 
 Adding a capability: add a method here (its default raises CapabilityMissing),
 implement it in the CPU backend and the numpy reference backend
-(riftco.tensor.testing), test it against a numpy formula, list it in
+(riftco.testing.tensor), test it against a numpy formula, list it in
 CAPABILITIES and bump the minor API version.
 
 A plugin says what it is through three class attributes and one method:
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
-from .errors import CapabilityMissing
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.

@@ -17,7 +17,7 @@ def main(argv: list[str]) -> int:
         help="list every capability each backend implements, not only the missing ones",
     )
     args = parser.parse_args(argv)
-    from . import BACKEND_API_VERSION, CAPABILITIES, backends, get_backend
+    from riftco.tensor import BACKEND_API_VERSION, CAPABILITIES, backends, get_backend
 
     infos = backends()
     if args.json:

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _native
-from .backend import Backend, Shape
-from .dtypes import DType
-from .errors import KernelError
+from riftco.tensor import _native
+from riftco.tensor.backend import Backend, Shape
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import KernelError
 
 
 class CpuBackend(Backend):

@@ -1,10 +1,13 @@
-"""Typed errors. Every error riftco-tensor raises is a ``RiftcoError``."""
+"""Typed errors. Every error riftco-tensor raises is a ``RiftcoError``.
+
+``RiftcoError`` itself lives in riftco-core, the root that packages without numpy
+share; it is re-exported here so that ``from riftco.tensor import RiftcoError``
+keeps naming the one class.
+"""
 
 from __future__ import annotations
 
-
-class RiftcoError(Exception):
-    """Base class of every Riftco error."""
+from riftco.core.errors import RiftcoError
 
 
 class ShapeError(RiftcoError, ValueError):

@@ -20,8 +20,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from .backend import BACKEND_API_VERSION, CAPABILITIES, Backend, overridden_capabilities
-from .errors import BackendUnavailable, JobUnsupported, UnknownCapability
+from riftco.tensor.backend import (
+    BACKEND_API_VERSION,
+    CAPABILITIES,
+    Backend,
+    overridden_capabilities,
+)
+from riftco.tensor.errors import BackendUnavailable, JobUnsupported, UnknownCapability
 
 GROUP = "riftco.backends"
 ENV_VAR = "RIFTCO_BACKEND"

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 INTERRUPTED = 130
 
@@ -377,7 +376,7 @@ def _require_sampling(prompt: str) -> None:
 def _run(name: str, args: argparse.Namespace, work) -> int:  # work: (DataParallel) -> StageResult
     from riftco.train.distributed.cli import run_parallel
 
-    status, result = run_parallel(name, args, work, (RiftcoError, TokenizerError, OSError))
+    status, result = run_parallel(name, args, work, (RiftcoError, OSError))
     if status or result is None:
         return status
     if result.outcome == "interrupted":

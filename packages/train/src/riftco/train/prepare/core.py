@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from riftco.interchange.staging import staged_files
+from riftco.core import staged_files
 from riftco.train.errors import DataError
 from riftco.train.prepare.layouts import (
     Layout,

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from NAME import _native
 from riftco.tensor import Backend
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
-
-from . import _native
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
 API_VERSION = (1, 4)
