@@ -46,16 +46,36 @@ pub struct Segment {
 /// The segments of a dense batch: sequence `b` has queries `b*T..` and keys `b*S..`.
 pub fn batch_segments(batch: usize, queries: usize, keys: usize) -> Vec<Segment> {
     (0..batch)
-        .map(|b| Segment { q_row: b * queries, q_len: queries, kv_row: b * keys, kv_len: keys })
+        .map(|b| Segment {
+            q_row: b * queries,
+            q_len: queries,
+            kv_row: b * keys,
+            kv_len: keys,
+        })
         .collect()
 }
 
 impl Heads {
     pub(crate) fn check(&self) -> Result<()> {
-        ensure!(self.heads > 0 && self.kv_heads > 0 && self.head_dim > 0, "attention: empty head layout {self:?}");
-        ensure!(self.heads % self.kv_heads == 0, "attention: {} query heads are not a multiple of {} key/value heads", self.heads, self.kv_heads);
-        ensure!(self.window == 0 || self.causal, "attention: a sliding window needs causal masking");
-        ensure!(self.scale.is_finite(), "attention: scale {} is not finite", self.scale);
+        ensure!(
+            self.heads > 0 && self.kv_heads > 0 && self.head_dim > 0,
+            "attention: empty head layout {self:?}"
+        );
+        ensure!(
+            self.heads % self.kv_heads == 0,
+            "attention: {} query heads are not a multiple of {} key/value heads",
+            self.heads,
+            self.kv_heads
+        );
+        ensure!(
+            self.window == 0 || self.causal,
+            "attention: a sliding window needs causal masking"
+        );
+        ensure!(
+            self.scale.is_finite(),
+            "attention: scale {} is not finite",
+            self.scale
+        );
         Ok(())
     }
 
@@ -78,7 +98,11 @@ impl Heads {
             return (0, seg.kv_len);
         }
         let hi = seg.kv_len - seg.q_len + i + 1;
-        let lo = if self.window > 0 { hi.saturating_sub(self.window) } else { 0 };
+        let lo = if self.window > 0 {
+            hi.saturating_sub(self.window)
+        } else {
+            0
+        };
         (lo, hi)
     }
 
@@ -89,27 +113,49 @@ impl Heads {
         }
         let offset = seg.kv_len - seg.q_len;
         let lo = s0.saturating_sub(offset).min(seg.q_len);
-        let hi = if self.window > 0 { (s1 + self.window - 1).saturating_sub(offset).min(seg.q_len) } else { seg.q_len };
+        let hi = if self.window > 0 {
+            (s1 + self.window - 1).saturating_sub(offset).min(seg.q_len)
+        } else {
+            seg.q_len
+        };
         (lo, hi.max(lo))
     }
 
     /// Validate the segments against the operand sizes: the query rows are
     /// covered exactly once and every key row exists.
-    pub(crate) fn check_segments(&self, segs: &[Segment], q: usize, k: usize, v: usize) -> Result<()> {
+    pub(crate) fn check_segments(
+        &self,
+        segs: &[Segment],
+        q: usize,
+        k: usize,
+        v: usize,
+    ) -> Result<()> {
         self.check()?;
         let (qs, ks) = (self.q_stride(), self.kv_stride());
-        ensure!(q % qs == 0 && k % ks == 0 && k == v, "attention: {q} query, {k} key and {v} value elements for {self:?}");
+        ensure!(
+            q % qs == 0 && k % ks == 0 && k == v,
+            "attention: {q} query, {k} key and {v} value elements for {self:?}"
+        );
         let (q_rows, kv_rows) = (q / qs, k / ks);
         let mut order: Vec<&Segment> = segs.iter().collect();
         order.sort_by_key(|s| s.q_row);
         let mut next = 0;
         for s in order {
             ensure!(s.q_row == next, "attention: segments must cover the {q_rows} query rows once; row {next} is not where a segment starts ({s:?})");
-            ensure!(s.kv_row + s.kv_len <= kv_rows, "attention: segment {s:?} reads past {kv_rows} key rows");
-            ensure!(!self.causal || s.q_len <= s.kv_len, "attention: causal segment {s:?} has more queries than keys");
+            ensure!(
+                s.kv_row + s.kv_len <= kv_rows,
+                "attention: segment {s:?} reads past {kv_rows} key rows"
+            );
+            ensure!(
+                !self.causal || s.q_len <= s.kv_len,
+                "attention: causal segment {s:?} has more queries than keys"
+            );
             next += s.q_len;
         }
-        ensure!(next == q_rows, "attention: segments cover {next} of {q_rows} query rows");
+        ensure!(
+            next == q_rows,
+            "attention: segments cover {next} of {q_rows} query rows"
+        );
         Ok(())
     }
 }
@@ -217,7 +263,15 @@ multiversion! {
     }
 }
 
-fn check_batch(h: &Heads, batch: usize, queries: usize, keys: usize, q: usize, k: usize, v: usize) -> Result<Vec<Segment>> {
+fn check_batch(
+    h: &Heads,
+    batch: usize,
+    queries: usize,
+    keys: usize,
+    q: usize,
+    k: usize,
+    v: usize,
+) -> Result<Vec<Segment>> {
     ensure!(
         q == batch * queries * h.q_stride() && k == batch * keys * h.kv_stride() && v == k,
         "attention: {q} query, {k} key and {v} value elements for batch {batch}, {queries} queries, {keys} keys and {h:?}"
@@ -229,10 +283,30 @@ fn check_batch(h: &Heads, batch: usize, queries: usize, keys: usize, q: usize, k
 
 /// Attention that keeps its probabilities: `out` `[B*T, H, Dh]`, `probs` `[B, H, T, S]`.
 #[allow(clippy::too_many_arguments)]
-pub fn materialized_forward(h: &Heads, batch: usize, queries: usize, keys: usize, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32], probs: &mut [f32]) -> Result<()> {
+pub fn materialized_forward(
+    h: &Heads,
+    batch: usize,
+    queries: usize,
+    keys: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+    probs: &mut [f32],
+) -> Result<()> {
     let segs = check_batch(h, batch, queries, keys, q.len(), k.len(), v.len())?;
-    ensure!(out.len() == q.len(), "attention: output of {} elements for {} queries", out.len(), q.len());
-    ensure!(probs.len() == batch * h.heads * queries * keys, "attention: {} probabilities for [{batch}, {}, {queries}, {keys}]", probs.len(), h.heads);
+    ensure!(
+        out.len() == q.len(),
+        "attention: output of {} elements for {} queries",
+        out.len(),
+        q.len()
+    );
+    ensure!(
+        probs.len() == batch * h.heads * queries * keys,
+        "attention: {} probabilities for [{batch}, {}, {queries}, {keys}]",
+        probs.len(),
+        h.heads
+    );
     if queries * keys == 0 {
         out.fill(0.0);
         return Ok(());
@@ -244,7 +318,12 @@ pub fn materialized_forward(h: &Heads, batch: usize, queries: usize, keys: usize
         unsafe { forward_head(h, &segs[b], head, q, k, v, out, p) };
     };
     if parallel(q.len() * keys) {
-        install(|| probs.par_chunks_mut(queries * keys).enumerate().for_each(body));
+        install(|| {
+            probs
+                .par_chunks_mut(queries * keys)
+                .enumerate()
+                .for_each(body)
+        });
     } else {
         probs.chunks_mut(queries * keys).enumerate().for_each(body);
     }
@@ -252,7 +331,16 @@ pub fn materialized_forward(h: &Heads, batch: usize, queries: usize, keys: usize
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn forward_head(h: &Heads, seg: &Segment, head: usize, q: &[f32], k: &[f32], v: &[f32], out: Shared, p: &mut [f32]) {
+unsafe fn forward_head(
+    h: &Heads,
+    seg: &Segment,
+    head: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: Shared,
+    p: &mut [f32],
+) {
     let (dh, qs, ks, s) = (h.head_dim, h.q_stride(), h.kv_stride(), seg.kv_len);
     let g = head / h.group();
     let qp = q.as_ptr().add(seg.q_row * qs + head * dh);
@@ -262,7 +350,17 @@ unsafe fn forward_head(h: &Heads, seg: &Segment, head: usize, q: &[f32], k: &[f3
         let r1 = (r0 + BQ).min(seg.q_len);
         let (a, b) = (h.keys(seg, r0).0, h.keys(seg, r1 - 1).1);
         let block = p.as_mut_ptr().add(r0 * s);
-        gemm_into(r1 - r0, b - a, dh, block.add(a), s, false, Mat(qp.add(r0 * qs), qs, 1), Mat(kp.add(a * ks), 1, ks), h.scale);
+        gemm_into(
+            r1 - r0,
+            b - a,
+            dh,
+            block.add(a),
+            s,
+            false,
+            Mat(qp.add(r0 * qs), qs, 1),
+            Mat(kp.add(a * ks), 1, ks),
+            h.scale,
+        );
         for r in r0..r1 {
             let (lo, hi) = h.keys(seg, r);
             let row = &mut p[r * s..(r + 1) * s];
@@ -274,20 +372,47 @@ unsafe fn forward_head(h: &Heads, seg: &Segment, head: usize, q: &[f32], k: &[f3
             scale_in_place(visible, 1.0 / sum);
         }
         let dst = out.at((seg.q_row + r0) * qs + head * dh);
-        gemm_into(r1 - r0, dh, b - a, dst, qs, false, Mat(p.as_ptr().add(r0 * s + a), s, 1), Mat(vp.add(a * ks), ks, 1), 1.0);
+        gemm_into(
+            r1 - r0,
+            dh,
+            b - a,
+            dst,
+            qs,
+            false,
+            Mat(p.as_ptr().add(r0 * s + a), s, 1),
+            Mat(vp.add(a * ks), ks, 1),
+            1.0,
+        );
     }
 }
 
 /// Gradients of [`materialized_forward`] from the saved probabilities.
 #[allow(clippy::too_many_arguments)]
 pub fn materialized_backward(
-    h: &Heads, batch: usize, queries: usize, keys: usize,
-    q: &[f32], k: &[f32], v: &[f32], probs: &[f32], dout: &[f32],
-    dq: &mut [f32], dk: &mut [f32], dv: &mut [f32],
+    h: &Heads,
+    batch: usize,
+    queries: usize,
+    keys: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    probs: &[f32],
+    dout: &[f32],
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
 ) -> Result<()> {
     let segs = check_batch(h, batch, queries, keys, q.len(), k.len(), v.len())?;
-    ensure!(probs.len() == batch * h.heads * queries * keys, "attention backward: {} probabilities for [{batch}, {}, {queries}, {keys}]", probs.len(), h.heads);
-    ensure!(dout.len() == q.len() && dq.len() == q.len() && dk.len() == k.len() && dv.len() == v.len(), "attention backward: gradient sizes disagree with the operands");
+    ensure!(
+        probs.len() == batch * h.heads * queries * keys,
+        "attention backward: {} probabilities for [{batch}, {}, {queries}, {keys}]",
+        probs.len(),
+        h.heads
+    );
+    ensure!(
+        dout.len() == q.len() && dq.len() == q.len() && dk.len() == k.len() && dv.len() == v.len(),
+        "attention backward: gradient sizes disagree with the operands"
+    );
     dq.fill(0.0);
     dk.fill(0.0);
     dv.fill(0.0);
@@ -311,9 +436,18 @@ pub fn materialized_backward(
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn backward_group(
-    h: &Heads, seg: &Segment, b: usize, g: usize,
-    q: &[f32], k: &[f32], v: &[f32], probs: &[f32], dout: &[f32],
-    dq: Shared, dk: Shared, dv: Shared,
+    h: &Heads,
+    seg: &Segment,
+    b: usize,
+    g: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    probs: &[f32],
+    dout: &[f32],
+    dq: Shared,
+    dk: Shared,
+    dv: Shared,
 ) {
     let (dh, qs, ks, s) = (h.head_dim, h.q_stride(), h.kv_stride(), seg.kv_len);
     let kv_off = seg.kv_row * ks + g * dh;
@@ -328,16 +462,56 @@ unsafe fn backward_group(
             let (a, e) = (h.keys(seg, r0).0, h.keys(seg, r1 - 1).1);
             let w = e - a;
             let pp = pb.as_ptr().add(r0 * s + a);
-            gemm_into(w, dh, br, dv.at(kv_off + a * ks), ks, true, Mat(pp, 1, s), Mat(dop.add(r0 * qs), qs, 1), 1.0);
-            gemm_into(br, w, dh, scratch.as_mut_ptr(), w, false, Mat(dop.add(r0 * qs), qs, 1), Mat(vp.add(a * ks), 1, ks), 1.0);
+            gemm_into(
+                w,
+                dh,
+                br,
+                dv.at(kv_off + a * ks),
+                ks,
+                true,
+                Mat(pp, 1, s),
+                Mat(dop.add(r0 * qs), qs, 1),
+                1.0,
+            );
+            gemm_into(
+                br,
+                w,
+                dh,
+                scratch.as_mut_ptr(),
+                w,
+                false,
+                Mat(dop.add(r0 * qs), qs, 1),
+                Mat(vp.add(a * ks), 1, ks),
+                1.0,
+            );
             for r in 0..br {
                 let prow = &pb[(r0 + r) * s + a..(r0 + r) * s + e];
                 let dprow = &mut scratch[r * w..(r + 1) * w];
                 let delta = dot(prow, dprow);
                 softmax_grad(prow, dprow, delta);
             }
-            gemm_into(br, dh, w, dq.at(q_off + r0 * qs), qs, false, Mat(scratch.as_ptr(), w, 1), Mat(kp.add(a * ks), ks, 1), h.scale);
-            gemm_into(w, dh, br, dk.at(kv_off + a * ks), ks, true, Mat(scratch.as_ptr(), 1, w), Mat(qp.add(r0 * qs), qs, 1), h.scale);
+            gemm_into(
+                br,
+                dh,
+                w,
+                dq.at(q_off + r0 * qs),
+                qs,
+                false,
+                Mat(scratch.as_ptr(), w, 1),
+                Mat(kp.add(a * ks), ks, 1),
+                h.scale,
+            );
+            gemm_into(
+                w,
+                dh,
+                br,
+                dk.at(kv_off + a * ks),
+                ks,
+                true,
+                Mat(scratch.as_ptr(), 1, w),
+                Mat(qp.add(r0 * qs), qs, 1),
+                h.scale,
+            );
         }
     }
 }

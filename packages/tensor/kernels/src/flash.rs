@@ -10,7 +10,10 @@
 
 use rayon::prelude::*;
 
-use crate::attention::{batch_segments, dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, softmax_grad, Heads, Mat, Segment, Shared};
+use crate::attention::{
+    batch_segments, dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, softmax_grad, Heads,
+    Mat, Segment, Shared,
+};
 use crate::pool::install;
 use crate::{ensure, math, Result};
 
@@ -25,13 +28,31 @@ const BACK: usize = 64;
 /// Attention over `segments`; `stats`, when given, receives each query row's
 /// softmax maximum and sum at `q_row * heads + head * q_len + i` (`[B, H, T]`
 /// for a dense batch).
-pub fn flash_forward(h: &Heads, segments: &[Segment], q: &[f32], k: &[f32], v: &[f32], out: &mut [f32], stats: Option<(&mut [f32], &mut [f32])>) -> Result<()> {
+pub fn flash_forward(
+    h: &Heads,
+    segments: &[Segment],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+    stats: Option<(&mut [f32], &mut [f32])>,
+) -> Result<()> {
     h.check_segments(segments, q.len(), k.len(), v.len())?;
-    ensure!(out.len() == q.len(), "flash attention: output of {} elements for {} queries", out.len(), q.len());
+    ensure!(
+        out.len() == q.len(),
+        "flash attention: output of {} elements for {} queries",
+        out.len(),
+        q.len()
+    );
     let rows = q.len() / h.head_dim;
     let stats = match stats {
         Some((m, l)) => {
-            ensure!(m.len() == rows && l.len() == rows, "flash attention: statistics of {} and {} for {rows} query rows", m.len(), l.len());
+            ensure!(
+                m.len() == rows && l.len() == rows,
+                "flash attention: statistics of {} and {} for {rows} query rows",
+                m.len(),
+                l.len()
+            );
             Some((Shared::new(m), Shared::new(l)))
         }
         None => None,
@@ -61,7 +82,17 @@ pub fn flash_forward(h: &Heads, segments: &[Segment], q: &[f32], k: &[f32], v: &
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn forward_block(h: &Heads, seg: &Segment, head: usize, i0: usize, q: &[f32], k: &[f32], v: &[f32], out: Shared, stats: Option<(Shared, Shared)>) {
+unsafe fn forward_block(
+    h: &Heads,
+    seg: &Segment,
+    head: usize,
+    i0: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: Shared,
+    stats: Option<(Shared, Shared)>,
+) {
     let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
     let i1 = (i0 + BQ).min(seg.q_len);
     let bq = i1 - i0;
@@ -73,11 +104,25 @@ unsafe fn forward_block(h: &Heads, seg: &Segment, head: usize, i0: usize, q: &[f
     let mut acc = vec![0.0f32; bq * dh];
     let mut m = vec![f32::NEG_INFINITY; bq];
     let mut l = vec![0.0f32; bq];
-    let (first, last) = if seg.kv_len == 0 { (0, 0) } else { (h.keys(seg, i0).0, h.keys(seg, i1 - 1).1) };
+    let (first, last) = if seg.kv_len == 0 {
+        (0, 0)
+    } else {
+        (h.keys(seg, i0).0, h.keys(seg, i1 - 1).1)
+    };
     for s0 in (first..last).step_by(BK) {
         let s1 = (s0 + BK).min(last);
         let bk = s1 - s0;
-        gemm_into(bq, bk, dh, s.as_mut_ptr(), BK, false, Mat(qp, qs, 1), Mat(kp.add(s0 * ks), 1, ks), h.scale);
+        gemm_into(
+            bq,
+            bk,
+            dh,
+            s.as_mut_ptr(),
+            BK,
+            false,
+            Mat(qp, qs, 1),
+            Mat(kp.add(s0 * ks), 1, ks),
+            h.scale,
+        );
         for r in 0..bq {
             let (lo, hi) = h.keys(seg, i0 + r);
             let row = &mut s[r * BK..r * BK + bk];
@@ -90,7 +135,11 @@ unsafe fn forward_block(h: &Heads, seg: &Segment, head: usize, i0: usize, q: &[f
             row[b..].fill(0.0);
             let visible = &mut row[a..b];
             let m_new = m[r].max(max_of(visible));
-            let correction = if m[r] == f32::NEG_INFINITY { 0.0 } else { math::exp(m[r] - m_new) };
+            let correction = if m[r] == f32::NEG_INFINITY {
+                0.0
+            } else {
+                math::exp(m[r] - m_new)
+            };
             let sum = exp_sum(visible, m_new);
             l[r] = l[r] * correction + sum;
             m[r] = m_new;
@@ -98,7 +147,17 @@ unsafe fn forward_block(h: &Heads, seg: &Segment, head: usize, i0: usize, q: &[f
                 scale_in_place(&mut acc[r * dh..(r + 1) * dh], correction);
             }
         }
-        gemm_into(bq, dh, bk, acc.as_mut_ptr(), dh, true, Mat(s.as_ptr(), BK, 1), Mat(vp.add(s0 * ks), ks, 1), 1.0);
+        gemm_into(
+            bq,
+            dh,
+            bk,
+            acc.as_mut_ptr(),
+            dh,
+            true,
+            Mat(s.as_ptr(), BK, 1),
+            Mat(vp.add(s0 * ks), ks, 1),
+            1.0,
+        );
     }
     for r in 0..bq {
         let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
@@ -117,9 +176,20 @@ unsafe fn forward_block(h: &Heads, seg: &Segment, head: usize, i0: usize, q: &[f
 /// Gradients of dense-batch flash attention from its output and statistics.
 #[allow(clippy::too_many_arguments)]
 pub fn flash_backward(
-    h: &Heads, batch: usize, queries: usize, keys: usize,
-    q: &[f32], k: &[f32], v: &[f32], out: &[f32], dout: &[f32], row_max: &[f32], row_sum: &[f32],
-    dq: &mut [f32], dk: &mut [f32], dv: &mut [f32],
+    h: &Heads,
+    batch: usize,
+    queries: usize,
+    keys: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &[f32],
+    dout: &[f32],
+    row_max: &[f32],
+    row_sum: &[f32],
+    dq: &mut [f32],
+    dk: &mut [f32],
+    dv: &mut [f32],
 ) -> Result<()> {
     ensure!(
         q.len() == batch * queries * h.q_stride() && k.len() == batch * keys * h.kv_stride(),
@@ -130,8 +200,20 @@ pub fn flash_backward(
     let segs = batch_segments(batch, queries, keys);
     h.check_segments(&segs, q.len(), k.len(), v.len())?;
     let rows = batch * queries * h.heads;
-    ensure!(out.len() == q.len() && dout.len() == q.len() && dq.len() == q.len() && dk.len() == k.len() && dv.len() == v.len(), "flash attention backward: gradient sizes disagree with the operands");
-    ensure!(row_max.len() == rows && row_sum.len() == rows, "flash attention backward: statistics of {} and {} for {rows} rows", row_max.len(), row_sum.len());
+    ensure!(
+        out.len() == q.len()
+            && dout.len() == q.len()
+            && dq.len() == q.len()
+            && dk.len() == k.len()
+            && dv.len() == v.len(),
+        "flash attention backward: gradient sizes disagree with the operands"
+    );
+    ensure!(
+        row_max.len() == rows && row_sum.len() == rows,
+        "flash attention backward: statistics of {} and {} for {rows} rows",
+        row_max.len(),
+        row_sum.len()
+    );
     dq.fill(0.0);
     dk.fill(0.0);
     dv.fill(0.0);
@@ -139,7 +221,11 @@ pub fn flash_backward(
     let body = |t: usize| {
         let (b, g) = (t / h.kv_heads, t % h.kv_heads);
         // SAFETY: task (b, g) writes the dq rows of g's query heads and the dk/dv rows of g in sequence b only.
-        unsafe { backward_group(h, &segs[b], g, q, k, v, out, dout, row_max, row_sum, dq, dk, dv) };
+        unsafe {
+            backward_group(
+                h, &segs[b], g, q, k, v, out, dout, row_max, row_sum, dq, dk, dv,
+            )
+        };
     };
     let tasks = batch * h.kv_heads;
     if parallel(q.len() * keys) {
@@ -152,9 +238,19 @@ pub fn flash_backward(
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn backward_group(
-    h: &Heads, seg: &Segment, g: usize,
-    q: &[f32], k: &[f32], v: &[f32], out: &[f32], dout: &[f32], row_max: &[f32], row_sum: &[f32],
-    dq: Shared, dk: Shared, dv: Shared,
+    h: &Heads,
+    seg: &Segment,
+    g: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &[f32],
+    dout: &[f32],
+    row_max: &[f32],
+    row_sum: &[f32],
+    dq: Shared,
+    dk: Shared,
+    dv: Shared,
 ) {
     let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
     if seg.q_len == 0 || seg.kv_len == 0 {
@@ -182,7 +278,17 @@ unsafe fn backward_group(
             let (ilo, ihi) = h.queries(seg, s0, s1);
             for i0 in (ilo..ihi).step_by(BACK) {
                 let bq = (i0 + BACK).min(ihi) - i0;
-                gemm_into(bq, bk, dh, p.as_mut_ptr(), BACK, false, Mat(qp.add(i0 * qs), qs, 1), Mat(kp.add(s0 * ks), 1, ks), h.scale);
+                gemm_into(
+                    bq,
+                    bk,
+                    dh,
+                    p.as_mut_ptr(),
+                    BACK,
+                    false,
+                    Mat(qp.add(i0 * qs), qs, 1),
+                    Mat(kp.add(s0 * ks), 1, ks),
+                    h.scale,
+                );
                 for r in 0..bq {
                     let (lo, hi) = h.keys(seg, i0 + r);
                     let row = &mut p[r * BACK..r * BACK + bk];
@@ -195,13 +301,57 @@ unsafe fn backward_group(
                     row[b..].fill(0.0);
                     exp_sum(&mut row[a..b], lse[i0 + r]);
                 }
-                gemm_into(bk, dh, bq, dv.at(kv_off + s0 * ks), ks, true, Mat(p.as_ptr(), 1, BACK), Mat(dop.add(i0 * qs), qs, 1), 1.0);
-                gemm_into(bq, bk, dh, dp.as_mut_ptr(), BACK, false, Mat(dop.add(i0 * qs), qs, 1), Mat(vp.add(s0 * ks), 1, ks), 1.0);
+                gemm_into(
+                    bk,
+                    dh,
+                    bq,
+                    dv.at(kv_off + s0 * ks),
+                    ks,
+                    true,
+                    Mat(p.as_ptr(), 1, BACK),
+                    Mat(dop.add(i0 * qs), qs, 1),
+                    1.0,
+                );
+                gemm_into(
+                    bq,
+                    bk,
+                    dh,
+                    dp.as_mut_ptr(),
+                    BACK,
+                    false,
+                    Mat(dop.add(i0 * qs), qs, 1),
+                    Mat(vp.add(s0 * ks), 1, ks),
+                    1.0,
+                );
                 for r in 0..bq {
-                    softmax_grad(&p[r * BACK..r * BACK + bk], &mut dp[r * BACK..r * BACK + bk], delta[i0 + r]);
+                    softmax_grad(
+                        &p[r * BACK..r * BACK + bk],
+                        &mut dp[r * BACK..r * BACK + bk],
+                        delta[i0 + r],
+                    );
                 }
-                gemm_into(bq, dh, bk, dq.at(q_off + i0 * qs), qs, true, Mat(dp.as_ptr(), BACK, 1), Mat(kp.add(s0 * ks), ks, 1), h.scale);
-                gemm_into(bk, dh, bq, dk.at(kv_off + s0 * ks), ks, true, Mat(dp.as_ptr(), 1, BACK), Mat(qp.add(i0 * qs), qs, 1), h.scale);
+                gemm_into(
+                    bq,
+                    dh,
+                    bk,
+                    dq.at(q_off + i0 * qs),
+                    qs,
+                    true,
+                    Mat(dp.as_ptr(), BACK, 1),
+                    Mat(kp.add(s0 * ks), ks, 1),
+                    h.scale,
+                );
+                gemm_into(
+                    bk,
+                    dh,
+                    bq,
+                    dk.at(kv_off + s0 * ks),
+                    ks,
+                    true,
+                    Mat(dp.as_ptr(), 1, BACK),
+                    Mat(qp.add(i0 * qs), qs, 1),
+                    h.scale,
+                );
             }
         }
     }
@@ -213,10 +363,14 @@ mod tests {
     use crate::attention::{materialized_backward, materialized_forward};
 
     fn data(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        let mut s = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (0..n)
             .map(|_| {
-                s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
@@ -226,7 +380,12 @@ mod tests {
     fn naive(h: &Heads, b: usize, t: usize, s: usize, q: &[f32], k: &[f32], v: &[f32]) -> Vec<f32> {
         let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
         let mut out = vec![0.0f32; q.len()];
-        let seg = |bi: usize| Segment { q_row: bi * t, q_len: t, kv_row: bi * s, kv_len: s };
+        let seg = |bi: usize| Segment {
+            q_row: bi * t,
+            q_len: t,
+            kv_row: bi * s,
+            kv_len: s,
+        };
         for bi in 0..b {
             for head in 0..h.heads {
                 let g = head / h.group();
@@ -236,14 +395,21 @@ mod tests {
                     let scores: Vec<f64> = (lo..hi)
                         .map(|j| {
                             let kr = &k[(bi * s + j) * ks + g * dh..][..dh];
-                            qr.iter().zip(kr).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * h.scale as f64
+                            qr.iter()
+                                .zip(kr)
+                                .map(|(a, b)| *a as f64 * *b as f64)
+                                .sum::<f64>()
+                                * h.scale as f64
                         })
                         .collect();
                     let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
                     let z: f64 = e.iter().sum();
                     for d in 0..dh {
-                        let acc: f64 = (lo..hi).zip(&e).map(|(j, w)| w * v[(bi * s + j) * ks + g * dh + d] as f64).sum();
+                        let acc: f64 = (lo..hi)
+                            .zip(&e)
+                            .map(|(j, w)| w * v[(bi * s + j) * ks + g * dh + d] as f64)
+                            .sum();
                         out[(bi * t + i) * qs + head * dh + d] = (acc / z) as f32;
                     }
                 }
@@ -254,8 +420,20 @@ mod tests {
 
     #[test]
     fn flash_and_materialized_match_naive_and_each_other() {
-        for (causal, window, heads, kv_heads, t, s) in [(true, 0, 4, 2, 150, 150), (true, 37, 2, 1, 70, 300), (false, 0, 2, 2, 5, 9), (true, 0, 3, 3, 1, 260)] {
-            let h = Heads { heads, kv_heads, head_dim: 16, scale: 0.25, causal, window };
+        for (causal, window, heads, kv_heads, t, s) in [
+            (true, 0, 4, 2, 150, 150),
+            (true, 37, 2, 1, 70, 300),
+            (false, 0, 2, 2, 5, 9),
+            (true, 0, 3, 3, 1, 260),
+        ] {
+            let h = Heads {
+                heads,
+                kv_heads,
+                head_dim: 16,
+                scale: 0.25,
+                causal,
+                window,
+            };
             let b = 2;
             let q = data(b * t * h.q_stride(), 1);
             let k = data(b * s * h.kv_stride(), 2);
@@ -266,17 +444,39 @@ mod tests {
             materialized_forward(&h, b, t, s, &q, &k, &v, &mut out, &mut probs).unwrap();
             let mut out2 = vec![0.0; q.len()];
             let (mut m, mut l) = (vec![0.0; b * t * heads], vec![0.0; b * t * heads]);
-            flash_forward(&h, &batch_segments(b, t, s), &q, &k, &v, &mut out2, Some((&mut m, &mut l))).unwrap();
+            flash_forward(
+                &h,
+                &batch_segments(b, t, s),
+                &q,
+                &k,
+                &v,
+                &mut out2,
+                Some((&mut m, &mut l)),
+            )
+            .unwrap();
             for i in 0..q.len() {
-                assert!((out[i] - want[i]).abs() < 1e-5 && (out2[i] - want[i]).abs() < 1e-5, "{causal} {window}: {} {} {}", out[i], out2[i], want[i]);
+                assert!(
+                    (out[i] - want[i]).abs() < 1e-5 && (out2[i] - want[i]).abs() < 1e-5,
+                    "{causal} {window}: {} {} {}",
+                    out[i],
+                    out2[i],
+                    want[i]
+                );
             }
             let dout = data(q.len(), 4);
             let grads = |flash: bool| {
-                let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
+                let (mut dq, mut dk, mut dv) =
+                    (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
                 if flash {
-                    flash_backward(&h, b, t, s, &q, &k, &v, &out2, &dout, &m, &l, &mut dq, &mut dk, &mut dv).unwrap();
+                    flash_backward(
+                        &h, b, t, s, &q, &k, &v, &out2, &dout, &m, &l, &mut dq, &mut dk, &mut dv,
+                    )
+                    .unwrap();
                 } else {
-                    materialized_backward(&h, b, t, s, &q, &k, &v, &probs, &dout, &mut dq, &mut dk, &mut dv).unwrap();
+                    materialized_backward(
+                        &h, b, t, s, &q, &k, &v, &probs, &dout, &mut dq, &mut dk, &mut dv,
+                    )
+                    .unwrap();
                 }
                 [dq, dk, dv]
             };
@@ -288,22 +488,45 @@ mod tests {
             }
             // Finite differences of sum(out * dout) for one query and one key element.
             let loss = |q: &[f32], k: &[f32]| -> f64 {
-                naive(&h, b, t, s, q, k, &v).iter().zip(&dout).map(|(a, b)| *a as f64 * *b as f64).sum()
+                naive(&h, b, t, s, q, k, &v)
+                    .iter()
+                    .zip(&dout)
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum()
             };
             let eps = 1e-2f32;
             for (which, idx) in [(0usize, 7usize), (1, 21)] {
-                let (mut plus, mut minus) = if which == 0 { (q.clone(), q.clone()) } else { (k.clone(), k.clone()) };
+                let (mut plus, mut minus) = if which == 0 {
+                    (q.clone(), q.clone())
+                } else {
+                    (k.clone(), k.clone())
+                };
                 plus[idx] += eps;
                 minus[idx] -= eps;
-                let fd = if which == 0 { loss(&plus, &k) - loss(&minus, &k) } else { loss(&q, &plus) - loss(&q, &minus) } / (2.0 * eps as f64);
-                assert!((fd - a[which][idx] as f64).abs() < 1e-3, "{causal} {window}: fd {fd} vs {}", a[which][idx]);
+                let fd = if which == 0 {
+                    loss(&plus, &k) - loss(&minus, &k)
+                } else {
+                    loss(&q, &plus) - loss(&q, &minus)
+                } / (2.0 * eps as f64);
+                assert!(
+                    (fd - a[which][idx] as f64).abs() < 1e-3,
+                    "{causal} {window}: fd {fd} vs {}",
+                    a[which][idx]
+                );
             }
         }
     }
 
     #[test]
     fn ragged_segments_match_dense_rows() {
-        let h = Heads { heads: 2, kv_heads: 1, head_dim: 8, scale: 0.3, causal: true, window: 0 };
+        let h = Heads {
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 8,
+            scale: 0.3,
+            causal: true,
+            window: 0,
+        };
         let (t, s) = (6, 10);
         let q = data(t * h.q_stride(), 5);
         let k = data(s * h.kv_stride(), 6);
@@ -312,13 +535,31 @@ mod tests {
         flash_forward(&h, &batch_segments(1, t, s), &q, &k, &v, &mut full, None).unwrap();
         // The last two queries alone, as a decode step over the first 10 keys,
         // and the first query alone over its 5 visible keys.
-        let segs = [Segment { q_row: 0, q_len: 4, kv_row: 0, kv_len: 8 }, Segment { q_row: 4, q_len: 2, kv_row: 0, kv_len: 10 }];
+        let segs = [
+            Segment {
+                q_row: 0,
+                q_len: 4,
+                kv_row: 0,
+                kv_len: 8,
+            },
+            Segment {
+                q_row: 4,
+                q_len: 2,
+                kv_row: 0,
+                kv_len: 10,
+            },
+        ];
         let mut out = vec![0.0; q.len()];
         flash_forward(&h, &segs, &q, &k, &v, &mut out, None).unwrap();
         for i in 4 * h.q_stride()..q.len() {
             assert!((out[i] - full[i]).abs() < 1e-6);
         }
-        let bad = [Segment { q_row: 0, q_len: 4, kv_row: 0, kv_len: 8 }];
+        let bad = [Segment {
+            q_row: 0,
+            q_len: 4,
+            kv_row: 0,
+            kv_len: 8,
+        }];
         assert!(flash_forward(&h, &bad, &q, &k, &v, &mut out, None).is_err());
     }
 }

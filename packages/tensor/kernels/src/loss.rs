@@ -76,8 +76,16 @@ pub fn cross_entropy(
 ) -> Result<()> {
     let rows = targets.len();
     ensure!(classes > 0, "cross_entropy: zero classes");
-    ensure!(logits.len() == rows * classes, "cross_entropy: {} logits for {rows} rows of {classes}", logits.len());
-    ensure!(losses.len() == rows && lse.len() == rows, "cross_entropy: outputs for {} rows, expected {rows}", losses.len());
+    ensure!(
+        logits.len() == rows * classes,
+        "cross_entropy: {} logits for {rows} rows of {classes}",
+        logits.len()
+    );
+    ensure!(
+        losses.len() == rows && lse.len() == rows,
+        "cross_entropy: outputs for {} rows, expected {rows}",
+        losses.len()
+    );
     check_targets(targets, classes, ignore_index)?;
     let piece = rows_per_piece(classes);
     for_chunks(lse, piece, |p, out| {
@@ -87,7 +95,11 @@ pub fn cross_entropy(
         }
     });
     for (r, (loss, &t)) in losses.iter_mut().zip(targets).enumerate() {
-        *loss = if t == ignore_index { 0.0 } else { lse[r] - logits[r * classes + t as usize] };
+        *loss = if t == ignore_index {
+            0.0
+        } else {
+            lse[r] - logits[r * classes + t as usize]
+        };
     }
     Ok(())
 }
@@ -110,7 +122,11 @@ pub fn cross_entropy_backward(
         logits.len(),
         dlogits.len()
     );
-    ensure!(lse.len() == rows && grad.len() == rows, "cross_entropy backward: statistics for {} rows, expected {rows}", lse.len());
+    ensure!(
+        lse.len() == rows && grad.len() == rows,
+        "cross_entropy backward: statistics for {} rows, expected {rows}",
+        lse.len()
+    );
     check_targets(targets, classes, ignore_index)?;
     let piece = rows_per_piece(classes);
     for_chunks(dlogits, piece * classes, |p, out| {
@@ -121,7 +137,12 @@ pub fn cross_entropy_backward(
                 row.fill(0.0);
                 continue;
             }
-            softmax_grad_row(&logits[r * classes..(r + 1) * classes], lse[r], grad[r], row);
+            softmax_grad_row(
+                &logits[r * classes..(r + 1) * classes],
+                lse[r],
+                grad[r],
+                row,
+            );
             row[t as usize] -= grad[r];
         }
     });

@@ -76,7 +76,11 @@ pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [
     if out.len() < PARALLEL_THRESHOLD || num_threads() == 1 {
         out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        install(|| out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c)));
+        install(|| {
+            out.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c))
+        });
     }
 }
 

@@ -146,9 +146,26 @@ multiversion! {
 }
 
 /// Reduce `x` viewed as `[outer, n, inner]` over its middle axis into `out` `[outer, inner]`.
-pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize, out: &mut [f32]) -> Result<()> {
-    ensure!(x.len() == outer * n * inner, "reduce {op:?}: input has {} elements, expected {}", x.len(), outer * n * inner);
-    ensure!(out.len() == outer * inner, "reduce {op:?}: output has {} elements, expected {}", out.len(), outer * inner);
+pub fn reduce_f32(
+    op: ReduceOp,
+    x: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(
+        x.len() == outer * n * inner,
+        "reduce {op:?}: input has {} elements, expected {}",
+        x.len(),
+        outer * n * inner
+    );
+    ensure!(
+        out.len() == outer * inner,
+        "reduce {op:?}: output has {} elements, expected {}",
+        out.len(),
+        outer * inner
+    );
     if out.is_empty() {
         return Ok(());
     }
@@ -157,14 +174,22 @@ pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize,
         if outer == 1 {
             out[0] = row_f32(op, x, parallel);
         } else if parallel {
-            install(|| out.par_iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false)));
+            install(|| {
+                out.par_iter_mut()
+                    .enumerate()
+                    .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false))
+            });
         } else {
-            out.iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
+            out.iter_mut()
+                .enumerate()
+                .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
         }
         return Ok(());
     }
     let slab = n * inner;
-    let work = |(o, dst): (usize, &mut [f32])| columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst);
+    let work = |(o, dst): (usize, &mut [f32])| {
+        columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst)
+    };
     if parallel && outer > 1 {
         install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
     } else {
@@ -174,13 +199,27 @@ pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize,
 }
 
 /// Integer reductions (sum, max, min) in index order.
-pub fn reduce_i64(op: ReduceOp, x: &[i64], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
-    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "reduce {op:?}: sizes disagree");
+pub fn reduce_i64(
+    op: ReduceOp,
+    x: &[i64],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [i64],
+) -> Result<()> {
+    ensure!(
+        x.len() == outer * n * inner && out.len() == outer * inner,
+        "reduce {op:?}: sizes disagree"
+    );
     let (init, f): (i64, fn(i64, i64) -> i64) = match op {
         ReduceOp::Sum => (0, i64::wrapping_add),
         ReduceOp::Max => (i64::MIN, i64::max),
         ReduceOp::Min => (i64::MAX, i64::min),
-        _ => return Err(crate::KernelError(format!("reduce {op:?} is not defined for int64"))),
+        _ => {
+            return Err(crate::KernelError(format!(
+                "reduce {op:?} is not defined for int64"
+            )))
+        }
     };
     for o in 0..outer {
         for j in 0..inner {
@@ -198,9 +237,18 @@ fn is_nan<T: PartialOrd>(v: T) -> bool {
 }
 
 /// Index of the largest element along the middle axis (first one on ties; NaN wins).
-pub fn argmax<T: Copy + PartialOrd + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
+pub fn argmax<T: Copy + PartialOrd + Send + Sync>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [i64],
+) -> Result<()> {
     ensure!(n > 0, "argmax over an empty axis");
-    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "argmax: sizes disagree");
+    ensure!(
+        x.len() == outer * n * inner && out.len() == outer * inner,
+        "argmax: sizes disagree"
+    );
     let work = |(o, dst): (usize, &mut [i64])| {
         for (j, d) in dst.iter_mut().enumerate() {
             let mut best = 0usize;
@@ -243,7 +291,9 @@ mod tests {
 
     #[test]
     fn long_rows_are_thread_count_independent() {
-        let x: Vec<f32> = (0..300_000u64).map(|v| ((v * 7919) % 1000) as f32 * 1e-3).collect();
+        let x: Vec<f32> = (0..300_000u64)
+            .map(|v| ((v * 7919) % 1000) as f32 * 1e-3)
+            .collect();
         let mut a = [0.0f32];
         let mut b = [0.0f32];
         crate::pool::set_num_threads(1);

@@ -74,11 +74,30 @@ multiversion! {
 }
 
 /// Softmax (or log-softmax) of each row of `x` `[rows, n]`.
-pub fn softmax_f32(x: &[f32], rows: usize, n: usize, causal: Option<Causal>, log: bool, out: &mut [f32]) -> Result<()> {
-    ensure!(x.len() == rows * n && out.len() == rows * n, "softmax: {} elements for {rows} rows of {n}", x.len());
+pub fn softmax_f32(
+    x: &[f32],
+    rows: usize,
+    n: usize,
+    causal: Option<Causal>,
+    log: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(
+        x.len() == rows * n && out.len() == rows * n,
+        "softmax: {} elements for {rows} rows of {n}",
+        x.len()
+    );
     if let Some(c) = causal {
-        ensure!(c.queries > 0 && c.queries <= n, "softmax: causal mask with {} queries over {n} keys", c.queries);
-        ensure!(rows % c.queries == 0, "softmax: {rows} rows are not a multiple of {} queries", c.queries);
+        ensure!(
+            c.queries > 0 && c.queries <= n,
+            "softmax: causal mask with {} queries over {n} keys",
+            c.queries
+        );
+        ensure!(
+            rows % c.queries == 0,
+            "softmax: {rows} rows are not a multiple of {} queries",
+            c.queries
+        );
     }
     if n == 0 {
         return Ok(());
