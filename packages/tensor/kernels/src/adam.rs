@@ -25,7 +25,7 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, CHUNK, PARALLEL_THRESHOLD};
+use crate::pool::{install, parallel, CHUNK, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Hyperparameters of one parameter's update (as given; rounded to float32 internally).
@@ -236,7 +236,7 @@ pub fn adam_update(
 ) -> Result<Option<usize>> {
     validate(params, page_size, grad_scale)?;
     let total: usize = params.iter().map(|a| a.param.len()).sum();
-    let parallel = total >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let parallel = parallel(total, PARALLEL_THRESHOLD);
     let mut work = pieces(params, page_size, decoupled, grad_scale);
 
     let check = |w: &Piece<'_>| {

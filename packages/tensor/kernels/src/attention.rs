@@ -15,12 +15,15 @@
 
 use rayon::prelude::*;
 
+use crate::lanes::{dot, exp_sum, max_of, scale_in_place, softmax_grad};
 pub(crate) use crate::packed::{gemm_into, Mat};
-use crate::pool::{install, num_threads};
-use crate::{ensure, math, multiversion, Result};
+use crate::pool::{for_each_index, install, Shared, PARALLEL_WORK};
+use crate::{ensure, math, Result};
 
 /// Query rows per block.
 pub(crate) const BQ: usize = 64;
+/// Key rows per tile of the online-softmax kernels.
+pub(crate) const BK: usize = 128;
 
 /// Head layout, scale and masking shared by every attention kernel.
 #[derive(Debug, Clone, Copy)]
@@ -160,105 +163,157 @@ impl Heads {
     }
 }
 
+/// Whether `work` multiply-adds are worth the kernel threads.
 pub(crate) fn parallel(work: usize) -> bool {
-    work >= 1 << 18 && num_threads() > 1
+    crate::pool::parallel(work, PARALLEL_WORK)
 }
 
-/// A pointer that tasks share; each task writes only elements no other task touches.
-#[derive(Clone, Copy)]
-pub(crate) struct Shared(*mut f32);
-
-// SAFETY: tasks write disjoint elements through it (see each use).
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
-
-impl Shared {
-    pub(crate) fn new(x: &mut [f32]) -> Self {
-        Shared(x.as_mut_ptr())
-    }
-
-    #[inline]
-    pub(crate) fn at(self, offset: usize) -> *mut f32 {
-        // SAFETY (of later use): callers keep offsets inside the slice this came from.
-        self.0.wrapping_add(offset)
-    }
-}
-
-multiversion! {
-    pub(crate) fn max_of(x: &[f32]) -> f32 {
-        let mut lanes = [f32::NEG_INFINITY; 8];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                lanes[j] = lanes[j].max(c[j]);
+/// The tasks of a forward pass over `segments` (their query and key lengths):
+/// `(segment, head, first query row)` per block of [`BQ`] query rows of one
+/// head, and the multiply-adds they come to.
+pub(crate) fn query_blocks(
+    h: &Heads,
+    segments: impl Iterator<Item = (usize, usize)>,
+) -> (Vec<(usize, usize, usize)>, usize) {
+    let mut tasks = Vec::new();
+    let mut work = 0usize;
+    for (j, (q_len, kv_len)) in segments.enumerate() {
+        for head in 0..h.heads {
+            for i0 in (0..q_len).step_by(BQ) {
+                tasks.push((j, head, i0));
             }
         }
-        let mut m = f32::NEG_INFINITY;
-        for v in lanes.into_iter().chain(tail.iter().copied()) {
-            m = m.max(v);
-        }
-        m
+        work += q_len * kv_len * h.heads * h.head_dim;
+    }
+    (tasks, work)
+}
+
+/// The part of a row of scores for keys `[s0, s1)` that a query seeing keys
+/// `[lo, hi)` sees; the rest of the row is zeroed. `None` (and a zero row)
+/// when it sees none of them.
+#[inline(always)]
+pub(crate) fn visible_scores(
+    row: &mut [f32],
+    s0: usize,
+    s1: usize,
+    (lo, hi): (usize, usize),
+) -> Option<&mut [f32]> {
+    let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
+    if a >= b {
+        row.fill(0.0);
+        return None;
+    }
+    row[..a].fill(0.0);
+    row[b..].fill(0.0);
+    Some(&mut row[a..b])
+}
+
+/// One step of the online softmax: exponentiate `visible` scores against the
+/// running maximum `m`, rescale the accumulator `acc` if the maximum moved,
+/// and add their sum to `l`.
+#[inline(always)]
+pub(crate) fn online_update(visible: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32) {
+    let m_new = m.max(max_of(visible));
+    let correction = if *m == f32::NEG_INFINITY {
+        0.0
+    } else {
+        math::exp(*m - m_new)
+    };
+    let sum = exp_sum(visible, m_new);
+    *l = *l * correction + sum;
+    *m = m_new;
+    if correction != 1.0 {
+        scale_in_place(acc, correction);
     }
 }
 
-multiversion! {
-    /// `x[j] = exp(x[j] - shift)`; returns the sum.
-    pub(crate) fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
-        let mut lanes = [0.0f32; 8];
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in &mut chunks {
-            for j in 0..8 {
-                c[j] = math::exp(c[j] - shift);
-                lanes[j] += c[j];
+/// The online softmax of one block of query rows of one head, fed tiles of
+/// keys in key order: the scores of the current tile `[rows, BK]`, and per
+/// row the unnormalized output, the running maximum `m` and the sum `l`.
+pub(crate) struct OnlineBlock {
+    pub(crate) scores: Vec<f32>,
+    pub(crate) acc: Vec<f32>,
+    pub(crate) m: Vec<f32>,
+    pub(crate) l: Vec<f32>,
+    head_dim: usize,
+}
+
+impl OnlineBlock {
+    pub(crate) fn new(rows: usize, head_dim: usize) -> Self {
+        OnlineBlock {
+            scores: vec![0.0; rows * BK],
+            acc: vec![0.0; rows * head_dim],
+            m: vec![f32::NEG_INFINITY; rows],
+            l: vec![0.0; rows],
+            head_dim,
+        }
+    }
+
+    /// Take in keys `[s0, s1)` (at most [`BK`]) of `seg` for its query rows
+    /// from `i0`: scores, masking, the online update, then `acc += p v`.
+    ///
+    /// # Safety
+    /// `qp` addresses this block's query rows (row stride `h.q_stride()`), and
+    /// `kp` and `vp` the tile's key and value rows (row stride `h.kv_stride()`),
+    /// each `h.head_dim` long.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn add_tile(
+        &mut self,
+        h: &Heads,
+        seg: &Segment,
+        i0: usize,
+        (s0, s1): (usize, usize),
+        qp: *const f32,
+        kp: *const f32,
+        vp: *const f32,
+    ) {
+        let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
+        let (bq, bk) = (self.m.len(), s1 - s0);
+        let scores = self.scores.as_mut_ptr();
+        gemm_into(
+            bq,
+            bk,
+            dh,
+            scores,
+            BK,
+            false,
+            Mat(qp, qs, 1),
+            Mat(kp, 1, ks),
+            h.scale,
+        );
+        for r in 0..bq {
+            let row = &mut self.scores[r * BK..r * BK + bk];
+            if let Some(visible) = visible_scores(row, s0, s1, h.keys(seg, i0 + r)) {
+                let acc = &mut self.acc[r * dh..(r + 1) * dh];
+                online_update(visible, acc, &mut self.m[r], &mut self.l[r]);
             }
         }
-        let mut sum = 0.0f32;
-        for v in lanes {
-            sum += v;
-        }
-        for v in chunks.into_remainder() {
-            *v = math::exp(*v - shift);
-            sum += *v;
-        }
-        sum
+        let p = Mat(self.scores.as_ptr(), BK, 1);
+        gemm_into(
+            bq,
+            dh,
+            bk,
+            self.acc.as_mut_ptr(),
+            dh,
+            true,
+            p,
+            Mat(vp, ks, 1),
+            1.0,
+        );
     }
-}
 
-multiversion! {
-    pub(crate) fn scale_in_place(x: &mut [f32], s: f32) {
-        for v in x.iter_mut() {
-            *v *= s;
-        }
-    }
-}
-
-multiversion! {
-    pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-        let mut lanes = [0.0f32; 8];
-        let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-        let (ta, tb) = (ca.remainder(), cb.remainder());
-        for (x, y) in ca.zip(cb) {
-            for j in 0..8 {
-                lanes[j] = x[j].mul_add(y[j], lanes[j]);
-            }
-        }
-        let mut s = 0.0f32;
-        for v in lanes {
-            s += v;
-        }
-        for (x, y) in ta.iter().zip(tb) {
-            s = x.mul_add(*y, s);
-        }
-        s
-    }
-}
-
-multiversion! {
-    /// `dp[j] = p[j] * (dp[j] - delta)`: the softmax backward of one row.
-    pub(crate) fn softmax_grad(p: &[f32], dp: &mut [f32], delta: f32) {
-        for (d, &pv) in dp.iter_mut().zip(p) {
-            *d = pv * (*d - delta);
+    /// Write row `r` of the finished output, `acc / l` (zero when `l` is not
+    /// positive), to `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `head_dim` writes that no other task makes.
+    pub(crate) unsafe fn write_row(&self, r: usize, dst: *mut f32) {
+        let l = self.l[r];
+        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+        let dh = self.head_dim;
+        let dst = std::slice::from_raw_parts_mut(dst, dh);
+        for (o, &a) in dst.iter_mut().zip(&self.acc[r * dh..(r + 1) * dh]) {
+            *o = a * inv;
         }
     }
 }
@@ -425,12 +480,7 @@ pub fn materialized_backward(
         // SAFETY: task (b, g) writes the dq rows of g's query heads and the dk/dv rows of g in sequence b only.
         unsafe { backward_group(h, &segs[b], b, g, q, k, v, probs, dout, dq, dk, dv) };
     };
-    let tasks = batch * h.kv_heads;
-    if parallel(q.len() * keys) {
-        install(|| (0..tasks).into_par_iter().for_each(body));
-    } else {
-        (0..tasks).for_each(body);
-    }
+    for_each_index(batch * h.kv_heads, parallel(q.len() * keys), body);
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 //! Elementwise functions of two or three operands with broadcasting.
 
+use crate::lanes::{max_nan, min_nan};
 use crate::pool::{for_chunks, CHUNK};
 use crate::strided::{Segment, Walk};
 use crate::{ensure, multiversion, KernelError, Result};
@@ -76,20 +77,8 @@ impl Arith for f32 {
             BinaryOp::Div => a / b,
             BinaryOp::Pow => pow(a, b),
             // NaN propagates, as in numpy.
-            BinaryOp::Maximum => {
-                if a >= b || a.is_nan() {
-                    a
-                } else {
-                    b
-                }
-            }
-            BinaryOp::Minimum => {
-                if a <= b || a.is_nan() {
-                    a
-                } else {
-                    b
-                }
-            }
+            BinaryOp::Maximum => max_nan(a, b),
+            BinaryOp::Minimum => min_nan(a, b),
         }
     }
     fn supports(_: BinaryOp) -> bool {

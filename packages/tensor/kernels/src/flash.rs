@@ -8,19 +8,14 @@
 //! lengths, keys anywhere in the key buffer), which is what incremental
 //! decoding over a key/value cache needs.
 
-use rayon::prelude::*;
-
 use crate::attention::{
-    batch_segments, dot, exp_sum, gemm_into, max_of, parallel, scale_in_place, softmax_grad, Heads,
-    Mat, Segment, Shared,
+    batch_segments, gemm_into, parallel, query_blocks, visible_scores, Heads, Mat, OnlineBlock,
+    Segment, BK, BQ,
 };
-use crate::pool::install;
+use crate::lanes::{dot, exp_sum, softmax_grad};
+use crate::pool::{for_each_index, for_each_task, Shared};
 use crate::{ensure, math, Result};
 
-/// Query rows per tile.
-const BQ: usize = 64;
-/// Key rows per tile.
-const BK: usize = 128;
 /// Query and key rows per tile of the backward pass: small, so that under a
 /// causal mask the tiles above the diagonal are skipped rather than computed.
 const BACK: usize = 64;
@@ -57,27 +52,14 @@ pub fn flash_forward(
         }
         None => None,
     };
-    let mut tasks = Vec::new();
-    let mut work = 0usize;
-    for (j, seg) in segments.iter().enumerate() {
-        for head in 0..h.heads {
-            for i0 in (0..seg.q_len).step_by(BQ) {
-                tasks.push((j, head, i0));
-            }
-        }
-        work += seg.q_len * seg.kv_len * h.heads * h.head_dim;
-    }
+    let (tasks, work) = query_blocks(h, segments.iter().map(|s| (s.q_len, s.kv_len)));
     let out = Shared::new(out);
     let body = |&(j, head, i0): &(usize, usize, usize)| {
         // SAFETY: segments cover each query row once (checked), so task (segment,
         // head, block) is the only writer of those rows' head slice and statistics.
         unsafe { forward_block(h, &segments[j], head, i0, q, k, v, out, stats) };
     };
-    if parallel(work) {
-        install(|| tasks.par_iter().for_each(body));
-    } else {
-        tasks.iter().for_each(body);
-    }
+    for_each_task(&tasks, parallel(work), body);
     Ok(())
 }
 
@@ -100,10 +82,7 @@ unsafe fn forward_block(
     let qp = q.as_ptr().add((seg.q_row + i0) * qs + head * dh);
     let kp = k.as_ptr().add(seg.kv_row * ks + g * dh);
     let vp = v.as_ptr().add(seg.kv_row * ks + g * dh);
-    let mut s = vec![0.0f32; bq * BK];
-    let mut acc = vec![0.0f32; bq * dh];
-    let mut m = vec![f32::NEG_INFINITY; bq];
-    let mut l = vec![0.0f32; bq];
+    let mut block = OnlineBlock::new(bq, dh);
     let (first, last) = if seg.kv_len == 0 {
         (0, 0)
     } else {
@@ -111,64 +90,14 @@ unsafe fn forward_block(
     };
     for s0 in (first..last).step_by(BK) {
         let s1 = (s0 + BK).min(last);
-        let bk = s1 - s0;
-        gemm_into(
-            bq,
-            bk,
-            dh,
-            s.as_mut_ptr(),
-            BK,
-            false,
-            Mat(qp, qs, 1),
-            Mat(kp.add(s0 * ks), 1, ks),
-            h.scale,
-        );
-        for r in 0..bq {
-            let (lo, hi) = h.keys(seg, i0 + r);
-            let row = &mut s[r * BK..r * BK + bk];
-            let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
-            if a >= b {
-                row.fill(0.0);
-                continue;
-            }
-            row[..a].fill(0.0);
-            row[b..].fill(0.0);
-            let visible = &mut row[a..b];
-            let m_new = m[r].max(max_of(visible));
-            let correction = if m[r] == f32::NEG_INFINITY {
-                0.0
-            } else {
-                math::exp(m[r] - m_new)
-            };
-            let sum = exp_sum(visible, m_new);
-            l[r] = l[r] * correction + sum;
-            m[r] = m_new;
-            if correction != 1.0 {
-                scale_in_place(&mut acc[r * dh..(r + 1) * dh], correction);
-            }
-        }
-        gemm_into(
-            bq,
-            dh,
-            bk,
-            acc.as_mut_ptr(),
-            dh,
-            true,
-            Mat(s.as_ptr(), BK, 1),
-            Mat(vp.add(s0 * ks), ks, 1),
-            1.0,
-        );
+        block.add_tile(h, seg, i0, (s0, s1), qp, kp.add(s0 * ks), vp.add(s0 * ks));
     }
     for r in 0..bq {
-        let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
-        let dst = std::slice::from_raw_parts_mut(out.at((seg.q_row + i0 + r) * qs + head * dh), dh);
-        for (o, &a) in dst.iter_mut().zip(&acc[r * dh..(r + 1) * dh]) {
-            *o = a * inv;
-        }
+        block.write_row(r, out.at((seg.q_row + i0 + r) * qs + head * dh));
         if let Some((ms, ls)) = stats {
             let at = seg.q_row * h.heads + head * seg.q_len + i0 + r;
-            *ms.at(at) = m[r];
-            *ls.at(at) = l[r];
+            *ms.at(at) = block.m[r];
+            *ls.at(at) = block.l[r];
         }
     }
 }
@@ -227,12 +156,7 @@ pub fn flash_backward(
             )
         };
     };
-    let tasks = batch * h.kv_heads;
-    if parallel(q.len() * keys) {
-        install(|| (0..tasks).into_par_iter().for_each(body));
-    } else {
-        (0..tasks).for_each(body);
-    }
+    for_each_index(batch * h.kv_heads, parallel(q.len() * keys), body);
     Ok(())
 }
 
@@ -290,16 +214,10 @@ unsafe fn backward_group(
                     h.scale,
                 );
                 for r in 0..bq {
-                    let (lo, hi) = h.keys(seg, i0 + r);
                     let row = &mut p[r * BACK..r * BACK + bk];
-                    let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
-                    if a >= b {
-                        row.fill(0.0);
-                        continue;
+                    if let Some(visible) = visible_scores(row, s0, s1, h.keys(seg, i0 + r)) {
+                        exp_sum(visible, lse[i0 + r]);
                     }
-                    row[..a].fill(0.0);
-                    row[b..].fill(0.0);
-                    exp_sum(&mut row[a..b], lse[i0 + r]);
                 }
                 gemm_into(
                     bk,

@@ -12,6 +12,7 @@ pub mod attention;
 pub mod binary;
 pub mod flash;
 pub mod index;
+mod lanes;
 pub mod layout;
 pub mod loss;
 pub mod math;

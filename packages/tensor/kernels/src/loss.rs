@@ -4,42 +4,17 @@
 //! recomputes the probabilities from the logits, so no softmax copy is kept.
 //! Rows whose target equals `ignore_index` have loss 0 and gradient 0.
 
+use crate::lanes::{max_nan_of, sum_of};
 use crate::pool::for_chunks;
 use crate::{ensure, math, multiversion, Result};
 
 multiversion! {
     fn log_sum_exp(x: &[f32]) -> f32 {
-        let mut lanes = [f32::NEG_INFINITY; 8];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                lanes[j] = if lanes[j] >= c[j] || lanes[j].is_nan() { lanes[j] } else { c[j] };
-            }
-        }
-        let mut max = f32::NEG_INFINITY;
-        for v in lanes.into_iter().chain(tail.iter().copied()) {
-            max = if max >= v || max.is_nan() { max } else { v };
-        }
+        let max = max_nan_of(x);
         if max == f32::NEG_INFINITY || max.is_nan() || max == f32::INFINITY {
             return max;
         }
-        let mut sums = [0.0f32; 8];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                sums[j] += math::exp(c[j] - max);
-            }
-        }
-        let mut sum = 0.0f32;
-        for v in sums {
-            sum += v;
-        }
-        for &v in tail {
-            sum += math::exp(v - max);
-        }
-        max + math::ln(sum)
+        max + math::ln(sum_of(x, |v| math::exp(v - max)))
     }
 }
 

@@ -2,9 +2,9 @@
 
 use rayon::prelude::*;
 
-use crate::attention::Shared;
+use crate::lanes::dot8_tree;
 use crate::packed::{gemm_into, Mat, PackedRhs, MR, NR};
-use crate::pool::{install, num_threads};
+use crate::pool::{install, num_threads, parallel, Shared, PARALLEL_WORK};
 use crate::{ensure, multiversion, Result};
 
 /// One matmul problem: `out[b] = op(a[b]) @ op(b[b])` for each batch entry,
@@ -26,20 +26,7 @@ multiversion! {
     fn dot_rows(x: &[f32], w: &[f32], out: &mut [f32]) {
         let k = x.len();
         for (j, o) in out.iter_mut().enumerate() {
-            let row = &w[j * k..(j + 1) * k];
-            let mut lanes = [0.0f32; 8];
-            let chunks = row.chunks_exact(8);
-            let tail = chunks.remainder();
-            for (c, xs) in chunks.zip(x.chunks_exact(8)) {
-                for l in 0..8 {
-                    lanes[l] = c[l].mul_add(xs[l], lanes[l]);
-                }
-            }
-            let mut s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-            for (c, xv) in tail.iter().zip(&x[k - tail.len()..]) {
-                s = c.mul_add(*xv, s);
-            }
-            *o = s;
+            *o = dot8_tree(&w[j * k..(j + 1) * k], x);
         }
     }
 }
@@ -70,7 +57,7 @@ const GEMV_COLUMNS: usize = 64;
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
 /// split over output columns, each column accumulated in a fixed order.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
-    let parallel = k * n >= (1 << 16) && num_threads() > 1;
+    let parallel = parallel(k * n, 1 << 16);
     let piece = |(i, dst): (usize, &mut [f32])| {
         let first = i * GEMV_COLUMNS;
         if transposed {
@@ -134,7 +121,7 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     let (b_rs, b_cs) = if spec.transpose_b { (1, k) } else { (n, 1) };
     let threads = num_threads();
     let work = m * n * k;
-    let parallel = threads > 1 && batch * work >= (1 << 18);
+    let parallel = parallel(batch * work, PARALLEL_WORK);
     let tall = m > n && !spec.transpose_a;
     if batch == 1
         && parallel

@@ -16,7 +16,7 @@
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::pool::{for_chunks, install, num_threads, CHUNK};
+use crate::pool::{for_chunks, install, parallel, Shared, CHUNK, PARALLEL_WORK};
 use crate::{ensure, Result};
 
 /// The 16 NF4 values (bitsandbytes' table), in code order, digits as published.
@@ -48,8 +48,6 @@ pub const MAX_BLOCK: usize = 4096;
 
 /// Rows (forward) or columns (input gradient) dequantized per tile.
 const TILE: usize = 64;
-/// Below this many multiply-adds a call stays on the calling thread.
-const PARALLEL_WORK: usize = 1 << 18;
 
 /// How the block scales are stored.
 #[derive(Debug, Clone, Copy)]
@@ -185,21 +183,8 @@ impl Nf4Weight<'_> {
     }
 }
 
-/// A raw output pointer that tiles writing disjoint elements share across threads.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-// SAFETY: every tile writes a disjoint set of elements of the output.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 fn for_tiles(tiles: usize, work: usize, f: impl Fn(usize, &mut Vec<f32>) + Sync) {
-    if tiles > 1 && work >= PARALLEL_WORK && num_threads() > 1 {
+    if tiles > 1 && parallel(work, PARALLEL_WORK) {
         install(|| {
             (0..tiles)
                 .into_par_iter()
@@ -254,13 +239,13 @@ pub fn linear(
     if out.is_empty() {
         return Ok(());
     }
-    let dst = SharedOut(out.as_mut_ptr());
+    let dst = Shared::new(out);
     for_tiles(n.div_ceil(TILE), m * n * k, |t, buf| {
         let r0 = t * TILE;
         let rows = TILE.min(n - r0);
         buf.resize(rows * k, 0.0);
         w.dequantize_into(r0 * k, &mut buf[..rows * k]);
-        let base = dst.get();
+        let base = dst.at(0);
         // SAFETY: the tile writes columns r0 .. r0 + rows of every output row, which
         // lie inside `out` (m x n) and belong to no other tile; `x` is m x k and
         // `buf` rows x k, read as its transpose.
@@ -326,7 +311,7 @@ pub fn linear_backward(w: &Nf4Weight, dy: &[f32], m: usize, dx: &mut [f32]) -> R
         dx.fill(0.0);
         return Ok(());
     }
-    let dst = SharedOut(dx.as_mut_ptr());
+    let dst = Shared::new(dx);
     for_tiles(k.div_ceil(TILE), m * n * k, |t, buf| {
         let c0 = t * TILE;
         let cols = TILE.min(k - c0);
@@ -341,7 +326,7 @@ pub fn linear_backward(w: &Nf4Weight, dy: &[f32], m: usize, dx: &mut [f32]) -> R
                 m,
                 cols,
                 n,
-                dst.get().add(c0),
+                dst.at(c0),
                 1,
                 k as isize,
                 false,

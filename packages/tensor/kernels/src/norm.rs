@@ -9,7 +9,8 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, PARALLEL_THRESHOLD};
+use crate::lanes::{dot_of, sum_of};
+use crate::pool::{install, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Which normalization a kernel computes.
@@ -27,31 +28,14 @@ fn piece_rows(rows: usize) -> usize {
 }
 
 fn parallel(elements: usize) -> bool {
-    elements >= PARALLEL_THRESHOLD && num_threads() > 1
-}
-
-#[inline(always)]
-fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for j in 0..8 {
-            lanes[j] += f(c[j]);
-        }
-    }
-    let mut s = 0.0f32;
-    for v in lanes.into_iter().chain(tail.iter().map(|&v| f(v))) {
-        s += v;
-    }
-    s
+    crate::pool::parallel(elements, PARALLEL_THRESHOLD)
 }
 
 multiversion! {
     fn forward_row(norm: Norm, x: &[f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32, y: &mut [f32]) -> (f32, f32) {
         let n = x.len() as f32;
-        let mean = if norm == Norm::Layer { lane_sum(x, |v| v) / n } else { 0.0 };
-        let var = lane_sum(x, |v| (v - mean) * (v - mean)) / n;
+        let mean = if norm == Norm::Layer { sum_of(x, |v| v) / n } else { 0.0 };
+        let var = sum_of(x, |v| (v - mean) * (v - mean)) / n;
         let rstd = 1.0 / (var + eps).sqrt();
         match (w, b) {
             (Some(w), Some(b)) => {
@@ -175,23 +159,8 @@ multiversion! {
         for (o, (&gv, &wv)) in dx.iter_mut().zip(dy.iter().zip(w.unwrap_or(dy))) {
             *o = if w.is_some() { gv * wv } else { gv };
         }
-        let g_mean = if norm == Norm::Layer { lane_sum(dx, |v| v) / n } else { 0.0 };
-        let mut lanes = [0.0f32; 8];
-        let (cg, cx) = (dx.chunks_exact(8), x.chunks_exact(8));
-        let (tg, tx) = (cg.remainder(), cx.remainder());
-        for (g, xv) in cg.zip(cx) {
-            for j in 0..8 {
-                lanes[j] = g[j].mul_add((xv[j] - mean) * rstd, lanes[j]);
-            }
-        }
-        let mut gx = 0.0f32;
-        for v in lanes {
-            gx += v;
-        }
-        for (g, xv) in tg.iter().zip(tx) {
-            gx = g.mul_add((xv - mean) * rstd, gx);
-        }
-        let gx_mean = gx / n;
+        let g_mean = if norm == Norm::Layer { sum_of(dx, |v| v) / n } else { 0.0 };
+        let gx_mean = dot_of(dx, x, |xv| (xv - mean) * rstd) / n;
         for (o, &xv) in dx.iter_mut().zip(x) {
             let xhat = (xv - mean) * rstd;
             *o = rstd * (*o - g_mean - xhat * gx_mean);

@@ -465,7 +465,7 @@ impl PackedRhs {
         // fresh allocation would be zero-filled and faulted in page by page.
         let mut data = std::mem::take(&mut *SPARE.lock().unwrap_or_else(|e| e.into_inner()));
         data.resize(k * Self::panels(n) * NR, 0.0);
-        let all = crate::attention::Shared::new(&mut data);
+        let all = crate::pool::Shared::new(&mut data);
         #[cfg(target_arch = "x86_64")]
         each_panel(&|q| avx2::pack_panel(b, k, n, q, all.at(0)));
         #[cfg(not(target_arch = "x86_64"))]

@@ -15,16 +15,12 @@
 //! head, so results are bit-identical for any thread count and do not depend
 //! on the other sequences in the batch.
 
-use rayon::prelude::*;
-
 use crate::attention::{
-    exp_sum, gemm_into, max_of, parallel, scale_in_place, Heads, Mat, Segment, Shared, BQ,
+    online_update, parallel, query_blocks, Heads, OnlineBlock, Segment, BK, BQ,
 };
-use crate::pool::install;
-use crate::{ensure, math, multiversion, Result};
-
-/// Key rows per tile at most.
-const BK: usize = 128;
+use crate::lanes::dot8;
+use crate::pool::{for_each_task, Shared};
+use crate::{ensure, multiversion, Result};
 
 /// Pool and page-table geometry.
 #[derive(Debug, Clone, Copy)]
@@ -125,16 +121,7 @@ pub fn paged_attention(
     out: &mut [f32],
 ) -> Result<()> {
     check(h, layout, segs, table, q.len(), k.len(), v.len(), out.len())?;
-    let mut tasks = Vec::new();
-    let mut work = 0usize;
-    for (j, seg) in segs.iter().enumerate() {
-        for head in 0..h.heads {
-            for i0 in (0..seg.q_len).step_by(BQ) {
-                tasks.push((j, head, i0));
-            }
-        }
-        work += seg.q_len * seg.kv_len * h.heads * h.head_dim;
-    }
+    let (tasks, work) = query_blocks(h, segs.iter().map(|s| (s.q_len, s.kv_len)));
     let out = Shared::new(out);
     let body = |&(j, head, i0): &(usize, usize, usize)| {
         let pages = &table[j * layout.max_pages..(j + 1) * layout.max_pages];
@@ -143,11 +130,7 @@ pub fn paged_attention(
         // in use were checked to lie inside the pools.
         unsafe { block(h, layout.page_size, &segs[j], pages, head, i0, q, k, v, out) };
     };
-    if parallel(work) {
-        install(|| tasks.par_iter().for_each(body));
-    } else {
-        tasks.iter().for_each(body);
-    }
+    for_each_task(&tasks, parallel(work), body);
     Ok(())
 }
 
@@ -190,10 +173,7 @@ unsafe fn block(
     let bq = i1 - i0;
     let g = head / h.group();
     let qp = q.as_ptr().add((seg.q_row + i0) * qs + head * dh);
-    let mut s = vec![0.0f32; bq * BK];
-    let mut acc = vec![0.0f32; bq * dh];
-    let mut m = vec![f32::NEG_INFINITY; bq];
-    let mut l = vec![0.0f32; bq];
+    let mut block = OnlineBlock::new(bq, dh);
     let (first, last) = (h.keys(&dense, i0).0, h.keys(&dense, i1 - 1).1);
     let mut s0 = first;
     while s0 < last {
@@ -203,84 +183,15 @@ unsafe fn block(
         let vp = v.as_ptr().add(row * ks + g * dh);
         if bq == 1 {
             let qrow = std::slice::from_raw_parts(qp, dh);
-            single_query_tile(
-                h,
-                qrow,
-                kp,
-                vp,
-                &mut s[..bk],
-                &mut acc,
-                &mut m[0],
-                &mut l[0],
-            );
-            s0 = s1;
-            continue;
+            let (s, acc) = (&mut block.scores[..bk], &mut block.acc);
+            single_query_tile(h, qrow, kp, vp, s, acc, &mut block.m[0], &mut block.l[0]);
+        } else {
+            block.add_tile(h, &dense, i0, (s0, s1), qp, kp, vp);
         }
-        gemm_into(
-            bq,
-            bk,
-            dh,
-            s.as_mut_ptr(),
-            BK,
-            false,
-            Mat(qp, qs, 1),
-            Mat(kp, 1, ks),
-            h.scale,
-        );
-        for r in 0..bq {
-            let (lo, hi) = h.keys(&dense, i0 + r);
-            let scores = &mut s[r * BK..r * BK + bk];
-            let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
-            if a >= b {
-                scores.fill(0.0);
-                continue;
-            }
-            scores[..a].fill(0.0);
-            scores[b..].fill(0.0);
-            online_update(
-                &mut scores[a..b],
-                &mut acc[r * dh..(r + 1) * dh],
-                &mut m[r],
-                &mut l[r],
-            );
-        }
-        gemm_into(
-            bq,
-            dh,
-            bk,
-            acc.as_mut_ptr(),
-            dh,
-            true,
-            Mat(s.as_ptr(), BK, 1),
-            Mat(vp, ks, 1),
-            1.0,
-        );
         s0 = s1;
     }
     for r in 0..bq {
-        let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
-        let dst = std::slice::from_raw_parts_mut(out.at((seg.q_row + i0 + r) * qs + head * dh), dh);
-        for (o, &a) in dst.iter_mut().zip(&acc[r * dh..(r + 1) * dh]) {
-            *o = a * inv;
-        }
-    }
-}
-
-/// Exponentiate `visible` scores against the running maximum `m`, rescale the
-/// accumulator `acc` if the maximum moved, and add their sum to `l`.
-#[inline(always)]
-fn online_update(visible: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32) {
-    let m_new = m.max(max_of(visible));
-    let correction = if *m == f32::NEG_INFINITY {
-        0.0
-    } else {
-        math::exp(*m - m_new)
-    };
-    let sum = exp_sum(visible, m_new);
-    *l = *l * correction + sum;
-    *m = m_new;
-    if correction != 1.0 {
-        scale_in_place(acc, correction);
+        block.write_row(r, out.at((seg.q_row + i0 + r) * qs + head * dh));
     }
 }
 
@@ -328,27 +239,6 @@ multiversion! {
             }
         }
     }
-}
-
-/// A dot product in eight lanes (inlined into the multiversioned callers).
-#[inline(always)]
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            lanes[j] = x[j].mul_add(y[j], lanes[j]);
-        }
-    }
-    let mut s = 0.0f32;
-    for v in lanes {
-        s += v;
-    }
-    for (x, y) in ta.iter().zip(tb) {
-        s = x.mul_add(*y, s);
-    }
-    s
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, PARALLEL_THRESHOLD};
+use crate::lanes::{fold, max_nan, min_nan, sum_of};
+use crate::pool::{install, parallel, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,58 +35,19 @@ impl ReduceOp {
 /// Elements of a contiguous row reduced as one block.
 const BLOCK: usize = 1 << 14;
 
-#[inline(always)]
-fn max_nan(a: f32, b: f32) -> f32 {
-    if a >= b || a.is_nan() {
-        a
-    } else {
-        b
-    }
-}
-
-#[inline(always)]
-fn min_nan(a: f32, b: f32) -> f32 {
-    if a <= b || a.is_nan() {
-        a
-    } else {
-        b
-    }
-}
-
 multiversion! {
     fn block_f32(op: ReduceOp, x: &[f32]) -> f64 {
-        let mut lanes = [0.0f32; 8];
-        let mut wide = [0.0f64; 4];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
         match op {
-            ReduceOp::Sum | ReduceOp::Mean => {
-                for c in chunks { for j in 0..8 { lanes[j] += c[j]; } }
-                let mut s = 0.0f32;
-                for v in lanes { s += v; }
-                for &v in tail { s += v; }
-                s as f64
-            }
+            ReduceOp::Sum | ReduceOp::Mean => sum_of(x, |v| v) as f64,
             ReduceOp::SumSquares => {
+                let mut wide = [0.0f64; 4];
                 for c in x.chunks_exact(4) { for j in 0..4 { wide[j] += (c[j] as f64) * (c[j] as f64); } }
                 let mut s = wide[0] + wide[1] + wide[2] + wide[3];
                 for &v in x.chunks_exact(4).remainder() { s += (v as f64) * (v as f64); }
                 s
             }
-            ReduceOp::Max => {
-                lanes = [f32::NEG_INFINITY; 8];
-                for c in chunks { for j in 0..8 { lanes[j] = max_nan(lanes[j], c[j]); } }
-                let mut s = f32::NEG_INFINITY;
-                for v in lanes.into_iter().chain(tail.iter().copied()) { s = max_nan(s, v); }
-                s as f64
-            }
-            ReduceOp::Min => {
-                lanes = [f32::INFINITY; 8];
-                for c in chunks { for j in 0..8 { lanes[j] = min_nan(lanes[j], c[j]); } }
-                let mut s = f32::INFINITY;
-                for v in lanes.into_iter().chain(tail.iter().copied()) { s = min_nan(s, v); }
-                s as f64
-            }
+            ReduceOp::Max => fold(x, f32::NEG_INFINITY, max_nan) as f64,
+            ReduceOp::Min => fold(x, f32::INFINITY, min_nan) as f64,
         }
     }
 }
@@ -169,7 +131,7 @@ pub fn reduce_f32(
     if out.is_empty() {
         return Ok(());
     }
-    let parallel = x.len() >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let parallel = parallel(x.len(), PARALLEL_THRESHOLD);
     if inner == 1 {
         if outer == 1 {
             out[0] = row_f32(op, x, parallel);

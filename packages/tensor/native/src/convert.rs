@@ -1,7 +1,5 @@
 //! Dtype dispatch, output allocation and the GIL-releasing kernel runner.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use numpy::{
     Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -18,21 +16,7 @@ pub fn run<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> Result<T, KernelError> + Send,
 ) -> PyResult<T> {
-    let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
-    match outcome {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PyKernelError::new_err(e.0)),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(PyKernelError::new_err(format!(
-                "internal error in a CPU kernel: {msg}"
-            )))
-        }
-    }
+    riftco_native_call::detached(py, "a CPU kernel", PyKernelError::new_err, f)
 }
 
 pub fn error(msg: impl Into<String>) -> PyErr {
