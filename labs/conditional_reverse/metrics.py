@@ -17,6 +17,7 @@ from .programs import conditional_reverse
 from .task import Profile, Split, control_predictions
 
 EVAL_BATCH = 500
+PLOT_POINTS = 1000
 
 
 def run_split(
@@ -99,48 +100,63 @@ def steering(
     model: ProgrammedDecoder,
     split: Split,
     profile: Profile,
+    probe: Split,
     scales: Sequence[float] = (0.5, 1, 2, 4),
 ) -> dict[str, dict[str, float]]:
-    """Privileged-basis steering of the program's logical vectors, with scales in units of
-    the site's own magnitude on this split (so learned input projections of any size
-    compare).
+    """Privileged-basis steering of the program's logical vectors, calibrated on the
+    probe split (never on the split measured).
 
-    ``output``: add ``scale * m * e_k`` to the program output's first slot at the last
-    letter ``k``, where ``m`` is the mean largest coordinate of that slot; the rate at
-    which the first target prediction becomes that letter (over examples whose first
-    target is another letter). ``condition`` (F and T): add ``scale * m`` to the
-    condition's trigger coordinate and subtract it from the other, where ``m`` is the
-    mean of ``|c_1 - c_0|``; the rate at which a non-trigger example's whole predicted
-    target becomes the reversal."""
+    ``condition`` (F and T): the program reads its condition coordinate by coordinate
+    (copy weighted by ``c_0``, reversal by ``c_1``), so each coordinate is a privileged
+    direction, though training fixes its sign and scale. Each basis vector ``e_k`` is
+    added with ``scale * (mean over trigger probes - mean over no-trigger probes)`` of
+    ``c_k``; reported: the rate at which a no-trigger example's predicted target becomes
+    the reversal (``exact``) and the fraction of its tokens that do (``token``).
+
+    ``output``: adding ``scale * m * e_k`` (``m`` the probe mean of the slot's largest
+    coordinate) to the program output's first slot at the last letter ``k``; reported:
+    the rate at which the first prediction becomes that letter (over examples whose first
+    target is another letter). ``x_alignment``: the fraction of source positions whose
+    learned letter code has its largest (or smallest) coordinate at the letter's own
+    index. The program only permutes slots, so nothing ties the letter code to its basis.
+    """
     length, symbols = profile.length, profile.symbols
     branch = model.program_branch
     if branch is None:
         return {}
-    sites = ["program.output"] + (["program.input.c"] if "c" in branch.names else [])
-    _, traces = run_split(model, split, length, capture=sites)
-    output_unit = float(traces["program.output"][:, :symbols].max(axis=1).mean())
-    result: dict[str, dict[str, float]] = {"output": {}}
+    sites = ["program.output", "program.input.x"] + (
+        ["program.input.c"] if "c" in branch.names else []
+    )
+    _, calibration = run_split(model, probe, length, capture=sites)
+    output_unit = float(calibration["program.output"][:, :symbols].max(axis=1).mean())
+    codes = calibration["program.input.x"].reshape(len(probe), length, symbols)
+    result: dict[str, dict[str, float]] = {
+        "x_alignment": {
+            "argmax": float((codes.argmax(axis=-1) == probe.sources).mean()),
+            "argmin": float((codes.argmin(axis=-1) == probe.sources).mean()),
+        },
+        "output": {},
+    }
     letter = symbols - 1
     others = split.rows[:, length + 1] != letter
-    plain = ~split.triggered
-    reversed_targets = split.sources[:, ::-1]
     for scale in scales:
         steer = [Steer("program.output", letter, float(scale) * output_unit)]
         predictions, _ = run_split(model, split, length, interventions=steer)
         result["output"][str(scale)] = float((predictions[others, 0] == letter).mean())
-    if "program.input.c" in traces:
-        c = traces["program.input.c"]
-        unit = float(np.abs(c[:, 1] - c[:, 0]).mean())
-        result["condition"] = {}
+    if "program.input.c" in calibration:
+        c = calibration["program.input.c"]
+        step = c[probe.triggered].mean(axis=0) - c[~probe.triggered].mean(axis=0)
+        plain = ~split.triggered
+        reversed_targets = split.sources[:, ::-1]
+        result["condition_exact"], result["condition_token"] = {}, {}
         for scale in scales:
-            amount = float(scale) * unit
-            flip = [Steer("program.input.c", 1, amount), Steer("program.input.c", 0, -amount)]
+            flip = [Steer("program.input.c", k, float(scale * step[k])) for k in range(2)]
             predictions, _ = run_split(model, split, length, interventions=flip)
-            hits = (predictions == reversed_targets).all(axis=1)
-            result["condition"][str(scale)] = float(hits[plain].mean())
-    result["units"] = {"output": output_unit}
-    if "program.input.c" in traces:
-        result["units"]["condition"] = unit
+            hits = predictions == reversed_targets
+            result["condition_exact"][str(scale)] = float(hits.all(axis=1)[plain].mean())
+            result["condition_token"][str(scale)] = float(hits[plain].mean())
+        result["condition_step"] = {"c0": float(step[0]), "c1": float(step[1])}
+    result["output_unit"] = {"m": output_unit}
     return result
 
 
@@ -167,8 +183,8 @@ def pca_of_probe(
             "explained_variance_ratio": [float(v) for v in pca.explained_variance_ratio],
             "separation": float(abs(a.mean() - b.mean()) / pooled),
         }
-        if keep_points:
-            entry["points"] = np.round(coordinates, 4).tolist()
-            entry["triggered"] = probe.triggered.astype(int).tolist()
+        if keep_points:  # the first PLOT_POINTS probe examples, for the scatter plot
+            entry["points"] = np.round(coordinates[:PLOT_POINTS], 3).tolist()
+            entry["triggered"] = probe.triggered[:PLOT_POINTS].astype(int).tolist()
         result[site] = entry
     return result

@@ -115,18 +115,21 @@ def write_report(record: dict[str, Any], stem: Path) -> Path:
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Steering (first seed of each variant; scales in units of the site's mean "
-        "magnitude): `output` is the rate at which adding the last letter's basis vector "
-        "to the program output's first slot makes it the first prediction; `condition` "
-        "the rate at which pushing the condition toward 'trigger' makes a no-trigger "
-        "example's whole prediction the reversal.",
+        "Steering (first seed of each variant), calibrated on the probe split: "
+        "`condition_exact` / `condition_token` are the rates at which adding the condition's "
+        "basis vectors (scale 1: the trigger-minus-no-trigger mean step of each coordinate) "
+        "turns a no-trigger example's predicted target (whole, or per token) into the "
+        "reversal; `output` the rate at which adding the last letter's basis vector to the "
+        "program output's first slot makes it the first prediction; `x_alignment` how often "
+        "a learned letter code peaks at its own letter's coordinate.",
         "",
     ]
     for run in _first_runs(record):
         for kind, rates in run["steering"].items():
-            if kind == "units":
+            if kind in ("output_unit", "condition_step"):
                 continue
-            text = ", ".join(f"scale {k}: {v:.3f}" for k, v in rates.items())
+            label = "" if kind == "x_alignment" else "scale "
+            text = ", ".join(f"{label}{k}: {v:.3f}" for k, v in rates.items())
             lines.append(f"- {run['variant']} {kind}: {text}")
     lines += [
         "",

@@ -70,10 +70,10 @@ def train_variant(
         "selected_step": best_step,
         "selected_validation_token": best,
         "validation_history": history,
-        "train_losses": [m.loss for m in trainer.history if m.phase == "train"],
+        "train_losses": [round(m.loss, 5) for m in trainer.history if m.phase == "train"],
         "test": metrics.accuracy(predictions, test, length),
         "ablations": metrics.ablations(model, test, length, predictions, seed),
-        "steering": metrics.steering(model, test, profile),
+        "steering": metrics.steering(model, test, profile, splits["probe"]),
         "pca": metrics.pca_of_probe(model, splits["probe"], length, keep_points),
         "parameters": model.num_parameters(trainable_only=True),
         "timings": {
