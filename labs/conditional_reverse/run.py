@@ -56,6 +56,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("runs/conditional-reverse/quick.json"))
     parser.add_argument("--no-report", action="store_true", help="write the JSON record only")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        metavar="RECORD",
+        help="only write the report of an existing JSON record (beside it)",
+    )
     args = parser.parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v not in VARIANTS]
@@ -100,6 +107,10 @@ def provenance() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render is not None:
+        record = json.loads(args.render.read_text())
+        print(f"report: {write_report(record, args.render.with_suffix(''))}")
+        return 0
     profile = PROFILES[args.profile]
     if args.steps is not None:
         from dataclasses import replace

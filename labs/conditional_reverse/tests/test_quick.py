@@ -77,6 +77,9 @@ def test_quick_run_f_beats_i_and_writes_a_record_and_report(tmp_path):
     report = (tmp_path / "quick.md").read_text()
     assert "| F |" in report and "Exact oracle" in report
     assert (tmp_path / "quick-accuracy.png").exists()
+    (tmp_path / "quick.md").unlink()
+    assert main(["--render", str(output)]) == 0
+    assert "Compared with the original" in (tmp_path / "quick.md").read_text()
 
 
 def test_the_command_refuses_unknown_variants(capsys):
