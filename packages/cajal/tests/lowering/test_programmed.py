@@ -6,6 +6,7 @@ import riftco.tensor as rt
 from riftco.autograd import no_grad
 from riftco.cajal import encode, enumerate_values
 from riftco.cajal.programmed import (
+    ProgrammedConfig,
     ProgrammedConfigError,
     ProgrammedDecoder,
     ReplaceInput,
@@ -105,6 +106,8 @@ def test_steering_adds_a_scaled_basis_vector(program):
     assert np.allclose(delta[:, 5], 2.5) and np.allclose(np.delete(delta, 5, axis=1), 0)
     ff = steered["layer0.feed_forward"] - base["layer0.feed_forward"]
     assert np.allclose(ff[:, 4, 1], -1.0) and np.count_nonzero(np.abs(ff) > 1e-6) == 5
+    with pytest.raises(ProgrammedConfigError, match="has no positions"):
+        model.run(ids, interventions=[Steer("program.output", 1, 1.0, [0])])
     with pytest.raises(ProgrammedConfigError, match="index in 0..11"):
         model.run(ids, interventions=[Steer("program.output", 30, 1.0)])
 
@@ -160,6 +163,11 @@ def test_configuration_errors_name_the_problem(program):
         ProgrammedDecoder(config())
     with pytest.raises(ProgrammedConfigError, match="multiple of heads"):
         config(heads=3)
+    with pytest.raises(ProgrammedConfigError, match="programmed config"):
+        ProgrammedConfig.from_dict({**config().to_dict(), "output": {"start": 3, "size": 3}})
+    with pytest.raises(ProgrammedConfigError, match="unknown keys"):
+        ProgrammedConfig.from_dict({**config().to_dict(), "colour": 1})
+    assert ProgrammedConfig.from_dict(config().to_dict()) == config()
     plain = ProgrammedDecoder(config(inputs=(), output=None))
     assert plain.program_branch is None and "layer0.program" not in plain.branch_names()
 

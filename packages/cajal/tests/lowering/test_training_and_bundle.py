@@ -76,3 +76,22 @@ def test_a_bundle_whose_program_no_longer_matches_its_digest_is_refused(tmp_path
     write_bundle(tampered, config_dict, dict(bundle.tensors), bundle.tokenizer_state)
     with pytest.raises(ProgrammedConfigError, match="digest"):
         load_programmed(tampered)
+
+
+def test_a_bundle_that_is_not_a_programmed_model_is_refused(tmp_path):
+    model = ProgrammedDecoder(config(), conditional_reverse(), seed=0)
+    path = tmp_path / "programmed.rift"
+    save_programmed(path, model)
+    bundle = read_bundle(path)
+    for change, message in (
+        ({"format": "riftco-interchange/bundle"}, "expected a 'riftco-cajal/programmed'"),
+        ({"program": {"source": 1}}, "program record"),
+    ):
+        other = tmp_path / "other.rift"
+        write_bundle(other, {**bundle.config, **change}, dict(bundle.tensors), {})
+        with pytest.raises(ProgrammedConfigError, match=message):
+            load_programmed(other)
+    stripped = {k: v for k, v in bundle.config.items() if k != "model"}
+    write_bundle(tmp_path / "stripped.rift", stripped, dict(bundle.tensors), {})
+    with pytest.raises(ProgrammedConfigError, match="lacks"):
+        load_programmed(tmp_path / "stripped.rift")

@@ -68,8 +68,18 @@ def load_programmed(
             f"{path}: expected a {FORMAT!r} version {FORMAT_VERSION} config, found "
             f"{config.get('format')!r} version {config.get('format_version')!r}"
         )
+    missing = sorted({"model", "program"} - set(config))
+    if missing:
+        raise ProgrammedConfigError(f"{path}: the config lacks {missing}")
     model_config = ProgrammedConfig.from_dict(config["model"])
-    record = config.get("program")
+    record = config["program"]
+    if record is not None and (
+        not isinstance(record, dict)
+        or not all(isinstance(record.get(k), str) for k in ("source", "context", "map_sha256"))
+    ):
+        raise ProgrammedConfigError(
+            f"{path}: expected the program record to hold source, context and map_sha256 strings"
+        )
     program = None
     if record is not None:
         program = compile_program(parse(record["source"]), parse_context(record["context"]))

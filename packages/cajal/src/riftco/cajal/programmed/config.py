@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from riftco.cajal.errors import CajalError
@@ -67,7 +67,6 @@ class ProgrammedConfig:
     norm_eps: float = 1e-5
     embedding_std: float = 1.0
     attention: str = "materialized"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         spans = tuple(s if isinstance(s, Span) else Span(**s) for s in self.inputs)
@@ -127,10 +126,10 @@ class ProgrammedConfig:
         if unknown:
             raise ProgrammedConfigError(f"programmed config: unknown keys {unknown}")
         values = dict(data)
-        values["inputs"] = tuple(Span(**s) for s in values.get("inputs", ()))
-        if values.get("output") is not None:
-            values["output"] = Span(**values["output"])
         try:
+            values["inputs"] = tuple(Span(**s) for s in values.get("inputs", ()))
+            if values.get("output") is not None:
+                values["output"] = Span(**values["output"])
             return cls(**values)
         except TypeError as exc:
             raise ProgrammedConfigError(f"programmed config: {exc}") from None

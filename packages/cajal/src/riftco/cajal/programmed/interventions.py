@@ -148,6 +148,10 @@ def _intervene(site: str, item: Intervention, value: Any) -> Any:
                     f"Steer at {site}: position {p} is outside 0..{shape[1] - 1}"
                 )
             delta[:, p, item.index] = item.scale
+    elif item.positions is not None:
+        raise ProgrammedConfigError(
+            f"Steer at {site}: a [batch, {width}] site has no positions; pass positions=None"
+        )
     else:
         delta[..., item.index] = item.scale
     return value + rt.from_numpy(delta, backend=backend)
