@@ -16,15 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from riftco.nn import SamplingConfig
-
-from .caches import PagedKvCachePool
-from .channel import EventChannel
-from .engine import ChatMessage, EngineStats, Finished, GenerationRequest, TextDelta
-from .errors import GenerationFailed, RequestError
-from .fitting import fit_chat
-from .scheduler import Scheduler, SchedulerLimits, StepModel
-from .sequence import SequenceState
-from .text_stream import TextStream
+from riftco.serve.caches import PagedKVCachePool
+from riftco.serve.channel import EventChannel
+from riftco.serve.engine import ChatMessage, EngineStats, Finished, GenerationRequest, TextDelta
+from riftco.serve.errors import GenerationFailed, RequestError
+from riftco.serve.fitting import fit_chat
+from riftco.serve.scheduler import Scheduler, SchedulerLimits, StepModel
+from riftco.serve.sequence import SequenceState
+from riftco.serve.text_stream import TextStream
 
 log = logging.getLogger("riftco.serve")
 
@@ -54,7 +53,7 @@ class ChannelSink:
 
 class BatchEngine:
     """Serves ``model`` (riftco-nn's incremental-forward interface) with ``tokenizer``
-    (riftco-text's). ``cache`` defaults to a `PagedKvCachePool` of ``pages`` pages
+    (riftco-text's). ``cache`` defaults to a `PagedKVCachePool` of ``pages`` pages
     (default: room for every running sequence at full context)."""
 
     def __init__(
@@ -76,7 +75,7 @@ class BatchEngine:
         if cache is None:
             per_sequence = -(-config.context_length // page_size)
             pages = pages or per_sequence * self.limits.max_running
-            cache = PagedKvCachePool(config, pages=pages, page_size=page_size)
+            cache = PagedKVCachePool(config, pages=pages, page_size=page_size)
         self.cache = cache
         self.scheduler = Scheduler(model, cache, self.limits)
         self._ids = itertools.count()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .engine import ChatMessage
-from .errors import RequestError
+from riftco.serve.engine import ChatMessage
+from riftco.serve.errors import RequestError
 
 
 def reply_room(context: int, max_new_tokens: int) -> int:
