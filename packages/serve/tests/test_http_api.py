@@ -166,6 +166,8 @@ async def test_chat_page_is_self_contained(serve, engine):
     assert "script-src 'self'" in page.headers["content-security-policy"]
     assert '<script src="/static/chat.js"' in page.text
     assert script.status_code == 200 and "/v1/chat/completions" in script.text
+    # The page asks for the oldest turns to be dropped, and says when they were.
+    assert 'truncation: "auto"' in script.text and "X-Riftco-Dropped-Messages" in script.text
     assert "text/javascript" in script.headers["content-type"]
     assert style.status_code == 200
     for text in (page.text, script.text, style.text):

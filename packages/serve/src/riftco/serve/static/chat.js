@@ -81,6 +81,8 @@ function requestBody() {
     temperature: Number($("temperature").value),
     top_p: Number($("top-p").value),
     max_tokens: Number($("max-tokens").value),
+    // The oldest turns are left out once the chat outgrows the model's context.
+    truncation: "auto",
   };
 }
 
@@ -103,6 +105,11 @@ async function send(text) {
       const body = await r.json().catch(() => ({}));
       throw new Error(body.error ? body.error.message : r.status + " " + r.statusText);
     }
+    const dropped = Number(r.headers.get("X-Riftco-Dropped-Messages") || 0);
+    const note = dropped
+      ? "The " + dropped + " oldest message" + (dropped === 1 ? " was" : "s were") +
+        " left out to fit the model's context. "
+      : "";
     let finish = null;
     for await (const data of events(r)) {
       if (data === "[DONE]") break;
@@ -117,7 +124,7 @@ async function send(text) {
       }
       if (choice.finish_reason) finish = choice.finish_reason;
     }
-    $("status").textContent = finish === "length" ? "stopped at max tokens" : "";
+    $("status").textContent = note + (finish === "length" ? "stopped at max tokens" : "");
   } catch (e) {
     if (e.name === "AbortError") {
       $("status").textContent = "stopped";
