@@ -55,8 +55,23 @@ def test_the_newest_message_alone_too_long_is_refused():
     assert dropped == 4 and len(ids) == 3 + 57
 
 
-async def test_the_api_drops_turns_only_when_asked(serve, batch_engine):
-    engine = batch_engine()
+@pytest.fixture
+def engine_96():
+    """A BatchEngine of its own (context 96), apart from the session's shared model."""
+    import riftco.nn as nn
+    import riftco.text as text
+    from riftco.serve import BatchEngine
+
+    tokenizer = text.BpeTokenizer.train("the quick brown fox jumps. " * 8, vocab_size=300)
+    config = nn.TransformerConfig.preset(
+        "gpt2", size="tiny", vocab_size=tokenizer.vocab_size, context_length=96
+    )
+    model = nn.DecoderOnlyTransformer(config, seed=5, backend="cpu")
+    return BatchEngine(model, tokenizer, model_id="tiny", page_size=8)
+
+
+async def test_the_api_drops_turns_only_when_asked(serve, engine_96):
+    engine = engine_96
     long_chat = [{"role": "system", "content": "Answer."}]
     for i in range(12):
         role = "user" if i % 2 == 0 else "assistant"
