@@ -11,6 +11,7 @@ import safetensors.numpy
 from riftco.interchange import ConversionError
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
 from riftco.nn import TransformerConfig
+from riftco.text import BpeTokenizer
 
 SIZES = dict(vocab_size=300, context_length=16, d_model=8, n_layers=2, n_heads=2, d_ff=32)
 GPT = TransformerConfig.preset("gpt2", **SIZES)
@@ -44,6 +45,19 @@ def test_round_trip(tmp_path, topology, random_arrays, tokenizer):
     assert set(back.arrays) == set(arrays)
     for name, array in arrays.items():
         np.testing.assert_array_equal(back.arrays[name], array, err_msg=name)
+
+
+def test_generation_config_lists_every_stop_token(tmp_path, random_arrays, tokenizer):
+    topology = CASES[0]
+    export_huggingface(tmp_path, topology, random_arrays(topology), tokenizer)
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    # transformers' generate() stops at any of them: end-of-text and the end of a turn.
+    assert generation["eos_token_id"] == list(tokenizer.stop_ids(chat=True))
+    assert tokenizer.special_tokens["<|end|>"] in generation["eos_token_id"]
+    plain = BpeTokenizer.train("the quick brown fox " * 8, vocab_size=280, chat_template=None)
+    export_huggingface(tmp_path / "plain", topology, random_arrays(topology), plain)
+    plain_generation = json.loads((tmp_path / "plain" / "generation_config.json").read_text())
+    assert plain_generation["eos_token_id"] == plain.eos_id
 
 
 def test_gpt2_layout(tmp_path, random_arrays):

@@ -137,6 +137,30 @@ def test_greedy_generation_matches_transformers(tmp_path, make_model, tokenizer,
     assert mine == out[0, len(prompt) :].tolist()
 
 
+def test_transformers_generate_stops_at_the_end_of_a_turn(tmp_path, make_model, tokenizer):
+    # A model that always answers <|end|>: the final norm outputs a constant vector
+    # that only the end marker's head row picks up.
+    model = make_model("gpt2", vocab_size=tokenizer.vocab_size)
+    end = tokenizer.special_tokens["<|end|>"]
+    state = {name: np.array(value.numpy()) for name, value in model.state_dict().items()}
+    state["final_norm.weight"][:] = 0.0
+    state["final_norm.bias"][:] = 0.0
+    state["final_norm.bias"][0] = 1.0
+    state["language_model_head.weight"][end, 0] = 1000.0
+    model.load_state_dict(state)
+    ours = RunnableModel(model, tokenizer)
+    export_huggingface_model(ours, tmp_path)
+    prompt = ours.encode_prompt("hi", chat=True)
+    mine = ours.generate_ids(prompt, max_new_tokens=10, stop_ids=ours.stop_ids(chat=True))
+    assert mine.tokens == [] and mine.finish_reason == "stop"
+    theirs = _theirs(tmp_path)
+    with torch.no_grad():  # generation_config.json's stop tokens, nothing passed here
+        out = theirs.generate(
+            torch.tensor([prompt]), max_new_tokens=10, do_sample=False, pad_token_id=0
+        )
+    assert out[0, len(prompt) :].tolist() == [end]
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -86,7 +86,7 @@ def export_huggingface(
     folder.mkdir(parents=True, exist_ok=True)
     write_safetensors(folder / "model.safetensors", tensors, {"format": "pt"})
     write_json(folder / "config.json", config)
-    generation = {"_from_model_config": True, "bos_token_id": eos, "eos_token_id": eos}
+    generation = {"bos_token_id": eos, "eos_token_id": _generation_stops(tokenizer, eos)}
     write_json(folder / "generation_config.json", generation)
     if tokenizer is not None:
         write_tokenizer_files(tokenizer, folder, model_config.context_length)
@@ -178,6 +178,16 @@ def _kind(config: Mapping[str, Any]) -> str:
         f"config.json: expected model_type 'gpt2' or 'llama'; found {model_type!r} "
         f"(architectures {architectures})"
     )
+
+
+def _generation_stops(tokenizer: Tokenizer | None, eos: int | None) -> int | list[int] | None:
+    """``generation_config.json``'s ``eos_token_id``: every id that ends a reply (the
+    end-of-turn marker and the role markers of a chat template, end-of-text), so
+    ``generate()`` in transformers stops where ours does; one id stays a plain int."""
+    stops = list(tokenizer.stop_ids(chat=True)) if tokenizer is not None else []
+    if len(stops) > 1:
+        return stops
+    return stops[0] if stops else eos
 
 
 def _eos_id(tokenizer: Tokenizer | None) -> int | None:
