@@ -106,6 +106,9 @@ def test_gpt2_keys_names_and_layout(tmp_path, make_model, tokenizer):
     c = model.config
     assert fields["GGUF.version"] == 3
     assert fields["general.architecture"] == "gpt2"
+    assert fields["general.name"] == "m"  # the file's stem unless a name is given
+    named = export_gguf(tmp_path / "n.gguf", model.config, arrays, tokenizer, name="riftco demo")
+    assert _reader(named)[0]["general.name"] == "riftco demo"
     expected_keys = {
         "gpt2.context_length": c.context_length,
         "gpt2.embedding_length": c.d_model,

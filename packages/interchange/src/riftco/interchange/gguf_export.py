@@ -82,11 +82,13 @@ def export_gguf(
     dtype: Dtype = "f32",
     lineage: Mapping[str, Any] | None = None,
     allow_tokenizer_mismatch: bool = False,
+    name: str | None = None,
 ) -> Path:
     """Write a GGUF v3 file that llama.cpp loads as ``gpt2`` or ``llama``, atomically.
 
     ``lineage`` (the source's ``artifact_id``, ``stage``, ``parent_id``) is recorded
-    as ``riftco.lineage``."""
+    as ``riftco.lineage``; ``name`` (default: the file's stem) as ``general.name``,
+    the model name llama.cpp and its front ends show."""
     gguf = require("gguf")
     path = Path(path)
     if dtype not in DTYPES:
@@ -99,6 +101,7 @@ def export_gguf(
     }
     with staged_files(path.parent, [path.name]) as stage:
         writer = _writer_class()(stage / path.name, architecture)
+        writer.add_name(name if name else path.stem)
         _write_hyperparameters(writer, config, architecture, dtype, gguf)
         _write_vocabulary(writer, vocabulary, gguf)
         writer.add_uint32(RIFTCO_FORMAT_VERSION, FORMAT_VERSION)
