@@ -23,6 +23,8 @@ def default_out(kind: str) -> Path:
 
 
 def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
+    from riftco.train.stage import ATTENTION
+
     g = parser.add_argument_group("training")
     add = g.add_argument
     add(
@@ -103,6 +105,19 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
         help="save a .riftckpt every STEPS steps, besides at the end and on Ctrl-C; 0: only then (default %(default)s)",
     )
     add(
+        "--attention",
+        choices=ATTENTION,
+        default=None,
+        help="attention kernel: flash (tiled, never holds the T x T scores) or materialized "
+        "(the plain softmax(QK^T)V); default: flash, or what the base bundle uses",
+    )
+    add(
+        "--activation-checkpointing",
+        action="store_true",
+        help="keep no block activations between forward and backward and recompute them "
+        "(less memory, about a third more compute)",
+    )
+    add(
         "--resume",
         type=Path,
         default=None,
@@ -136,6 +151,8 @@ def _training_options(args: argparse.Namespace):  # -> TrainingOptions
         eval_every=args.eval_every,
         eval_batches=args.eval_batches,
         checkpoint_every=args.checkpoint_every,
+        attention=args.attention,
+        activation_checkpointing=args.activation_checkpointing,
     )
 
 

@@ -44,6 +44,7 @@ from riftco.train.stage import (
     StageResult,
     TrainingOptions,
     check_resume,
+    execution_config,
     finish_stage,
     run_stage,
 )
@@ -156,9 +157,14 @@ def post_train(
                 "riftco.train.continue_original)"
             )
         runnable = load_bundle(base, trainable=True)
-        model, tokenizer, config = runnable.model, runnable.tokenizer, runnable.config
+        model, tokenizer = runnable.model, runnable.tokenizer
+        config = execution_config(runnable.config, options.training)
         parent_id = runnable.artifact_id
         _require_backend(config, options)
+        if config != runnable.config:  # the same weights, run another way
+            state = model.state_dict()
+            model = DecoderOnlyTransformer(config, backend=model.backend)
+            model.load_state_dict(state)
     adapters = options.adapters
     packed = None
     if checkpoint is not None and adapters.method == "qlora":

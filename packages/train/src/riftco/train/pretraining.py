@@ -27,6 +27,7 @@ from riftco.train.stage import (
     StageResult,
     TrainingOptions,
     check_resume,
+    execution_config,
     finish_stage,
     run_stage,
 )
@@ -128,7 +129,9 @@ def pretrain(
         options = dataclasses.replace(saved, data=options.data)
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
     # Before any data is read; the topology decides the kernels, the vocabulary does not.
-    require_training_backend(options.model.config(vocab_size=256), job=STAGE)
+    require_training_backend(
+        execution_config(options.model.config(vocab_size=256), options.training), job=STAGE
+    )
     corpus = load_text(options.data)
     train_text, validation_text = split_corpus(corpus, options.validation_fraction)
     if tokenizer is None:
@@ -136,7 +139,7 @@ def pretrain(
     train_docs = encode_documents(tokenizer, train_text)
     validation_stream = token_stream(encode_documents(tokenizer, validation_text))
     stream = token_stream(train_docs)
-    config = options.model.config(tokenizer.vocab_size)
+    config = execution_config(options.model.config(tokenizer.vocab_size), options.training)
     model = DecoderOnlyTransformer(config, seed=options.model.seed)
     t, b = config.context_length, options.training.batch_size
     if options.windows == "document":

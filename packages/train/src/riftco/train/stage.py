@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from riftco.interchange import write_bundle
-from riftco.nn import check_exportable
+from riftco.nn import TransformerConfig, check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -23,11 +23,17 @@ from riftco.train.errors import ResumeMismatch
 from riftco.train.interrupt import StopOnInterrupt
 from riftco.train.metrics import MetricsLog, ProgressBar, TrainingMetric, plot_loss_curve
 
+#: The attention kernels a stage can train with (riftco-nn's ``TransformerConfig.attention``).
+ATTENTION = ("flash", "materialized")
+
 
 @dataclass(frozen=True)
 class TrainingOptions:
     """How a stage trains: steps, batch, AdamW and its warmup + cosine schedule,
-    evaluation and checkpoint cadence, and the data order's seed."""
+    evaluation and checkpoint cadence, the data order's seed, and how the model
+    executes: ``attention`` (``flash`` or ``materialized``; None keeps the model's)
+    and ``activation_checkpointing`` (drop each block's activations after forward
+    and recompute them in backward: less memory, about a third more compute)."""
 
     steps: int = 300
     batch_size: int = 16
@@ -40,8 +46,14 @@ class TrainingOptions:
     eval_every: int = 100
     eval_batches: int = 8
     checkpoint_every: int = 100
+    attention: str | None = None
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
+        if self.attention not in (None, *ATTENTION):
+            raise ValueError(
+                f"attention must be one of {', '.join(ATTENTION)}, found {self.attention!r}"
+            )
         for name in ("steps", "batch_size", "eval_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, found {getattr(self, name)}")
@@ -63,6 +75,15 @@ class TrainingOptions:
     def from_dict(cls, data: dict[str, Any]) -> TrainingOptions:
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def execution_config(config: TransformerConfig, options: TrainingOptions) -> TransformerConfig:
+    """``config`` with the attention kernel and activation checkpointing of ``options``
+    (neither changes the weights, only how forward and backward run)."""
+    attention = options.attention or config.attention
+    return dataclasses.replace(
+        config, attention=attention, checkpoint=options.activation_checkpointing
+    )
 
 
 @dataclass(frozen=True)
