@@ -62,6 +62,13 @@ def test_demo_runs_the_main_job(tmp_path, capsys):
     assert "unigram baseline validation loss" in out and "model validation loss" in out
     assert "[3/3] riftco generate" in out and "done in" in out
     assert (tmp_path / "base.rift").exists() and (tmp_path / "chat.rift").exists()
+    samples = (tmp_path / "samples.txt").read_text(encoding="utf-8")
+    assert samples.startswith("base.rift continues a text:\nThe \"for\" statement")
+    assert "chat.rift answers 'Explain the while statement.':" in samples
+    reply = samples.split("statement.':\n", 1)[1].rstrip("\n")
+    assert reply in out  # the reply printed is the one saved
+    for stage in ("pretraining", "post_training"):  # the umbrella installs matplotlib
+        assert (tmp_path / f"{stage}-loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("command", ["backends", "demo"])

@@ -3,12 +3,16 @@
 Pretrain on the Python documentation topics that ship with CPython, post-train on
 instructions derived from them, then `riftco generate` a reply to a sample
 instruction, printing the losses, a sample of each stage, and where the artifacts are.
+The samples are also written to ``samples.txt`` beside the bundles, and each stage's
+loss curves (train and validation) to ``<stage>-loss.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import os
 import sys
 import time
@@ -118,21 +122,45 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
     print(f"      validation loss on held-out instructions: {chat.summary['validation_loss']:.4f}")
     command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "60"]
     print(f"[3/3] riftco {' '.join(command[:3])} --prompt {prompt!r}", flush=True)
-    if _generate(command) != 0:
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        code = _generate(command)
+    reply = captured.getvalue().removesuffix("\n")
+    if code != 0:
+        print(reply)
         runnable = load_bundle(chat.bundle)
-        print(complete(runnable.model, runnable.tokenizer, prompt, chat=True, temperature=0.0))
+        reply = complete(runnable.model, runnable.tokenizer, prompt, chat=True, temperature=0.0)
+    print(reply)
+    samples = _write_samples(out, start + text, prompt, reply)
     print(f"artifacts in {out}:")
     print(f"  base.rift  stage pretraining, id {base.artifact_id}")
     print(
         f"  chat.rift  stage post_training, id {chat.artifact_id}, parent {base.artifact_id[:16]}..."
     )
     print("  pretraining.riftckpt, post_training.riftckpt (resume with --resume)")
+    print(f"  {samples.name}  the samples above")
     print(
         "  *-metrics.jsonl"
-        + (", *-loss.png" if base.plot else " (pip install matplotlib for loss curves)")
+        + (
+            ", pretraining-loss.png and post_training-loss.png (train and validation loss)"
+            if base.plot
+            else " (pip install matplotlib for loss curves)"
+        )
     )
     print(f"done in {_duration(time.perf_counter() - started)}")
     return 0
+
+
+def _write_samples(out: Path, pretraining: str, prompt: str, reply: str) -> Path:
+    from riftco.core.atomic import write_bytes_atomic
+
+    path = out / "samples.txt"
+    text = (
+        f"base.rift continues a text:\n{pretraining}\n\n"
+        f"chat.rift answers {prompt!r}:\n{reply}\n"
+    )
+    write_bytes_atomic(path, text.encode("utf-8"))
+    return path
 
 
 def _generate(command: list[str]) -> int:
