@@ -111,6 +111,30 @@ def test_inspect_a_bundle(bundle, capsys):
     assert f"artifact_id: {manifest['artifact_id']}" in text and "integrity: ok" in text
 
 
+@pytest.mark.parametrize("target", ["gguf", "onnx"])
+def test_inspect_gguf_and_onnx(tmp_path, bundle, target, capsys):
+    pytest.importorskip(target)
+    original = load_bundle(bundle)
+    path = tmp_path / f"m.{target}"
+    assert convert_main([str(bundle), str(path), "--to", target]) == 0
+    capsys.readouterr()
+    assert inspect_main([str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["kind"] == target and report["integrity"] == "ok"
+    assert report["config"] == original.config.to_dict()
+    assert report["lineage"]["artifact_id"] == original.artifact_id
+    assert report["parameters"] == original.manifest["weights"]["parameters"]
+    if target == "gguf":
+        assert report["name"] == "m" and report["architecture"] == "gpt2"
+    assert inspect_main([str(path)]) == 0
+    assert "integrity: ok" in capsys.readouterr().out
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0xFF  # a weight byte: the recorded digest no longer matches
+    path.write_bytes(bytes(raw))
+    assert inspect_main([str(path)]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
 def test_inspect_reports_corruption(bundle, capsys):
     raw = bytearray(bundle.read_bytes())
     raw[-3] ^= 0xFF

@@ -63,7 +63,7 @@ def test_demo_runs_the_main_job(tmp_path, capsys):
     assert "[3/3] riftco generate" in out and "done in" in out
     assert (tmp_path / "base.rift").exists() and (tmp_path / "chat.rift").exists()
     samples = (tmp_path / "samples.txt").read_text(encoding="utf-8")
-    assert samples.startswith("base.rift continues a text:\nThe \"for\" statement")
+    assert samples.startswith('base.rift continues a text:\nThe "for" statement')
     assert "chat.rift answers 'Explain the while statement.':" in samples
     reply = samples.split("statement.':\n", 1)[1].rstrip("\n")
     assert reply in out  # the reply printed is the one saved

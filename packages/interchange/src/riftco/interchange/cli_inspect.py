@@ -1,4 +1,5 @@
-"""``riftco inspect FILE``: what a bundle, safetensors file or model directory holds."""
+"""``riftco inspect FILE``: what a bundle, safetensors file, GGUF or ONNX file, or model
+directory holds."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ def main(argv: list[str]) -> int:
     """Show a .rift bundle's config, size, stage, lineage, identity and integrity."""
     parser = argparse.ArgumentParser(
         prog="riftco inspect",
-        description="Describe a .rift bundle, a safetensors file or a Hugging Face directory, "
-        "and verify its integrity (exit status 1 when it fails).",
+        description="Describe a .rift bundle, a safetensors, .gguf or .onnx file or a Hugging "
+        "Face directory, and verify its integrity (exit status 1 when it fails).",
     )
-    parser.add_argument("file", type=Path, help="a .rift bundle, .safetensors file or directory")
+    parser.add_argument(
+        "file",
+        type=Path,
+        help="a .rift bundle, a .safetensors, .gguf or .onnx file, or a directory",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -42,6 +47,8 @@ def describe(path: Path) -> dict[str, Any]:
         return _describe_original(path, kind)
     if path.is_dir():
         return _describe_directory(path)
+    if path.suffix.lower() in (".gguf", ".onnx"):
+        return _describe_export(path)
     stored = read_safetensors(path)
     if MANIFEST_KEY not in stored.metadata:
         return {
@@ -81,6 +88,51 @@ def describe(path: Path) -> dict[str, Any]:
         },
         "metadata": manifest["metadata"],
         "integrity": integrity,
+    }
+
+
+def _describe_export(path: Path) -> dict[str, Any]:
+    """A GGUF file (any llama.cpp ``gpt2``/``llama`` file) or an ONNX export riftco wrote
+    (with its ``.onnx.json`` sidecar); reading it checks the digests it records."""
+    gguf = path.suffix.lower() == ".gguf"
+    kind = "gguf" if gguf else "onnx"
+    try:
+        if gguf:
+            from riftco.interchange.gguf_import import import_gguf
+            from riftco.interchange.gguf_tokenizer import RIFTCO_PARITY
+
+            model: Any = import_gguf(path, require_tokenizer=False)
+            extra = {
+                "architecture": model.architecture,
+                "name": model.metadata.get("general.name"),
+                "file_type": model.metadata.get("general.file_type"),
+                "tokenizer_parity": model.metadata.get(RIFTCO_PARITY),
+            }
+        else:
+            from riftco.interchange.onnx_import import import_onnx
+
+            model = import_onnx(path)
+            onnx = model.sidecar.get("onnx", {})
+            extra = {"opset": onnx.get("opset"), "onnx_sha256": onnx.get("sha256")}
+    except IntegrityError as exc:
+        return {"path": str(path), "kind": kind, "integrity": f"FAILED: {exc}"}
+    tokenizer = model.tokenizer
+    return {
+        "path": str(path),
+        "kind": kind,
+        **{k: v for k, v in extra.items() if v is not None},
+        "parameters": sum(int(a.size) for a in model.arrays.values()),
+        "tensors": len(model.arrays),
+        "config": model.model_config.to_dict(),
+        "lineage": dict(model.lineage),
+        "tokenizer": None
+        if tokenizer is None
+        else {
+            "method": type(tokenizer).__name__,
+            "vocab_size": tokenizer.vocab_size,
+            "special_tokens": list(getattr(tokenizer, "special_tokens", {})),
+        },
+        "integrity": "ok",
     }
 
 

@@ -155,10 +155,7 @@ def _write_samples(out: Path, pretraining: str, prompt: str, reply: str) -> Path
     from riftco.core.atomic import write_bytes_atomic
 
     path = out / "samples.txt"
-    text = (
-        f"base.rift continues a text:\n{pretraining}\n\n"
-        f"chat.rift answers {prompt!r}:\n{reply}\n"
-    )
+    text = f"base.rift continues a text:\n{pretraining}\n\nchat.rift answers {prompt!r}:\n{reply}\n"
     write_bytes_atomic(path, text.encode("utf-8"))
     return path
 

@@ -54,17 +54,18 @@ STAGE = "post_training"
 
 
 def post_training_defaults() -> TrainingOptions:
-    """The default budget: about a minute on two cores for the default instructions."""
+    """The default budget: about a minute on two cores for the default instructions
+    (rows are padded to the base's context, 256 tokens by default)."""
     return TrainingOptions(
-        steps=80,
-        batch_size=16,
+        steps=100,
+        batch_size=8,
         learning_rate=1e-3,
         min_learning_rate=1e-4,
         warmup_steps=8,
         weight_decay=0.0,
-        eval_every=40,
-        eval_batches=4,
-        checkpoint_every=40,
+        eval_every=50,
+        eval_batches=8,
+        checkpoint_every=50,
     )
 
 
