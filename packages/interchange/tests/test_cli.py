@@ -135,6 +135,47 @@ def test_inspect_gguf_and_onnx(tmp_path, bundle, target, capsys):
     assert "FAILED" in capsys.readouterr().out
 
 
+def test_convert_a_plain_safetensors_file_with_its_config(tmp_path, bundle, capsys):
+    original = load_bundle(bundle)
+    weights = tmp_path / "w.safetensors"
+    assert convert_main([str(bundle), str(weights), "--to", "safetensors"]) == 0
+    # No config beside it: a clear error naming what is expected.
+    assert convert_main([str(weights), str(tmp_path / "x.rift")]) == 1
+    assert "needs its config" in capsys.readouterr().err
+    (tmp_path / "config.json").write_text(json.dumps(original.config.to_dict()))
+    assert convert_main([str(weights), str(tmp_path / "x.rift")]) == 1
+    assert "needs a tokenizer" in capsys.readouterr().err
+    back = tmp_path / "back.rift"
+    assert convert_main([str(weights), str(back), "--tokenizer", str(bundle)]) == 0
+    reloaded = load_bundle(back)
+    assert reloaded.manifest["stage"] == "imported" and reloaded.tokenizer == original.tokenizer
+    for name, value in original.model.state_dict().items():
+        np.testing.assert_array_equal(reloaded.model.state_dict()[name].numpy(), value.numpy())
+    # transformers' own layout: model.safetensors with its config.json, half precision.
+    folder = tmp_path / "hf"
+    assert convert_main([str(bundle), str(folder), "--to", "huggingface"]) == 0
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "config.json").write_bytes((folder / "config.json").read_bytes())
+    arrays = load_safetensors(folder / "model.safetensors")
+    save_half = {k: v.astype(np.float16) for k, v in arrays.items()}
+    import safetensors.numpy
+
+    safetensors.numpy.save_file(save_half, str(half / "model.safetensors"))
+    out = tmp_path / "from-half.rift"
+    with pytest.warns(UserWarning, match=r"converted \d+ F16 tensor\(s\) to float32"):
+        code = convert_main([str(half / "model.safetensors"), str(out), "--tokenizer", str(folder)])
+    assert code == 0
+    assert load_bundle(out).config == original.config
+    first = sorted(arrays)[0]
+    ints = {**arrays, first: arrays[first].astype(np.int32)}
+    safetensors.numpy.save_file(ints, str(half / "model.safetensors"))
+    assert (
+        convert_main([str(half / "model.safetensors"), str(out), "--tokenizer", str(folder)]) == 1
+    )
+    assert f"{first}: expected floating-point weights" in capsys.readouterr().err
+
+
 def test_inspect_reports_corruption(bundle, capsys):
     raw = bytearray(bundle.read_bytes())
     raw[-3] ^= 0xFF

@@ -78,7 +78,8 @@ def convert_main(argv: list[str]) -> int:
     parser.add_argument(
         "src",
         type=Path,
-        help="a .rift bundle, a Hugging Face model directory, a GGUF file or a riftco ONNX export",
+        help="a .rift bundle, a Hugging Face model directory, a GGUF file, a riftco ONNX "
+        "export or a plain .safetensors file (with --config, default config.json beside it)",
     )
     parser.add_argument("dst", type=Path, help="the file or directory to write")
     parser.add_argument(
@@ -98,6 +99,20 @@ def convert_main(argv: list[str]) -> int:
         action="store_true",
         help="GGUF: export a tokenizer llama.cpp splits differently (recorded in the file)",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="a plain .safetensors source: its config, a Hugging Face config.json or a riftco "
+        "config (default: config.json beside it)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="a plain .safetensors source: the tokenizer, a .rift bundle, a tokenizer.json or "
+        "its folder (default: tokenizer.json beside it)",
+    )
     args = parser.parse_args(argv)
     if args.to is None:
         args.to = SUFFIXES.get(args.dst.suffix)
@@ -113,6 +128,8 @@ def convert_main(argv: list[str]) -> int:
             stage=args.stage,
             dtype=args.dtype,
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
+            config=args.config,
+            tokenizer_source=args.tokenizer,
         )
     except RiftcoError as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)

@@ -1,8 +1,9 @@
 """Conversions between .rift bundles, SafeTensors, Hugging Face directories, GGUF and ONNX.
 
 A source is a ``.rift`` bundle, a Hugging Face model directory, a GGUF file
-(recognised by its magic number) or an ONNX file riftco exported (``.onnx`` with
-its sidecar); every source is fully validated before anything is written.
+(recognised by its magic number), an ONNX file riftco exported (``.onnx`` with
+its sidecar) or a plain ``.safetensors`` file with its config
+(`riftco.interchange.plain_safetensors`); every source is fully validated before anything is written.
 Converting a bundle to a bundle keeps its manifest, so the copy has the same
 ``artifact_id``; any other source becomes a bundle with stage ``imported``
 (unless told otherwise), its origin in the metadata and, when the file records
@@ -22,20 +23,28 @@ from pathlib import Path
 from typing import Literal
 
 from riftco.interchange.bundle import read_bundle, write_bundle
+from riftco.interchange.container import read_safetensors
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.gguf_export import export_gguf
 from riftco.interchange.gguf_file import is_gguf
 from riftco.interchange.gguf_import import import_gguf
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
 from riftco.interchange.lineage import lineage_of
+from riftco.interchange.manifest import MANIFEST_KEY
 from riftco.interchange.models import huggingface_origin, validate_bundle
 from riftco.interchange.onnx_export import export_onnx
 from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
+from riftco.interchange.plain_safetensors import import_plain_safetensors
 from riftco.interchange.safetensors_io import save_safetensors
 
 Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
+
+
+def is_bundle_file(path: Path) -> bool:
+    """Whether ``path`` (a safetensors file) carries a riftco manifest."""
+    return MANIFEST_KEY in read_safetensors(path).metadata
 
 
 def convert(
@@ -45,10 +54,13 @@ def convert(
     stage: str | None = None,
     dtype: Literal["f32", "f16"] = "f32",
     allow_tokenizer_mismatch: bool = False,
+    config: str | os.PathLike[str] | None = None,
+    tokenizer_source: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``.
 
-    ``dtype`` (``f32`` or ``f16``) and ``allow_tokenizer_mismatch`` apply to GGUF."""
+    ``dtype`` (``f32`` or ``f16``) and ``allow_tokenizer_mismatch`` apply to GGUF;
+    ``config`` and ``tokenizer_source`` to a plain ``.safetensors`` source."""
     src, dst = Path(src), Path(dst)
     if to not in TARGETS:
         raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
@@ -75,6 +87,15 @@ def convert(
             raise ConversionError(f"{src}: holds no tokenizer")
         fields = dict(imported.origin(), stage=stage or "imported")
         lineage = imported.lineage
+    elif src.is_file() and src.suffix == ".safetensors" and not is_bundle_file(src):
+        plain = import_plain_safetensors(src, config, tokenizer_source)
+        config, arrays, tokenizer = plain.model_config, plain.arrays, plain.tokenizer
+        if tokenizer is None and to != "safetensors":
+            raise ConversionError(
+                f"{src}: --to {to} needs a tokenizer: put tokenizer.json beside the file "
+                "or name one (a .rift bundle, a tokenizer.json or its folder)"
+            )
+        fields = dict(plain.origin(src), stage=stage or "imported")
     elif src.is_dir():
         imported = import_huggingface(src)
         config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
@@ -94,10 +115,12 @@ def convert(
             "metadata": bundle.metadata,
         }
         lineage = lineage_of(bundle.manifest)
+    if to == "safetensors":
+        save_safetensors(dst, arrays)
+        return dst
+    assert tokenizer is not None
     if to == "rift":
         write_bundle(dst, config.to_dict(), arrays, tokenizer.to_state(), **fields)
-    elif to == "safetensors":
-        save_safetensors(dst, arrays)
     elif to == "huggingface":
         export_huggingface(dst, config, arrays, tokenizer)
     elif to == "gguf":

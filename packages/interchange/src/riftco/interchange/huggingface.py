@@ -15,6 +15,7 @@ parameter names; :mod:`riftco.interchange.models` connects them to models.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,16 +139,41 @@ def read_weights(folder: Path) -> dict[str, np.ndarray]:
         raise ConversionError(f"expected model.safetensors or model.safetensors.index.json{hint}")
     tensors: dict[str, np.ndarray] = {}
     for path in files:
-        stored = read_safetensors(path)
-        for name, info in stored.tensors.items():
-            if info.dtype not in _FLOAT_CODES:
-                raise ConversionError(
-                    f"{path.name}: {name}: expected floating-point weights; found {info.dtype}"
-                )
+        for name, array in read_float_tensors(path).items():
             if name in tensors:
                 raise ConversionError(f"{path.name}: {name} appears in more than one shard")
-            tensors[name] = np.asarray(stored.array(name), dtype=np.float32).copy()
+            tensors[name] = array
     return tensors
+
+
+def read_float_tensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of one safetensors file as a float32 copy. Float16, bfloat16 and
+    float64 tensors are converted to float32 (riftco computes in float32), and a
+    `SafetensorsWidened` warning says how many of each; any other dtype (integers,
+    bool, float8) is refused naming the tensor."""
+    stored = read_safetensors(path)
+    tensors: dict[str, np.ndarray] = {}
+    widened: dict[str, int] = {}
+    for name, info in stored.tensors.items():
+        if info.dtype not in _FLOAT_CODES:
+            raise ConversionError(
+                f"{path.name}: {name}: expected floating-point weights (F16, BF16, F32 or "
+                f"F64); found {info.dtype}"
+            )
+        if info.dtype != "F32":
+            widened[info.dtype] = widened.get(info.dtype, 0) + 1
+        tensors[name] = np.asarray(stored.array(name), dtype=np.float32).copy()
+    if widened:
+        counts = ", ".join(f"{n} {dtype}" for dtype, n in sorted(widened.items()))
+        warnings.warn(
+            f"{path.name}: converted {counts} tensor(s) to float32", SafetensorsWidened, 2
+        )
+    return tensors
+
+
+class SafetensorsWidened(UserWarning):
+    """Some tensors of a safetensors file were stored in another float type and
+    converted to float32 on import."""
 
 
 def _shards(folder: Path, index: Mapping[str, Any]) -> list[Path]:
