@@ -36,7 +36,65 @@ def test_rebuilt_from_tokenizer_json_alone(tmp_path, pretokenize):
     rebuilt = read_tokenizer_files(tmp_path)
     assert rebuilt.encode(TEXT, allow_special=True) == tokenizer.encode(TEXT, allow_special=True)
     assert rebuilt.vocab_size == tokenizer.vocab_size
-    assert rebuilt.eos_token == "<|endoftext|>" and rebuilt.chat_template is None
+    assert rebuilt.eos_token == "<|endoftext|>"
+    # The Jinja chat template in tokenizer_config.json comes back as the template.
+    assert rebuilt.chat_template == tokenizer.chat_template == DEFAULT_CHAT_TEMPLATE
+
+
+def _as_transformers_saves_it(folder, jinja_file=False, post_processor=None):
+    """What ``save_pretrained`` writes: no riftco state, a post_processor that adds
+    nothing, and (in newer releases) the chat template in chat_template.jinja."""
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    del config[STATE_KEY]
+    if jinja_file:
+        (folder / "chat_template.jinja").write_text(config.pop("chat_template"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    document = json.loads((folder / "tokenizer.json").read_text())
+    document["post_processor"] = post_processor or {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {},
+    }
+    (folder / "tokenizer.json").write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("jinja_file", [False, True], ids=["tokenizer_config", "jinja_file"])
+def test_a_directory_resaved_by_transformers_imports_with_its_chat_template(
+    tmp_path, tokenizer, jinja_file
+):
+    write_tokenizer_files(tokenizer, tmp_path, context_length=64)
+    _as_transformers_saves_it(tmp_path, jinja_file)
+    rebuilt = read_tokenizer_files(tmp_path)
+    assert rebuilt.chat_template == tokenizer.chat_template is not None
+    assert rebuilt.encode(TEXT, allow_special=True) == tokenizer.encode(TEXT, allow_special=True)
+    chat = [{"role": "user", "content": "hi"}]
+    assert rebuilt.apply_chat_template(chat, add_generation_prompt=True).ids == (
+        tokenizer.apply_chat_template(chat, add_generation_prompt=True).ids
+    )
+
+
+def test_post_processors_that_add_tokens_and_foreign_templates(tmp_path, tokenizer):
+    write_tokenizer_files(tokenizer, tmp_path, context_length=64)
+    adds = {
+        "type": "TemplateProcessing",
+        "single": [
+            {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+            {"Sequence": {"id": "A", "type_id": 0}},
+        ],
+        "pair": [],
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["x"]}},
+    }
+    _as_transformers_saves_it(tmp_path, post_processor=adds)
+    with pytest.raises(ConversionError, match="post_processor that adds tokens"):
+        read_tokenizer_files(tmp_path)
+    write_tokenizer_files(tokenizer, tmp_path, context_length=64)
+    _as_transformers_saves_it(tmp_path, post_processor={"type": "ByteLevel", "trim_offsets": False})
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match="cannot represent"):
+        assert read_tokenizer_files(tmp_path).chat_template is None
 
 
 def test_a_stale_state_is_ignored_for_tokenizer_json(tmp_path, tokenizer):

@@ -15,7 +15,7 @@ from riftco.interchange import (
     export_huggingface_model,
     import_huggingface_model,
 )
-from riftco.interchange.hf_tokenizer import write_tokenizer_files
+from riftco.interchange.hf_tokenizer import read_tokenizer_files, write_tokenizer_files
 from riftco.text import BpeTokenizer, ByteTokenizer
 
 torch = pytest.importorskip("torch")
@@ -135,6 +135,16 @@ def test_greedy_generation_matches_transformers(tmp_path, make_model, tokenizer,
         )
     assert len(mine) == 10
     assert mine == out[0, len(prompt) :].tolist()
+
+
+def test_a_tokenizer_resaved_by_transformers_imports_with_its_chat_template(tmp_path, tokenizer):
+    write_tokenizer_files(tokenizer, tmp_path / "ours", context_length=32)
+    auto = transformers.AutoTokenizer.from_pretrained(tmp_path / "ours")
+    auto.save_pretrained(tmp_path / "theirs")
+    back = read_tokenizer_files(tmp_path / "theirs")
+    assert back.chat_template == tokenizer.chat_template
+    for text in TEXTS:
+        assert back.encode(text) == tokenizer.encode(text)
 
 
 def test_transformers_generate_stops_at_the_end_of_a_turn(tmp_path, make_model, tokenizer):

@@ -16,6 +16,8 @@ SentencePiece models) is refused with the reason; pass a tokenizer explicitly.
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ from riftco.text import (
     BpeTokenizer,
     ByteTokenizer,
     ChatTemplate,
+    RoleFormat,
     Tokenizer,
     TokenizerError,
     bytes_to_unicode,
@@ -66,6 +69,16 @@ def read_tokenizer_files(folder: Path) -> Tokenizer:
     document = read_json(folder / "tokenizer.json", MAX_TOKENIZER_JSON_BYTES)
     config_path = folder / "tokenizer_config.json"
     config = read_json(config_path, MAX_TOKENIZER_JSON_BYTES) if config_path.exists() else {}
+    jinja_path = folder / "chat_template.jinja"  # where newer transformers save it
+    if "chat_template" not in config and jinja_path.is_file():
+        if jinja_path.stat().st_size > MAX_TOKENIZER_JSON_BYTES:
+            raise ConversionError(
+                f"{jinja_path}: expected at most {MAX_TOKENIZER_JSON_BYTES} bytes"
+            )
+        try:
+            config = {**config, "chat_template": jinja_path.read_text(encoding="utf-8")}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConversionError(f"{jinja_path}: cannot read: {exc}") from None
     state = config.get(STATE_KEY)
     if isinstance(state, Mapping):
         try:
@@ -84,9 +97,15 @@ def tokenizer_from_hf_json(document: Mapping[str, Any], config: Mapping[str, Any
         found = model.get("type") if isinstance(model, Mapping) else model
         raise ConversionError(f"tokenizer.json: expected a BPE model; found {found!r}")
     use_regex = _byte_level_regex(document)
-    for key in ("normalizer", "post_processor"):
-        if document.get(key) is not None:
-            raise ConversionError(f"tokenizer.json: {key} is not supported; found {document[key]}")
+    if document.get("normalizer") is not None:
+        raise ConversionError(
+            f"tokenizer.json: normalizer is not supported; found {document['normalizer']}"
+        )
+    if not _no_op_post_processor(document.get("post_processor")):
+        raise ConversionError(
+            "tokenizer.json: a post_processor that adds tokens is not supported; found "
+            f"{document['post_processor']}"
+        )
     for key in ("unk_token", "continuing_subword_prefix", "end_of_word_suffix", "dropout"):
         if model.get(key):
             raise ConversionError(f"tokenizer.json: model.{key} is not supported")
@@ -240,6 +259,57 @@ def _special_tokens(added: Any, first_id: int) -> list[str]:
     return tokens
 
 
+def _no_op_post_processor(processor: Any) -> bool:
+    """Whether a ``post_processor`` leaves the ids alone: none, ``ByteLevel`` (it only
+    trims offsets), a ``TemplateProcessing`` that adds no tokens (what
+    ``save_pretrained`` writes), or a ``Sequence`` of those."""
+    if processor is None:
+        return True
+    if not isinstance(processor, Mapping):
+        return False
+    kind = processor.get("type")
+    if kind == "ByteLevel":
+        return True
+    if kind == "Sequence":
+        parts = processor.get("processors")
+        return isinstance(parts, list) and all(_no_op_post_processor(p) for p in parts)
+    if kind == "TemplateProcessing":
+        pieces = [*(processor.get("single") or []), *(processor.get("pair") or [])]
+        return not processor.get("special_tokens") and all(
+            isinstance(p, Mapping) and set(p) == {"Sequence"} for p in pieces
+        )
+    return False
+
+
+_LITERAL = r'("(?:[^"\\]|\\.)*")'
+_ROLE = re.compile(
+    r"\{% (?:if|elif) message\['role'\] == " + _LITERAL + r" %\}"
+    r"\{\{ " + _LITERAL + r" \+ message\['content'\] \+ " + _LITERAL + r" \}\}"
+)
+_JINJA = re.compile(
+    r"\{% for message in messages %\}((?:" + _ROLE.pattern + r")+)"
+    r"\{% else %\}\{\{ raise_exception\('unknown role ' \+ message\['role'\]\) \}\}"
+    r"\{% endif %\}\{% endfor %\}"
+    r"\{% if add_generation_prompt %\}\{\{ " + _LITERAL + r" \}\}\{% endif %\}"
+)
+
+
+def chat_template_from_jinja(text: str) -> ChatTemplate | None:
+    """The `ChatTemplate` that ``jinja_chat_template`` wrote as ``text`` (as transformers
+    saves it again), or None for any other Jinja template."""
+    match = _JINJA.fullmatch(text.strip())
+    if match is None:
+        return None
+    try:
+        roles = {
+            json.loads(role): RoleFormat(json.loads(prefix), json.loads(suffix))
+            for role, prefix, suffix in _ROLE.findall(match.group(1))
+        }
+        return ChatTemplate(roles, json.loads(match.group(5)))  # after the 1 + 3 role groups
+    except (TokenizerError, ValueError):
+        return None
+
+
 def _chat_template(config: Mapping[str, Any]) -> ChatTemplate | None:
     state = config.get(STATE_KEY)
     if isinstance(state, Mapping) and isinstance(state.get("chat_template"), Mapping):
@@ -247,6 +317,16 @@ def _chat_template(config: Mapping[str, Any]) -> ChatTemplate | None:
             return ChatTemplate.from_state(state["chat_template"])
         except TokenizerError:
             return None
+    jinja = config.get("chat_template")
+    if isinstance(jinja, str) and jinja:
+        template = chat_template_from_jinja(jinja)
+        if template is None:
+            warnings.warn(
+                "tokenizer: the chat template is Jinja that riftco cannot represent (riftco "
+                "templates are a prefix and suffix per role); imported without one",
+                stacklevel=3,
+            )
+        return template
     return None
 
 
