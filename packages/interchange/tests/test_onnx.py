@@ -168,3 +168,29 @@ def test_convert_command(tmp_path, make_model, tokenizer, capsys):
     args = [str(tmp_path / "a.rift"), str(tmp_path / "c.onnx"), "--to", "onnx", "--dtype", "f16"]
     assert convert_main(args) == 1
     assert "GGUF only" in capsys.readouterr().err
+
+
+def test_the_input_guard_catches_what_the_graph_would_misread(tmp_path, make_model, tokenizer):
+    from riftco.interchange.onnx_inputs import OnnxInputError, check_onnx_input
+
+    model = make_model("gpt2")
+    path = export_onnx(tmp_path / "m.onnx", model.config, model_arrays(model), tokenizer)
+    sidecar = json.loads((tmp_path / "m.onnx.json").read_text())
+    config, vocab = sidecar["config"], model.config.vocab_size
+    session = _session(path)
+    # Why the guard exists: -1 silently reads the last row of the embedding.
+    (wrapped,) = session.run(["logits"], {"input_ids": np.array([[-1]], dtype=np.int64)})
+    (last,) = session.run(["logits"], {"input_ids": np.array([[vocab - 1]], dtype=np.int64)})
+    np.testing.assert_array_equal(wrapped, last)
+    ok = check_onnx_input([[1, 2, 3]], config)
+    assert ok.dtype == np.int64 and ok.shape == (1, 3)
+    for bad, match in [
+        ([[-1]], "token id -1 is outside"),
+        ([[vocab]], f"token id {vocab} is outside"),
+        ([[1] * 33], "33 tokens do not fit the context of 32"),
+        ([1, 2], r"expected shape \[batch, sequence\]"),
+        ([[0.5]], "integer token ids"),
+    ]:
+        with pytest.raises(OnnxInputError, match=match):
+            check_onnx_input(bad, config)
+    assert check_onnx_input([[0, vocab - 1]], model.config).tolist() == [[0, vocab - 1]]

@@ -46,6 +46,7 @@ from riftco.interchange.models import (
 )
 from riftco.interchange.onnx_export import export_onnx, export_onnx_model
 from riftco.interchange.onnx_import import OnnxModel, import_onnx, import_onnx_model
+from riftco.interchange.onnx_inputs import OnnxInputError, check_onnx_input
 from riftco.interchange.original import OriginalModel
 from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.runnable import RunnableModel
@@ -67,6 +68,7 @@ __all__ = [
     "IntegrityError",
     "InterchangeError",
     "ManifestError",
+    "OnnxInputError",
     "OnnxModel",
     "OriginalModel",
     "RunnableModel",
@@ -76,6 +78,7 @@ __all__ = [
     "atomic_write",
     "build_model",
     "canonical_json",
+    "check_onnx_input",
     "check_shapes",
     "content_id",
     "convert",
