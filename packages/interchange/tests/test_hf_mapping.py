@@ -60,6 +60,22 @@ def test_generation_config_lists_every_stop_token(tmp_path, random_arrays, token
     assert plain_generation["eos_token_id"] == plain.eos_id
 
 
+def test_export_warns_where_tokenizers_would_split_differently(tmp_path, random_arrays):
+    import warnings
+
+    from riftco.interchange.huggingface import TokenizerParityWarning
+
+    topology = CASES[0]
+    mixed = BpeTokenizer.train("x² y² x² area x² " * 30, vocab_size=270, pretokenize="gpt2")
+    assert any("x²" in mixed.token_bytes(i).decode("utf-8", "ignore") for i in range(270))
+    with pytest.warns(TokenizerParityWarning, match=r"'x²'"):
+        export_huggingface(tmp_path / "a", topology, random_arrays(topology), mixed)
+    plain = BpeTokenizer.train("the quick brown fox " * 8, vocab_size=280, pretokenize="gpt2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TokenizerParityWarning)
+        export_huggingface(tmp_path / "b", topology, random_arrays(topology), plain)
+
+
 def test_gpt2_layout(tmp_path, random_arrays):
     arrays = random_arrays(GPT)
     export_huggingface(tmp_path, GPT, arrays, None)

@@ -15,6 +15,7 @@ parameter names; :mod:`riftco.interchange.models` connects them to models.
 from __future__ import annotations
 
 import os
+import unicodedata
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from riftco.interchange.hf_tokenizer import (
 )
 from riftco.interchange.layout import check_shapes
 from riftco.nn import ConfigError, TransformerConfig
-from riftco.text import SpecialTokenError, Tokenizer
+from riftco.text import BpeTokenizer, SpecialTokenError, Tokenizer
 
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INDEX_BYTES = 16 << 20
@@ -90,8 +91,37 @@ def export_huggingface(
     generation = {"bos_token_id": eos, "eos_token_id": _generation_stops(tokenizer, eos)}
     write_json(folder / "generation_config.json", generation)
     if tokenizer is not None:
+        _warn_on_split_differences(tokenizer)
         write_tokenizer_files(tokenizer, folder, model_config.context_length)
     return folder
+
+
+class TokenizerParityWarning(UserWarning):
+    """The exported tokenizer.json gives other ids than ours for some text."""
+
+
+def _warn_on_split_differences(tokenizer: Tokenizer) -> None:
+    """Warn when ``tokenizers`` would encode some text to other ids: riftco's GPT-2
+    pre-tokenizer groups numeric characters that are not decimal digits (Unicode Nl
+    and No: ``²``, ``½``, ``Ⅻ``) with letters, the GPT-2 regex treats them as numbers,
+    so a merge that joins such a character to a letter is unreachable there."""
+    if not isinstance(tokenizer, BpeTokenizer) or tokenizer.pretokenize != "gpt2":
+        return
+    mixed = []
+    for token_id in range(tokenizer.base_vocab_size):
+        text = tokenizer.token_bytes(token_id).decode("utf-8", errors="ignore")
+        numeric = [c for c in text if unicodedata.category(c) in ("Nl", "No")]
+        if numeric and any(unicodedata.category(c).startswith("L") for c in text):
+            mixed.append(text)
+    if mixed:
+        shown = ", ".join(repr(t) for t in mixed[:5])
+        warnings.warn(
+            f"tokenizer: {len(mixed)} token(s) join letters with numeric characters that are "
+            f"not decimal digits ({shown}); the GPT-2 pattern in tokenizers splits those "
+            "apart, so transformers encodes text holding them to other ids than riftco",
+            TokenizerParityWarning,
+            stacklevel=3,
+        )
 
 
 def import_huggingface(
