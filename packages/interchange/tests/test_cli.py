@@ -220,3 +220,21 @@ def test_convert_refuses_what_huggingface_cannot_hold(tmp_path, make_model, toke
     assert convert_main([str(path), str(tmp_path / "hf"), "--to", "huggingface"]) == 1
     assert "no language-model head bias" in capsys.readouterr().err
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_written_files_follow_the_umask(tmp_path, bundle, umask):
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        outputs = [tmp_path / "copy.rift", tmp_path / "w.safetensors", tmp_path / "hf"]
+        for out, to in zip(outputs, ["rift", "safetensors", "huggingface"]):
+            assert convert_main([str(bundle), str(out), "--to", to]) == 0
+    finally:
+        os.umask(old)
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != "model.rift"]
+    assert len(files) >= 2 + 5
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
