@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from riftco.tensor import float32, ops
@@ -20,7 +21,7 @@ def _kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[tuple[int, ...], tu
     ndim = len(shape)
     if axis is None:
         axes = tuple(range(ndim))
-    elif isinstance(axis, (list, tuple)):
+    elif isinstance(axis, Sequence):
         axes = tuple(sorted(int(a) % ndim for a in axis))
     else:
         axes = (int(axis) % ndim,)
