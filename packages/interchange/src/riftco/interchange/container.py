@@ -92,7 +92,7 @@ def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
     for name in sorted(arrays):
         array = _little_endian(name, arrays[name])
         digest.update(canonical_json([name, dtype_code(name, array), list(array.shape)]))
-        digest.update(memoryview(array.reshape(-1)).cast("B"))
+        digest.update(array.reshape(-1).data.cast("B"))
     return digest.hexdigest()
 
 
@@ -185,7 +185,7 @@ def write_safetensors(
     with atomic_write(path) as handle:
         handle.write(header)
         for array in ordered.values():
-            handle.write(memoryview(array.reshape(-1)).cast("B"))
+            handle.write(array.reshape(-1).data.cast("B"))
 
 
 def _little_endian(name: str, array: Any) -> np.ndarray:

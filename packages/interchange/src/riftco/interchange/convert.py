@@ -57,13 +57,13 @@ def convert(
         fields = dict(imported.origin(), stage=stage or "imported")
         lineage = imported.lineage
     elif src.is_dir():
-        imported = import_huggingface(src)
-        config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
+        hf = import_huggingface(src)
+        config, arrays, tokenizer = hf.model_config, hf.arrays, hf.tokenizer
         assert tokenizer is not None  # import_huggingface requires one by default
         fields = {
             "stage": stage or "imported",
             "parent_id": None,
-            "metadata": huggingface_origin(imported.config),
+            "metadata": huggingface_origin(hf.config),
         }
     else:
         bundle = read_bundle(src)

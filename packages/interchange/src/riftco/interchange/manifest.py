@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from riftco.interchange.container import canonical_json, content_id
 from riftco.interchange.errors import ContainerError, IntegrityError, ManifestError
@@ -181,5 +181,5 @@ def _no_constants(name: str) -> Any:
     raise ManifestError(f"manifest: expected standard JSON; found {name}")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
