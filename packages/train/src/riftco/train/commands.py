@@ -12,9 +12,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from riftco.tensor import RiftcoError
 from riftco.text import TokenizerError
+
+if TYPE_CHECKING:
+    from riftco.train.stage import TrainingOptions
 
 INTERRUPTED = 130
 
@@ -23,7 +27,7 @@ def default_out(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
+def _training_flags(parser: argparse.ArgumentParser, defaults: TrainingOptions) -> None:
     g = parser.add_argument_group("training")
     add = g.add_argument
     add(

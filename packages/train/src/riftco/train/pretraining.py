@@ -136,6 +136,7 @@ def pretrain(
     config = options.model.config(tokenizer.vocab_size)
     model = DecoderOnlyTransformer(config, seed=options.model.seed)
     t, b = config.context_length, options.training.batch_size
+    source: DocumentWindows | RandomWindows
     if options.windows == "document":
         source = DocumentWindows(
             train_docs, t, b, seed=options.training.data_seed, pad_id=tokenizer.eos_id
