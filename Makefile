@@ -26,7 +26,7 @@ demo: wheels $(VENV)/.ready
 	$(VENV)/bin/python tools/install_package.py riftco
 	$(VENV)/bin/riftco demo
 
-## Every test: lint, cargo test + clippy, and one tox env per package.
+## Every test: lint, cargo fmt + test + clippy, and one tox env per package.
 test: wheels
 	$(TOOLS)/bin/tox run
 

@@ -35,7 +35,7 @@ import numpy as np
 
 import riftco.nn as nn
 import riftco.tensor as rt
-from riftco.serve import PagedKvCachePool
+from riftco.serve import PagedKVCachePool
 from riftco.text import BpeTokenizer
 
 
@@ -56,7 +56,7 @@ def build(args):
 
 
 def riftco_decode(model, prompt, steps):
-    cache = PagedKvCachePool(model.config, pages=64, page_size=16)
+    cache = PagedKVCachePool(model.config, pages=64, page_size=16)
     sid = cache.add_sequence()
     start = time.perf_counter()
     logits = model.forward_incremental([prompt], cache, [sid]).numpy()

@@ -1,25 +1,165 @@
-"""Start a new pure-Python package from templates/package: new_package.py NAME."""
+"""Start a new package from a template folder, wired into the build and the test envs.
 
+    python3 tools/new_package.py NAME           # packages/NAME from templates/package
+    python3 tools/new_package.py --native NAME  # packages/backend-NAME from templates/backend
+
+A pure-Python package is ``riftco-NAME`` (import ``riftco.NAME``); a native backend is
+``riftco-backend-NAME`` (import ``riftco.backends.NAME``, entry point ``NAME`` in
+``riftco.backends``) with a pure-Rust kernel crate and a PyO3 binding crate, both added
+to the root Cargo workspace. Either way the package's folder joins the factor list of
+tox.ini's generated ``test-*`` envs and ``env_list``. Every file is checked before any
+is written, and each is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import keyword
+import os
+import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
+TEXT_SUFFIXES = {".py", ".pyi", ".toml", ".md", ".rs"}
+#: tox.ini's generated per-package section: ``[testenv:test-{a,b,...}]``.
+TOX_SECTION = re.compile(r"^\[testenv:test-\{([^}]*)\}\]$", re.M)
+API_LINE = re.compile(r"^API_VERSION = \(\d+, \d+\)$", re.M)
 
 
-def main(name: str) -> int:
-    dest = ROOT / "packages" / name
+class NewPackageError(Exception):
+    """The package cannot be created; nothing was written."""
+
+
+def check_name(name: str) -> None:
+    if not NAME_RE.fullmatch(name) or keyword.iskeyword(name):
+        raise NewPackageError(
+            f"{name!r} is not a package name: expected lowercase letters, digits and "
+            "underscores, starting with a letter (it becomes a Python module name)"
+        )
+
+
+def class_name(name: str) -> str:
+    """``my_device`` -> ``MyDeviceBackend``."""
+    return "".join(part.title() for part in name.split("_")) + "Backend"
+
+
+def api_version(root: Path) -> str:
+    """riftco-tensor's current BACKEND_API_VERSION, as written in its source."""
+    source = (root / "packages/tensor/src/riftco/tensor/backend.py").read_text()
+    found = re.search(r"^BACKEND_API_VERSION = (\(\d+, \d+\))$", source, re.M)
+    if found is None:
+        raise NewPackageError("cannot find BACKEND_API_VERSION in riftco-tensor's backend.py")
+    return found.group(1)
+
+
+def with_cargo_members(text: str, members: list[str]) -> str:
+    """The root Cargo.toml with ``members`` added to ``[workspace] members``."""
+    block = re.search(r"^members = \[\n(.*?)^\]", text, re.M | re.S)
+    if block is None:
+        raise NewPackageError("Cargo.toml: no multi-line `members = [...]` list to extend")
+    lines = block.group(1).splitlines(keepends=True)
+    present = {line.strip().strip(",").strip('"') for line in lines}
+    clash = sorted(set(members) & present)
+    if clash:
+        raise NewPackageError(f"Cargo.toml already lists {', '.join(clash)}")
+    packages = [i for i, line in enumerate(lines) if line.strip().startswith('"packages/')]
+    at = packages[-1] + 1 if packages else len(lines)
+    lines[at:at] = [f'    "{member}",\n' for member in members]
+    return text[: block.start(1)] + "".join(lines) + text[block.end(1) :]
+
+
+def with_tox_env(text: str, folder: str) -> str:
+    """tox.ini with ``folder`` in the generated test envs' factors and in env_list."""
+    section = TOX_SECTION.search(text)
+    if section is None:
+        raise NewPackageError("tox.ini: no generated [testenv:test-{...}] section to extend")
+    factors = section.group(1).split(",")
+    if folder in factors:
+        raise NewPackageError(f"tox.ini already has test-{folder}")
+    text = text[: section.start(1)] + ",".join([*factors, folder]) + text[section.end(1) :]
+    # The factor sets the folder the env's commands use: one line after the last one.
+    settings = list(re.finditer(r"^    [\w-]+: TOX_PACKAGE = [\w-]+\n", text, re.M))
+    if not settings:
+        raise NewPackageError("tox.ini: no `<factor>: TOX_PACKAGE = <folder>` lines")
+    end = settings[-1].end()
+    text = text[:end] + f"    {folder}: TOX_PACKAGE = {folder}\n" + text[end:]
+    env_list = re.search(r"^env_list =\n((?:    .*\n)+)", text, re.M)
+    if env_list is None:
+        raise NewPackageError("tox.ini: no multi-line env_list to extend")
+    end = env_list.end(1) - 1  # before the last newline
+    return text[:end] + f",\n    test-{folder}" + text[end:]
+
+
+def write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def create(name: str, *, native: bool, root: Path = ROOT) -> Path:
+    """Create the package and wire it in; returns its folder."""
+    check_name(name)
+    folder = f"backend-{name}" if native else name
+    dest = root / "packages" / folder
     if dest.exists():
-        print(f"new_package: {dest} already exists", file=sys.stderr)
+        raise NewPackageError(f"{dest} already exists")
+    template = root / "templates" / ("backend" if native else "package")
+    replacements = {"PLUGINCLASS": class_name(name), "NAME": name}
+    # Every edit is computed, and can fail, before anything is written.
+    edits = {root / "tox.ini": with_tox_env((root / "tox.ini").read_text(), folder)}
+    if native:
+        crates = [f"packages/{folder}/kernels", f"packages/{folder}/native"]
+        cargo = root / "Cargo.toml"
+        edits[cargo] = with_cargo_members(cargo.read_text(), crates)
+        version = api_version(root)
+    shutil.copytree(template, dest)
+    for path in sorted(dest.rglob("*"), reverse=True):  # files before their folders
+        if path.is_file() and path.suffix in TEXT_SUFFIXES:
+            text = path.read_text()
+            for placeholder, value in replacements.items():
+                text = text.replace(placeholder, value)
+            if native and path.name == "backend.py":
+                text = API_LINE.sub(f"API_VERSION = {version}", text)
+            path.write_text(text)
+        if path.name == "NAME":
+            path.rename(path.with_name(name))
+    for path, text in edits.items():
+        write_atomically(path, text)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="the package's module name, e.g. text or cuda")
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="a backend plugin with Rust kernels (maturin) from templates/backend",
+    )
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        dest = create(args.name, native=args.native, root=args.root)
+    except NewPackageError as exc:
+        print(f"new_package: {exc}", file=sys.stderr)
         return 1
-    shutil.copytree(ROOT / "templates" / "package", dest)
-    (dest / "src" / "riftco" / "NAME").rename(dest / "src" / "riftco" / name)
-    for path in dest.rglob("*"):
-        if path.is_file() and path.suffix in {".py", ".toml", ".md"}:
-            path.write_text(path.read_text().replace("NAME", name))
-    print(f"created {dest.relative_to(ROOT)}; add a [testenv:test-{name}] to tox.ini")
+    folder = dest.name
+    print(f"created packages/{folder}; its tests run in `tox -e test-{folder}`")
+    if args.native:
+        print("its crates joined the Cargo workspace; build it with `make wheels`")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main())

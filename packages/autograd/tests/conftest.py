@@ -3,7 +3,7 @@ import pytest
 
 import riftco.tensor as rt
 from riftco.autograd import Variable
-from riftco.tensor.testing import backend  # noqa: F401
+from riftco.testing.tensor import backend  # noqa: F401
 
 
 def _values(shape, seed, domain):

@@ -131,7 +131,7 @@ def test_reassigned_value_is_rejected(make, backend):
 
 
 def test_moved_parameter_is_rejected():
-    from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+    from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
     with extra_entry_points(REFERENCE_ENTRY_POINT):
         x = Variable(rt.ones((2, 2), backend="cpu"), requires_grad=True)

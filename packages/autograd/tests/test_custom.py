@@ -67,7 +67,7 @@ def test_invalid_vjp_results_are_named(make, bad, message):
 
 
 def test_gradient_on_another_backend_is_refused():
-    from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+    from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
     with extra_entry_points(REFERENCE_ENTRY_POINT):
         x = ag.Variable(rt.ones((2,), backend="cpu"), requires_grad=True)

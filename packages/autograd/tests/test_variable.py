@@ -179,7 +179,7 @@ def test_constants_only_give_no_graph(make):
 
 
 def test_to_another_backend_moves_gradients_back(make):
-    from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+    from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
     with extra_entry_points(REFERENCE_ENTRY_POINT):
         x = make((2, 3))

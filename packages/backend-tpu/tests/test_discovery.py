@@ -12,7 +12,7 @@ import riftco.backends.tpu as tpu
 import riftco.tensor as rt
 from riftco.backends.tpu import plugin
 from riftco.tensor import registry
-from riftco.tensor.testing import extra_entry_points
+from riftco.testing.tensor import extra_entry_points
 
 TPU_ENTRY_POINT = EntryPoint(
     name="tpu", value="riftco.backends.tpu:create_backend", group="riftco.backends"
@@ -158,3 +158,16 @@ def test_a_missing_capability_says_not_supported_on_tpu():
 def test_errors_are_riftco_errors():
     assert issubclass(tpu.PjrtError, rt.KernelError)
     assert issubclass(tpu.PjrtError, rt.RiftcoError)
+
+
+def test_implements_every_capability_of_its_api_and_ranks_as_an_accelerator(monkeypatch):
+    backend = tpu.TpuBackend(FakeDevice(False), plugin.PluginLocation(Path("/x.so"), "test"))
+    assert backend.capabilities() == frozenset(rt.CAPABILITIES)
+    assert max(rt.CAPABILITIES.values()) == tpu.API_VERSION[1]
+    assert backend.priority > rt.get_backend("cpu").priority
+    monkeypatch.setattr(tpu, "create_backend", lambda: backend)
+    with extra_entry_points(TPU_ENTRY_POINT):
+        assert rt.get_backend("auto") is backend
+        (info,) = [i for i in rt.backends() if i.name == "tpu"]
+        assert info.capabilities == tuple(rt.CAPABILITIES)
+        assert info.priority == backend.priority

@@ -21,7 +21,7 @@ from riftco.interchange import (  # noqa: E402
     model_arrays,
     save_bundle,
 )
-from riftco.interchange.llamacpp_reference import llamacpp_logits  # noqa: E402
+from riftco.testing.llamacpp import llamacpp_logits  # noqa: E402
 from riftco.text import BpeTokenizer, ByteTokenizer  # noqa: E402
 
 CASES = [

@@ -7,7 +7,7 @@ import pytest
 
 import riftco.nn as nn
 import riftco.tensor as rt
-from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
 
 class Pair(nn.Module):

@@ -241,7 +241,7 @@ def test_moments_must_follow_their_parameter():
 
 
 def test_moments_must_live_on_the_parameters_backend():
-    from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+    from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
     w = Parameter(rt.ones(4))
     opt = Adam([w])

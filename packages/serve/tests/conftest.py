@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from riftco.serve import ServerConfig, create_app
-from riftco.serve.testing import ScriptedEngine
+from riftco.testing.serve import ScriptedEngine
 
 
 @pytest.fixture

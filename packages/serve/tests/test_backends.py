@@ -4,8 +4,8 @@ backend included): the same logits as the contiguous cache."""
 import numpy as np
 
 import riftco.nn as nn
-from riftco.serve import ContiguousKvCache, PagedKvCachePool
-from riftco.tensor.testing import backend  # noqa: F401  (the fixture)
+from riftco.serve import ContiguousKVCachePool, PagedKVCachePool
+from riftco.testing.tensor import backend  # noqa: F401  (the fixture)
 
 
 def test_paged_matches_contiguous_on_every_backend(backend):  # noqa: F811
@@ -16,8 +16,8 @@ def test_paged_matches_contiguous_on_every_backend(backend):  # noqa: F811
     prompts = [[1, 2, 3, 4, 5, 6, 7], [9, 8]]
     results = []
     for cache in (
-        PagedKvCachePool(config, pages=8, page_size=4, backend=backend),
-        ContiguousKvCache(config, max_sequences=2, backend=backend),
+        PagedKVCachePool(config, pages=8, page_size=4, backend=backend),
+        ContiguousKVCachePool(config, max_sequences=2, backend=backend),
     ):
         ids = [cache.add_sequence() for _ in prompts]
         steps = [model.forward_incremental(prompts, cache, ids).numpy()]

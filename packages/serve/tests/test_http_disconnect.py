@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from riftco.serve import ServerConfig, create_app
-from riftco.serve.testing import ScriptedEngine
+from riftco.testing.serve import ScriptedEngine
 
 pytestmark = pytest.mark.anyio
 

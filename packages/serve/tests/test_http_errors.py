@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from riftco.serve import ServerConfig
-from riftco.serve.testing import ScriptedEngine
+from riftco.testing.serve import ScriptedEngine
 
 pytestmark = pytest.mark.anyio
 

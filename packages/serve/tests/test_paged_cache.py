@@ -1,4 +1,4 @@
-"""PagedKvCachePool: parity with the contiguous cache and the full forward,
+"""PagedKVCachePool: parity with the contiguous cache and the full forward,
 exhaustion and reuse, transactional steps, and shared prompt pages."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 import riftco.nn as nn
 from riftco.serve import CacheError, PoolExhausted
-from riftco.serve.caches import ContiguousKvCache, PagedKvCachePool
+from riftco.serve.caches import ContiguousKVCachePool, PagedKVCachePool
 
 CONFIGS = {
     "gpt2": nn.TransformerConfig.preset("gpt2", size="tiny", vocab_size=97, context_length=48),
@@ -48,8 +48,8 @@ def decode(model, cache, seqs, steps=6):
 @pytest.mark.parametrize("page_size", [4, 16])
 def test_paged_equals_contiguous_equals_full_forward(model, page_size):
     seqs = prompts()
-    paged = PagedKvCachePool(model.config, pages=64, page_size=page_size)
-    contiguous = ContiguousKvCache(model.config, max_sequences=3)
+    paged = PagedKVCachePool(model.config, pages=64, page_size=page_size)
+    contiguous = ContiguousKVCachePool(model.config, max_sequences=3)
     got, history, _ = decode(model, paged, seqs)
     want, want_history, _ = decode(model, contiguous, seqs)
     assert history == want_history
@@ -60,14 +60,14 @@ def test_paged_equals_contiguous_equals_full_forward(model, page_size):
         full = full_logits(model, h[:-1])
         np.testing.assert_allclose(got[-1][j], full[-1], rtol=1e-4, atol=1e-4)
     # Prefill logits of every prompt position, in one packed forward.
-    cache = PagedKvCachePool(model.config, pages=64, page_size=page_size)
+    cache = PagedKVCachePool(model.config, pages=64, page_size=page_size)
     sid = cache.add_sequence()
     every = model.forward_incremental([seqs[2]], cache, [sid], all_logits=True).numpy()
     np.testing.assert_allclose(every, full_logits(model, seqs[2]), rtol=1e-4, atol=1e-4)
 
 
 def test_pages_are_leased_as_sequences_grow_and_reused(model):
-    cache = PagedKvCachePool(model.config, pages=6, page_size=4, share_prefixes=False)
+    cache = PagedKVCachePool(model.config, pages=6, page_size=4, share_prefixes=False)
     a = cache.add_sequence()
     model.forward_incremental([[1, 2, 3, 4, 5]], cache, [a])
     assert cache.length(a) == 5 and len(cache.page_table(a)) == 2
@@ -94,7 +94,7 @@ def test_pages_are_leased_as_sequences_grow_and_reused(model):
 
 
 def test_reservations_hold_room(model):
-    cache = PagedKvCachePool(model.config, pages=4, page_size=4)
+    cache = PagedKVCachePool(model.config, pages=4, page_size=4)
     a = cache.add_sequence(reserve_tokens=12)  # three pages
     assert cache.pages_available == 1 and cache.pages_in_use == 0
     with pytest.raises(PoolExhausted):
@@ -111,13 +111,13 @@ def test_reservations_hold_room(model):
 
 
 def test_a_failed_step_leaves_the_cache_as_it_was(model, monkeypatch):
-    cache = PagedKvCachePool(model.config, pages=16, page_size=4)
+    cache = PagedKVCachePool(model.config, pages=16, page_size=4)
     a, b = cache.add_sequence(), cache.add_sequence()
     model.forward_incremental([[1, 2, 3], [4, 5, 6, 7]], cache, [a, b])
     tables = (cache.page_table(a), cache.page_table(b))
     keys = [k.numpy().copy() for k in cache.keys]
     calls = {"n": 0}
-    attend = PagedKvCachePool.attend
+    attend = PagedKVCachePool.attend
 
     def failing(self, step, layer, queries, **kw):
         calls["n"] += 1
@@ -125,7 +125,7 @@ def test_a_failed_step_leaves_the_cache_as_it_was(model, monkeypatch):
             raise RuntimeError("kernel failure")
         return attend(self, step, layer, queries, **kw)
 
-    monkeypatch.setattr(PagedKvCachePool, "attend", failing)
+    monkeypatch.setattr(PagedKVCachePool, "attend", failing)
     with pytest.raises(RuntimeError, match="kernel failure"):
         model.forward_incremental([[8, 9], [10]], cache, [a, b])
     monkeypatch.undo()
@@ -144,7 +144,7 @@ def test_a_failed_step_leaves_the_cache_as_it_was(model, monkeypatch):
 
 
 def test_identical_prompt_pages_are_shared(model):
-    cache = PagedKvCachePool(model.config, pages=12, page_size=4)
+    cache = PagedKVCachePool(model.config, pages=12, page_size=4)
     prompt = list(range(30, 40))  # two full pages and a partial one
     a = cache.add_sequence(prompt=prompt, reserve_tokens=14)
     model.forward_incremental([prompt], cache, [a])
@@ -174,7 +174,7 @@ def test_identical_prompt_pages_are_shared(model):
 
 
 def test_unknown_sequences_and_bad_steps(model):
-    cache = PagedKvCachePool(model.config, pages=4, page_size=4)
+    cache = PagedKVCachePool(model.config, pages=4, page_size=4)
     with pytest.raises(CacheError, match="no sequence"):
         cache.length(3)
     a = cache.add_sequence()
@@ -186,3 +186,19 @@ def test_unknown_sequences_and_bad_steps(model):
     cache.rollback()
     with pytest.raises(CacheError, match="not begun"):
         cache.commit(step)
+
+
+def test_every_cache_raises_the_one_cache_error():
+    from riftco.serve import ServeError
+
+    assert CacheError is nn.CacheError
+    assert issubclass(PoolExhausted, CacheError) and issubclass(PoolExhausted, ServeError)
+    config = CONFIGS["gpt2"]
+    caches = [
+        nn.ContiguousKVCache(config, max_sequences=1),
+        ContiguousKVCachePool(config, max_sequences=1),
+        PagedKVCachePool(config, pages=4, page_size=4),
+    ]
+    for cache in caches:
+        with pytest.raises(nn.CacheError, match="no sequence"):
+            cache.length(12345)

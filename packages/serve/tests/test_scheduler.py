@@ -7,7 +7,7 @@ import pytest
 
 import riftco.nn as nn
 from riftco.serve import GenerationFailed, Overloaded, RequestError
-from riftco.serve.caches import ContiguousKvCache, PagedKvCachePool
+from riftco.serve.caches import ContiguousKVCachePool, PagedKVCachePool
 from riftco.serve.scheduler import Scheduler, SchedulerLimits
 from riftco.serve.sequence import SequenceState
 
@@ -66,7 +66,7 @@ def run(scheduler, limit=1000):
 
 
 def alone(model, tokens, max_tokens, **options):
-    cache = PagedKvCachePool(model.config, pages=16, page_size=8)
+    cache = PagedKVCachePool(model.config, pages=16, page_size=8)
     scheduler = Scheduler(model, cache)
     seq, sink = request(0, tokens, max_tokens, **options)
     scheduler.submit(seq)
@@ -77,7 +77,7 @@ def alone(model, tokens, max_tokens, **options):
 def test_batched_greedy_equals_alone_and_one_forward_per_step(model):
     specs = [(prompt(i, n), m) for i, (n, m) in enumerate([(5, 9), (17, 4), (1, 12), (30, 7)])]
     counting = Counting(model)
-    scheduler = Scheduler(counting, PagedKvCachePool(model.config, pages=64, page_size=8))
+    scheduler = Scheduler(counting, PagedKVCachePool(model.config, pages=64, page_size=8))
     sinks = []
     for i, (tokens, max_tokens) in enumerate(specs):
         seq, sink = request(i, tokens, max_tokens, temperature=0.0)
@@ -97,7 +97,7 @@ def test_batched_greedy_equals_alone_and_one_forward_per_step(model):
 
 def test_requests_join_and_leave_between_steps(model):
     counting = Counting(model)
-    scheduler = Scheduler(counting, PagedKvCachePool(model.config, pages=64, page_size=8))
+    scheduler = Scheduler(counting, PagedKVCachePool(model.config, pages=64, page_size=8))
     first, first_sink = request(0, prompt(1, 6), 10, temperature=0.0)
     scheduler.submit(first)
     for _ in range(3):
@@ -120,7 +120,7 @@ def test_sampling_is_reproducible_per_seed(model):
     assert a == alone(model, p, 12, seed=7, **options)
     assert a != alone(model, p, 12, seed=8, **options)
     # The same seed gives the same tokens in a batch with other requests.
-    scheduler = Scheduler(model, PagedKvCachePool(model.config, pages=32, page_size=8))
+    scheduler = Scheduler(model, PagedKVCachePool(model.config, pages=32, page_size=8))
     seq, sink = request(0, p, 12, seed=7, **options)
     other, _ = request(1, prompt(4, 20), 12, seed=1, **options)
     scheduler.submit(other)
@@ -132,7 +132,7 @@ def test_sampling_is_reproducible_per_seed(model):
 def test_stop_ids_and_repetition_penalty(model):
     p = prompt(5, 4)
     greedy = alone(model, p, 10, temperature=0.0)
-    scheduler = Scheduler(model, PagedKvCachePool(model.config, pages=8, page_size=8))
+    scheduler = Scheduler(model, PagedKVCachePool(model.config, pages=8, page_size=8))
     seq, sink = request(0, p, 10, temperature=0.0)
     seq.stop_ids = frozenset({greedy[3]})
     scheduler.submit(seq)
@@ -145,7 +145,7 @@ def test_stop_ids_and_repetition_penalty(model):
 
 
 def test_full_pool_queues_and_full_queue_refuses(model):
-    cache = PagedKvCachePool(model.config, pages=4, page_size=8, share_prefixes=False)
+    cache = PagedKVCachePool(model.config, pages=4, page_size=8, share_prefixes=False)
     scheduler = Scheduler(model, cache, SchedulerLimits(max_waiting=2, retry_after=3))
     seqs = [request(i, prompt(10 + i, 8), 8, temperature=0.0) for i in range(3)]
     for seq, _ in seqs[:2]:
@@ -166,7 +166,7 @@ def test_full_pool_queues_and_full_queue_refuses(model):
 
 
 def test_prompt_longer_than_the_context_is_refused(model):
-    scheduler = Scheduler(model, PagedKvCachePool(model.config, pages=16, page_size=8))
+    scheduler = Scheduler(model, PagedKVCachePool(model.config, pages=16, page_size=8))
     with pytest.raises(RequestError, match="context"):
         scheduler.submit(request(0, prompt(0, 65), 4)[0])
     with pytest.raises(RequestError, match="empty"):
@@ -174,7 +174,7 @@ def test_prompt_longer_than_the_context_is_refused(model):
 
 
 def test_cancel_frees_pages(model):
-    cache = PagedKvCachePool(model.config, pages=16, page_size=8)
+    cache = PagedKVCachePool(model.config, pages=16, page_size=8)
     scheduler = Scheduler(model, cache)
     seq, sink = request(0, prompt(6, 20), 30, temperature=0.0)
     queued, queued_sink = request(1, prompt(7, 5), 30)
@@ -199,7 +199,7 @@ def test_a_failed_step_fails_its_requests_and_keeps_the_cache_whole(model):
                 raise RuntimeError("boom")  # ... then fails: the scheduler rolls back
             return super().forward_incremental(tokens, cache, seq_ids)
 
-    cache = PagedKvCachePool(model.config, pages=16, page_size=8)
+    cache = PagedKVCachePool(model.config, pages=16, page_size=8)
     scheduler = Scheduler(Failing(model), cache)
     seq, sink = request(0, prompt(8, 5), 10)
     scheduler.submit(seq)
@@ -213,9 +213,9 @@ def test_context_reset_replays_the_newest_tokens(cache_kind):
     config = nn.TransformerConfig.preset("gpt2", size="tiny", vocab_size=VOCAB, context_length=16)
     model = nn.DecoderOnlyTransformer(config, seed=2)
     if cache_kind == "paged":
-        cache = PagedKvCachePool(config, pages=8, page_size=4)
+        cache = PagedKVCachePool(config, pages=8, page_size=4)
     else:
-        cache = ContiguousKvCache(config, max_sequences=2)
+        cache = ContiguousKVCachePool(config, max_sequences=2)
     scheduler = Scheduler(model, cache, SchedulerLimits(replay_tokens=6))
     p = prompt(9, 10)
     seq, sink = request(0, p, 30, temperature=0.0)

@@ -10,7 +10,7 @@ from tensor_helpers import rand
 
 import riftco.tensor as rt
 from riftco.tensor.backend import Backend
-from riftco.tensor.testing import NumpyReferenceBackend
+from riftco.testing.tensor import NumpyReferenceBackend
 
 HYPER = {"lr": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import riftco.tensor as rt
-from riftco.tensor.testing import REFERENCE_ENTRY_POINT, extra_entry_points
+from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
 
 
 def ep(name: str, target: str) -> EntryPoint:

@@ -139,3 +139,18 @@ def test_invalid_states_are_rejected(make, path, value, message):
 def test_not_an_object():
     with pytest.raises(StateError, match="expected a JSON object; found list"):
         tokenizer_from_state([])
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ('{"format": 1, "format": 2}', "duplicate key 'format'"),
+        ('{"format": NaN}', "standard JSON"),
+        ("[" * 1000 + "]" * 1000, "nested too deeply"),
+    ],
+)
+def test_load_reads_strict_json(tmp_path, text, match):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(StateError, match=rf"bad\.json: .*{match}"):
+        load(path)

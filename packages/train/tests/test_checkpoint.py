@@ -82,3 +82,22 @@ def test_not_a_checkpoint(tmp_path):
     path.write_bytes(b"\x00" * 3)
     with pytest.raises(CheckpointError, match="truncated"):
         read_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("tail", "match"), [(',"step":5}', "duplicate key 'step'"), (',"x":NaN}', "standard JSON")]
+)
+def test_manifest_json_is_strict(tmp_path, tail, match):
+    from riftco.interchange import read_safetensors, write_safetensors
+    from riftco.train.checkpoint import METADATA_KEY
+
+    path = tmp_path / "run.riftckpt"
+    saved = bigram_trainer()
+    saved.run(until=2)
+    save_checkpoint(path, saved, {})
+    stored = read_safetensors(path)
+    metadata = dict(stored.metadata)
+    metadata[METADATA_KEY] = metadata[METADATA_KEY][:-1] + tail
+    write_safetensors(path, stored.arrays(copy=True), metadata)
+    with pytest.raises(CheckpointError, match=match):
+        read_checkpoint(path)

@@ -66,3 +66,16 @@ def test_a_stop_at_the_last_step_still_finishes():
     trainer = bigram_trainer(steps=5)
     outcome = trainer.run(checkpoint=lambda t: saved.append(t.step), stop=lambda: trainer.step >= 5)
     assert outcome == "finished" and saved == [5]
+
+
+def test_a_training_step_reads_the_device_once(monkeypatch):
+    import riftco.tensor as rt
+
+    trainer = bigram_trainer(steps=3)
+    trainer.train_step()  # first step: moments are made
+    reads = []
+    real = rt.Tensor.numpy
+    monkeypatch.setattr(rt.Tensor, "numpy", lambda self: reads.append(self.shape) or real(self))
+    metric = trainer.train_step()
+    assert len(reads) == 1, reads
+    assert math.isfinite(metric.loss) and metric.gradient_norm > 0

@@ -70,3 +70,17 @@ def write_corpus(folder):
     path = folder / "corpus.txt"
     path.write_text(TEXT)
     return path
+
+
+#: The capabilities `restricted_backend` implements (tests set it, then register it).
+RESTRICTED_TO: tuple[str, ...] = ()
+
+
+def restricted_backend():
+    """Entry-point factory: the CPU backend with only RESTRICTED_TO implemented; every other
+    capability is Backend's own method, which raises CapabilityMissing when called."""
+    import riftco.tensor as rt
+    from riftco.tensor.cpu import CpuBackend
+
+    removed = {n: getattr(rt.Backend, n) for n in rt.CAPABILITIES if n not in RESTRICTED_TO}
+    return type("Restricted", (CpuBackend,), {"name": "restricted", **removed})()

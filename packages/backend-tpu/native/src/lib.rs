@@ -15,7 +15,6 @@ mod optim_ops;
 mod quantized_ops;
 mod storage;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -43,18 +42,7 @@ pub fn detached<T: Send>(
     py: Python<'_>,
     f: impl FnOnce() -> riftco_pjrt::Result<T> + Send,
 ) -> PyResult<T> {
-    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(pjrt_error(e)),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(error(format!("internal error in the PJRT backend: {msg}")))
-        }
-    }
+    riftco_native_call::detached(py, "the PJRT backend", PjrtError::new_err, f)
 }
 
 /// Write the program for `inputs` with `make`, compile it once, run it.
@@ -115,22 +103,42 @@ pub fn out_of_range(op: &str, size: i64) -> impl FnOnce(i64, i64) -> String + '_
     }
 }
 
-/// A 1-D int64 storage holding `values`, uploaded from the host.
-pub fn upload_i64(py: Python<'_>, device: &Device, values: &[i64]) -> PyResult<Storage> {
+/// A 1-D storage of `len` elements of `element` whose bytes are `bytes`, uploaded from the host.
+fn upload(
+    py: Python<'_>,
+    device: &Device,
+    len: usize,
+    element: riftco_pjrt::ElementType,
+    bytes: Vec<u8>,
+) -> PyResult<Storage> {
     let runtime = device.runtime();
-    let ty = riftco_pjrt::TensorType::new(&[values.len() as i64], riftco_pjrt::ElementType::I64);
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let ty = riftco_pjrt::TensorType::new(&[len as i64], element);
     let buffer = detached(py, move || runtime.upload(&bytes, &ty))?;
     Ok(Storage::new(Arc::new(buffer)))
 }
 
+/// A 1-D int64 storage holding `values`, uploaded from the host.
+pub fn upload_i64(py: Python<'_>, device: &Device, values: &[i64]) -> PyResult<Storage> {
+    let bytes = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    upload(
+        py,
+        device,
+        values.len(),
+        riftco_pjrt::ElementType::I64,
+        bytes,
+    )
+}
+
 /// A 1-D float32 storage holding `values`, uploaded from the host.
 pub fn upload_f32(py: Python<'_>, device: &Device, values: &[f32]) -> PyResult<Storage> {
-    let runtime = device.runtime();
-    let ty = riftco_pjrt::TensorType::new(&[values.len() as i64], riftco_pjrt::ElementType::F32);
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
-    let buffer = detached(py, move || runtime.upload(&bytes, &ty))?;
-    Ok(Storage::new(Arc::new(buffer)))
+    let bytes = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    upload(
+        py,
+        device,
+        values.len(),
+        riftco_pjrt::ElementType::F32,
+        bytes,
+    )
 }
 
 /// The build id that the Python side and the wheelhouse check, and the marker

@@ -31,6 +31,13 @@ def test_usable_by_name_and_by_auto_only_off_the_host(tpu):
         assert rt.get_backend("auto") is tpu
 
 
+def test_discovery_records_every_capability_and_the_priority(tpu):
+    (info,) = [b for b in rt.backends() if b.name == "tpu"]
+    assert info.capabilities == tuple(rt.CAPABILITIES) and info.missing_capabilities == ()
+    assert info.priority == tpu.priority and info.runs_on_host == tpu.runs_on_host
+    assert rt.require_capabilities("tpu", rt.CAPABILITIES, job="every op") is tpu
+
+
 def test_round_trip_keeps_every_dtype(tpu):
     for array in [
         rand((3, 4)),

@@ -18,8 +18,16 @@ fn main() {
         let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 * 0.1).collect();
         let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 * 0.1).collect();
         let mut c = vec![0.0f32; m * n];
-        let lhs = if ta { Mat(a.as_ptr(), 1, m) } else { Mat(a.as_ptr(), k, 1) };
-        let rhs = if tb { Mat(b.as_ptr(), 1, k) } else { Mat(b.as_ptr(), n, 1) };
+        let lhs = if ta {
+            Mat(a.as_ptr(), 1, m)
+        } else {
+            Mat(a.as_ptr(), k, 1)
+        };
+        let rhs = if tb {
+            Mat(b.as_ptr(), 1, k)
+        } else {
+            Mat(b.as_ptr(), n, 1)
+        };
         let mut best = f64::MAX;
         for _ in 0..15 {
             let t = Instant::now();
@@ -27,7 +35,10 @@ fn main() {
             best = best.min(t.elapsed().as_secs_f64());
         }
         total += best;
-        println!("{name:10} {m}x{k}x{n} {:6.1} GF/s", 2.0 * (m * n * k) as f64 / best / 1e9);
+        println!(
+            "{name:10} {m}x{k}x{n} {:6.1} GF/s",
+            2.0 * (m * n * k) as f64 / best / 1e9
+        );
     }
     println!("total {:.1} ms", total * 1e3);
 }

@@ -5,7 +5,13 @@ fn main() {
     let n = 1 << 20;
     let x: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.01 - 5.0).collect();
     let mut out = vec![0.0f32; n];
-    for (name, op) in [("exp", UnaryOp::Exp), ("tanh", UnaryOp::Tanh), ("gelu_tanh", UnaryOp::GeluTanh), ("gelu", UnaryOp::Gelu), ("sigmoid", UnaryOp::Sigmoid)] {
+    for (name, op) in [
+        ("exp", UnaryOp::Exp),
+        ("tanh", UnaryOp::Tanh),
+        ("gelu_tanh", UnaryOp::GeluTanh),
+        ("gelu", UnaryOp::Gelu),
+        ("sigmoid", UnaryOp::Sigmoid),
+    ] {
         let mut best = f64::MAX;
         for _ in 0..20 {
             let t = Instant::now();

@@ -111,7 +111,10 @@ mod tests {
             for (&x, &d) in xs.iter().zip(&dx) {
                 let h = 1e-2;
                 let fd = (f(op, x as f64 + h) - f(op, x as f64 - h)) / (2.0 * h);
-                assert!((fd - d as f64).abs() < 2e-3, "{op:?}'({x}) = {d}, finite difference {fd}");
+                assert!(
+                    (fd - d as f64).abs() < 2e-3,
+                    "{op:?}'({x}) = {d}, finite difference {fd}"
+                );
             }
         }
     }

@@ -25,7 +25,7 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, CHUNK, PARALLEL_THRESHOLD};
+use crate::pool::{install, parallel, CHUNK, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Hyperparameters of one parameter's update (as given; rounded to float32 internally).
@@ -73,7 +73,11 @@ impl Coefficients {
         let bias_correction2 = 1.0 - h.beta2.powf(t);
         Self {
             grad_scale: grad_scale as f32,
-            l2: if decoupled { 0.0 } else { h.weight_decay as f32 },
+            l2: if decoupled {
+                0.0
+            } else {
+                h.weight_decay as f32
+            },
             decay: (1.0 - h.lr * h.weight_decay) as f32,
             decoupled: decoupled && h.weight_decay != 0.0,
             one_minus_beta1: (1.0 - h.beta1) as f32,
@@ -136,18 +140,39 @@ struct Piece<'a> {
 
 fn validate(params: &[AdamParam<'_>], page_size: usize, grad_scale: f64) -> Result<()> {
     ensure!(page_size > 0, "adam_update: page_size must be positive");
-    ensure!(grad_scale.is_finite() && grad_scale >= 0.0, "adam_update: grad_scale must be finite and non-negative, found {grad_scale}");
+    ensure!(
+        grad_scale.is_finite() && grad_scale >= 0.0,
+        "adam_update: grad_scale must be finite and non-negative, found {grad_scale}"
+    );
     for (i, a) in params.iter().enumerate() {
         let h = &a.hyper;
-        ensure!(h.step >= 1, "adam_update: steps count from 1, found {} for parameter {i}", h.step);
-        for (name, x) in [("lr", h.lr), ("eps", h.eps), ("weight_decay", h.weight_decay)] {
-            ensure!(x.is_finite() && x >= 0.0, "adam_update: {name} must be finite and non-negative, found {x} for parameter {i}");
+        ensure!(
+            h.step >= 1,
+            "adam_update: steps count from 1, found {} for parameter {i}",
+            h.step
+        );
+        for (name, x) in [
+            ("lr", h.lr),
+            ("eps", h.eps),
+            ("weight_decay", h.weight_decay),
+        ] {
+            ensure!(
+                x.is_finite() && x >= 0.0,
+                "adam_update: {name} must be finite and non-negative, found {x} for parameter {i}"
+            );
         }
         for (name, b) in [("beta1", h.beta1), ("beta2", h.beta2)] {
-            ensure!((0.0..1.0).contains(&b), "adam_update: {name} must lie in [0, 1), found {b} for parameter {i}");
+            ensure!(
+                (0.0..1.0).contains(&b),
+                "adam_update: {name} must lie in [0, 1), found {b} for parameter {i}"
+            );
         }
         let n = a.param.len();
-        ensure!(a.grad.len() == n, "adam_update: parameter {i} has {n} elements but its gradient has {}", a.grad.len());
+        ensure!(
+            a.grad.len() == n,
+            "adam_update: parameter {i} has {n} elements but its gradient has {}",
+            a.grad.len()
+        );
         // An empty parameter still has one (empty) page.
         let pages = n.div_ceil(page_size).max(1);
         ensure!(
@@ -169,7 +194,12 @@ fn validate(params: &[AdamParam<'_>], page_size: usize, grad_scale: f64) -> Resu
     Ok(())
 }
 
-fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize, decoupled: bool, grad_scale: f64) -> Vec<Piece<'s>> {
+fn pieces<'s>(
+    params: &'s mut [AdamParam<'_>],
+    page_size: usize,
+    decoupled: bool,
+    grad_scale: f64,
+) -> Vec<Piece<'s>> {
     let mut out = Vec::new();
     for (index, a) in params.iter_mut().enumerate() {
         let k = Coefficients::new(&a.hyper, decoupled, grad_scale);
@@ -177,7 +207,14 @@ fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize, decoupled: bool
         for ((p, g), (m, v)) in pages.zip(a.m.iter_mut().zip(a.v.iter_mut())) {
             let runs = p.chunks_mut(CHUNK).zip(g.chunks(CHUNK));
             for ((p, g), (m, v)) in runs.zip(m.chunks_mut(CHUNK).zip(v.chunks_mut(CHUNK))) {
-                out.push(Piece { index, k, p, g, m, v });
+                out.push(Piece {
+                    index,
+                    k,
+                    p,
+                    g,
+                    m,
+                    v,
+                });
             }
         }
     }
@@ -191,13 +228,24 @@ fn pieces<'s>(params: &'s mut [AdamParam<'_>], page_size: usize, decoupled: bool
 /// was written, `Ok(Some(i))` when some candidate of parameter `i` (the first
 /// such parameter) is not finite, in which case nothing was written, and an
 /// error when the arguments disagree.
-pub fn adam_update(params: &mut [AdamParam<'_>], page_size: usize, decoupled: bool, grad_scale: f64) -> Result<Option<usize>> {
+pub fn adam_update(
+    params: &mut [AdamParam<'_>],
+    page_size: usize,
+    decoupled: bool,
+    grad_scale: f64,
+) -> Result<Option<usize>> {
     validate(params, page_size, grad_scale)?;
     let total: usize = params.iter().map(|a| a.param.len()).sum();
-    let parallel = total >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let parallel = parallel(total, PARALLEL_THRESHOLD);
     let mut work = pieces(params, page_size, decoupled, grad_scale);
 
-    let check = |w: &Piece<'_>| if check_piece(&w.k, w.p, w.g, w.m, w.v) { None } else { Some(w.index) };
+    let check = |w: &Piece<'_>| {
+        if check_piece(&w.k, w.p, w.g, w.m, w.v) {
+            None
+        } else {
+            Some(w.index)
+        }
+    };
     let first_bad = if parallel {
         install(|| work.par_iter().filter_map(check).min())
     } else {
@@ -221,11 +269,20 @@ mod tests {
     use super::*;
 
     fn hyper(step: u64) -> AdamHyper {
-        AdamHyper { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0, step }
+        AdamHyper {
+            lr: 1e-2,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            step,
+        }
     }
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        (0..n as u64).map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) * 1e-3).collect()
+        (0..n as u64)
+            .map(|i| (((i * 7919 + seed * 104_729) % 2001) as f32 - 1000.0) * 1e-3)
+            .collect()
     }
 
     /// Run one update with moments paged by `page_size`.
@@ -258,7 +315,10 @@ mod tests {
         let mut p = vec![vec![1.0f32, -2.0, 0.5]];
         let g = vec![vec![0.3f32, -0.1, 0.0]];
         let (mut m, mut v) = (vec![vec![0.0f32; 3]], vec![vec![0.0f32; 3]]);
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(1), false).unwrap(), None);
+        assert_eq!(
+            step(&mut p, &g, &mut m, &mut v, 4096, hyper(1), false).unwrap(),
+            None
+        );
         // m_hat = g and v_hat = g², so the step is lr * sign(g) (up to eps).
         assert!((p[0][0] - 0.99).abs() < 1e-6);
         assert!((p[0][1] + 1.99).abs() < 1e-6);
@@ -269,18 +329,33 @@ mod tests {
     #[test]
     fn pages_threads_and_contiguous_agree_bitwise() {
         let sizes = [1usize, 4095, 4096, 4097, 300_001];
-        let p0: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, i as u64)).collect();
-        let g: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, 10 + i as u64)).collect();
+        let p0: Vec<Vec<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| values(n, i as u64))
+            .collect();
+        let g: Vec<Vec<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| values(n, 10 + i as u64))
+            .collect();
         let run = |page_size: usize, threads: usize| {
             crate::pool::set_num_threads(threads);
             let mut p = p0.clone();
             let mut m: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.0; n]).collect();
             let mut v = m.clone();
             for t in 1..=3 {
-                let h = AdamHyper { weight_decay: 0.1, ..hyper(t) };
-                assert_eq!(step(&mut p, &g, &mut m, &mut v, page_size, h, true).unwrap(), None);
+                let h = AdamHyper {
+                    weight_decay: 0.1,
+                    ..hyper(t)
+                };
+                assert_eq!(
+                    step(&mut p, &g, &mut m, &mut v, page_size, h, true).unwrap(),
+                    None
+                );
             }
-            let bits = |x: &Vec<Vec<f32>>| x.iter().flatten().map(|f| f.to_bits()).collect::<Vec<_>>();
+            let bits =
+                |x: &Vec<Vec<f32>>| x.iter().flatten().map(|f| f.to_bits()).collect::<Vec<_>>();
             (bits(&p), bits(&m), bits(&v))
         };
         let contiguous = run(usize::MAX, 1);
@@ -293,18 +368,32 @@ mod tests {
     #[test]
     fn a_non_finite_candidate_changes_nothing() {
         let sizes = [5usize, 200_000, 9000];
-        let mut p: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, i as u64)).collect();
-        let mut g: Vec<Vec<f32>> = sizes.iter().enumerate().map(|(i, &n)| values(n, 5 + i as u64)).collect();
+        let mut p: Vec<Vec<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| values(n, i as u64))
+            .collect();
+        let mut g: Vec<Vec<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| values(n, 5 + i as u64))
+            .collect();
         let mut m: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.25; n]).collect();
         let mut v: Vec<Vec<f32>> = sizes.iter().map(|&n| vec![0.5; n]).collect();
         g[2][8999] = f32::NAN; // on the last page of the last parameter
         let before = (p.clone(), m.clone(), v.clone());
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(), Some(2));
+        assert_eq!(
+            step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(),
+            Some(2)
+        );
         assert_eq!((p.clone(), m.clone(), v.clone()), before);
         g[2][8999] = 0.0;
         g[1][7] = f32::INFINITY;
         g[2][0] = f32::INFINITY;
-        assert_eq!(step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(), Some(1));
+        assert_eq!(
+            step(&mut p, &g, &mut m, &mut v, 4096, hyper(2), false).unwrap(),
+            Some(1)
+        );
         assert_eq!((p, m, v), before);
     }
 
@@ -314,9 +403,23 @@ mod tests {
         let g = [vec![0.0f32; 4], vec![0.0f32; 4]];
         let (mut m, mut v) = (vec![vec![0.0f32; 4]; 2], vec![vec![0.0f32; 4]; 2]);
         let mut params: Vec<AdamParam<'_>> = Vec::new();
-        for (i, ((p, g), (m, v))) in p.iter_mut().zip(&g).zip(m.iter_mut().zip(v.iter_mut())).enumerate() {
-            let hyper = AdamHyper { weight_decay: if i == 0 { 0.5 } else { 0.0 }, ..hyper(1) };
-            params.push(AdamParam { param: p, grad: g, m: vec![m], v: vec![v], hyper });
+        for (i, ((p, g), (m, v))) in p
+            .iter_mut()
+            .zip(&g)
+            .zip(m.iter_mut().zip(v.iter_mut()))
+            .enumerate()
+        {
+            let hyper = AdamHyper {
+                weight_decay: if i == 0 { 0.5 } else { 0.0 },
+                ..hyper(1)
+            };
+            params.push(AdamParam {
+                param: p,
+                grad: g,
+                m: vec![m],
+                v: vec![v],
+                hyper,
+            });
         }
         assert_eq!(adam_update(&mut params, 4, true, 1.0).unwrap(), None);
         assert_eq!(p[0], [(1.0 - 1e-2 * 0.5) as f32; 4]);
@@ -329,14 +432,41 @@ mod tests {
         let g = vec![vec![0.0f32; 10]];
         let (mut m, mut v) = (vec![vec![0.0f32; 10]], vec![vec![0.0f32; 10]]);
         assert!(step(&mut p, &g, &mut m, &mut v, 4, hyper(0), false).is_err());
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0][..9], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: hyper(1) }];
+        let mut params = vec![AdamParam {
+            param: &mut p[0],
+            grad: &g[0][..9],
+            m: vec![&mut m[0]],
+            v: vec![&mut v[0]],
+            hyper: hyper(1),
+        }];
         assert!(adam_update(&mut params, 16, false, 1.0).is_err());
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0][..4]], v: vec![&mut v[0][..4]], hyper: hyper(1) }];
+        let mut params = vec![AdamParam {
+            param: &mut p[0],
+            grad: &g[0],
+            m: vec![&mut m[0][..4]],
+            v: vec![&mut v[0][..4]],
+            hyper: hyper(1),
+        }];
         assert!(adam_update(&mut params, 4, false, 1.0).is_err());
-        let bad = AdamHyper { beta2: 1.0, ..hyper(1) };
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: bad }];
+        let bad = AdamHyper {
+            beta2: 1.0,
+            ..hyper(1)
+        };
+        let mut params = vec![AdamParam {
+            param: &mut p[0],
+            grad: &g[0],
+            m: vec![&mut m[0]],
+            v: vec![&mut v[0]],
+            hyper: bad,
+        }];
         assert!(adam_update(&mut params, 16, false, 1.0).is_err());
-        let mut params = vec![AdamParam { param: &mut p[0], grad: &g[0], m: vec![&mut m[0]], v: vec![&mut v[0]], hyper: hyper(1) }];
+        let mut params = vec![AdamParam {
+            param: &mut p[0],
+            grad: &g[0],
+            m: vec![&mut m[0]],
+            v: vec![&mut v[0]],
+            hyper: hyper(1),
+        }];
         assert!(adam_update(&mut params, 16, false, f64::NAN).is_err());
     }
 }

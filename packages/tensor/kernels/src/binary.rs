@@ -1,5 +1,6 @@
 //! Elementwise functions of two or three operands with broadcasting.
 
+use crate::lanes::{max_nan, min_nan};
 use crate::pool::{for_chunks, CHUNK};
 use crate::strided::{Segment, Walk};
 use crate::{ensure, multiversion, KernelError, Result};
@@ -76,8 +77,8 @@ impl Arith for f32 {
             BinaryOp::Div => a / b,
             BinaryOp::Pow => pow(a, b),
             // NaN propagates, as in numpy.
-            BinaryOp::Maximum => if a >= b || a.is_nan() { a } else { b },
-            BinaryOp::Minimum => if a <= b || a.is_nan() { a } else { b },
+            BinaryOp::Maximum => max_nan(a, b),
+            BinaryOp::Minimum => min_nan(a, b),
         }
     }
     fn supports(_: BinaryOp) -> bool {
@@ -170,7 +171,14 @@ multiversion! {
     }
 }
 
-fn segment_binary<T: Arith>(op: BinaryOp, a: &[T], b: &[T], inner: [usize; 2], seg: Segment<2>, out: &mut [T]) {
+fn segment_binary<T: Arith>(
+    op: BinaryOp,
+    a: &[T],
+    b: &[T],
+    inner: [usize; 2],
+    seg: Segment<2>,
+    out: &mut [T],
+) {
     let [oa, ob] = seg.offsets;
     let n = seg.len;
     match inner {
@@ -186,9 +194,23 @@ fn segment_binary<T: Arith>(op: BinaryOp, a: &[T], b: &[T], inner: [usize; 2], s
 }
 
 /// `out = op(a, b)` over the broadcast walk (operand 0 = a, operand 1 = b).
-pub fn binary<T: Arith>(op: BinaryOp, a: &[T], b: &[T], walk: &Walk<2>, out: &mut [T]) -> Result<()> {
-    ensure!(T::supports(op), "binary {op:?} is not defined for this dtype");
-    ensure!(walk.len() == out.len(), "binary {op:?}: walk covers {} elements, output has {}", walk.len(), out.len());
+pub fn binary<T: Arith>(
+    op: BinaryOp,
+    a: &[T],
+    b: &[T],
+    walk: &Walk<2>,
+    out: &mut [T],
+) -> Result<()> {
+    ensure!(
+        T::supports(op),
+        "binary {op:?} is not defined for this dtype"
+    );
+    ensure!(
+        walk.len() == out.len(),
+        "binary {op:?}: walk covers {} elements, output has {}",
+        walk.len(),
+        out.len()
+    );
     let inner = walk.inner_strides();
     for_chunks(out, CHUNK, |ci, chunk| {
         let start = ci * CHUNK;
@@ -215,8 +237,19 @@ fn compare<T: Arith>(op: CompareOp, a: T, b: T) -> bool {
 }
 
 /// `out = a <op> b` as bool, over the broadcast walk.
-pub fn compare_op<T: Arith>(op: CompareOp, a: &[T], b: &[T], walk: &Walk<2>, out: &mut [bool]) -> Result<()> {
-    ensure!(walk.len() == out.len(), "compare {op:?}: walk covers {} elements, output has {}", walk.len(), out.len());
+pub fn compare_op<T: Arith>(
+    op: CompareOp,
+    a: &[T],
+    b: &[T],
+    walk: &Walk<2>,
+    out: &mut [bool],
+) -> Result<()> {
+    ensure!(
+        walk.len() == out.len(),
+        "compare {op:?}: walk covers {} elements, output has {}",
+        walk.len(),
+        out.len()
+    );
     let [sa, sb] = walk.inner_strides();
     for_chunks(out, CHUNK, |ci, chunk| {
         let start = ci * CHUNK;
@@ -232,9 +265,19 @@ pub fn compare_op<T: Arith>(op: CompareOp, a: &[T], b: &[T], walk: &Walk<2>, out
 }
 
 /// `out = cond ? a : b` over the broadcast walk (operands: cond, a, b).
-pub fn select<T: Copy + Send + Sync>(cond: &[bool], a: &[T], b: &[T], walk: &Walk<3>, out: &mut [T]) -> Result<()> {
+pub fn select<T: Copy + Send + Sync>(
+    cond: &[bool],
+    a: &[T],
+    b: &[T],
+    walk: &Walk<3>,
+    out: &mut [T],
+) -> Result<()> {
     if walk.len() != out.len() {
-        return Err(KernelError(format!("where: walk covers {} elements, output has {}", walk.len(), out.len())));
+        return Err(KernelError(format!(
+            "where: walk covers {} elements, output has {}",
+            walk.len(),
+            out.len()
+        )));
     }
     let [sc, sa, sb] = walk.inner_strides();
     for_chunks(out, CHUNK, |ci, chunk| {
@@ -243,7 +286,11 @@ pub fn select<T: Copy + Send + Sync>(cond: &[bool], a: &[T], b: &[T], walk: &Wal
             let [oc, oa, ob] = seg.offsets;
             let o = &mut chunk[seg.out - start..seg.out - start + seg.len];
             for (i, v) in o.iter_mut().enumerate() {
-                *v = if cond[oc + i * sc] { a[oa + i * sa] } else { b[ob + i * sb] };
+                *v = if cond[oc + i * sc] {
+                    a[oa + i * sa]
+                } else {
+                    b[ob + i * sb]
+                };
             }
         });
     });
@@ -278,7 +325,14 @@ mod tests {
     fn maximum_propagates_nan() {
         let walk = Walk::new(&[2], [&[1], &[1]], [0, 0], [2, 2]).unwrap();
         let mut out = [0.0f32; 2];
-        binary(BinaryOp::Maximum, &[f32::NAN, 1.0], &[0.0, f32::NAN], &walk, &mut out).unwrap();
+        binary(
+            BinaryOp::Maximum,
+            &[f32::NAN, 1.0],
+            &[0.0, f32::NAN],
+            &walk,
+            &mut out,
+        )
+        .unwrap();
         assert!(out[0].is_nan() && out[1].is_nan());
     }
 }

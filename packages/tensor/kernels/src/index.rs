@@ -7,17 +7,40 @@ use crate::pool::{install, PARALLEL_THRESHOLD};
 use crate::{ensure, Result};
 
 fn check_indices(op: &str, idx: &[i64], n: usize) -> Result<()> {
-    if let Some((pos, &bad)) = idx.iter().enumerate().find(|(_, &i)| i < 0 || i as usize >= n) {
-        return Err(crate::KernelError(format!("{op}: index {bad} at position {pos} is out of range for an axis of size {n}")));
+    if let Some((pos, &bad)) = idx
+        .iter()
+        .enumerate()
+        .find(|(_, &i)| i < 0 || i as usize >= n)
+    {
+        return Err(crate::KernelError(format!(
+            "{op}: index {bad} at position {pos} is out of range for an axis of size {n}"
+        )));
     }
     Ok(())
 }
 
 /// `out[o, j, :] = x[o, idx[j], :]` with x `[outer, n, inner]`, out `[outer, m, inner]`.
-pub fn index_select<T: Copy + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, idx: &[i64], out: &mut [T]) -> Result<()> {
+pub fn index_select<T: Copy + Send + Sync>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    idx: &[i64],
+    out: &mut [T],
+) -> Result<()> {
     let m = idx.len();
-    ensure!(x.len() == outer * n * inner, "index_select: input has {} elements, expected {}", x.len(), outer * n * inner);
-    ensure!(out.len() == outer * m * inner, "index_select: output has {} elements, expected {}", out.len(), outer * m * inner);
+    ensure!(
+        x.len() == outer * n * inner,
+        "index_select: input has {} elements, expected {}",
+        x.len(),
+        outer * n * inner
+    );
+    ensure!(
+        out.len() == outer * m * inner,
+        "index_select: output has {} elements, expected {}",
+        out.len(),
+        outer * m * inner
+    );
     check_indices("index_select", idx, n)?;
     if out.is_empty() {
         return Ok(());
@@ -39,10 +62,27 @@ pub fn index_select<T: Copy + Send + Sync>(x: &[T], outer: usize, n: usize, inne
 }
 
 /// `out[o, idx[j], :] += src[o, j, :]`, in j order (out holds the base values).
-pub fn index_add_f32(out: &mut [f32], outer: usize, n: usize, inner: usize, idx: &[i64], src: &[f32]) -> Result<()> {
+pub fn index_add_f32(
+    out: &mut [f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    idx: &[i64],
+    src: &[f32],
+) -> Result<()> {
     let m = idx.len();
-    ensure!(out.len() == outer * n * inner, "index_add: target has {} elements, expected {}", out.len(), outer * n * inner);
-    ensure!(src.len() == outer * m * inner, "index_add: source has {} elements, expected {}", src.len(), outer * m * inner);
+    ensure!(
+        out.len() == outer * n * inner,
+        "index_add: target has {} elements, expected {}",
+        out.len(),
+        outer * n * inner
+    );
+    ensure!(
+        src.len() == outer * m * inner,
+        "index_add: source has {} elements, expected {}",
+        src.len(),
+        outer * m * inner
+    );
     check_indices("index_add", idx, n)?;
     if inner == 0 || n == 0 {
         return Ok(());
@@ -65,9 +105,26 @@ pub fn index_add_f32(out: &mut [f32], outer: usize, n: usize, inner: usize, idx:
 }
 
 /// `out[o, j, i] = x[o, idx[o, j, i], i]` with x `[outer, n, inner]`, idx and out `[outer, m, inner]`.
-pub fn gather<T: Copy + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, idx: &[i64], out: &mut [T]) -> Result<()> {
-    ensure!(x.len() == outer * n * inner, "gather: input has {} elements, expected {}", x.len(), outer * n * inner);
-    ensure!(out.len() == idx.len(), "gather: output has {} elements, index {}", out.len(), idx.len());
+pub fn gather<T: Copy + Send + Sync>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    idx: &[i64],
+    out: &mut [T],
+) -> Result<()> {
+    ensure!(
+        x.len() == outer * n * inner,
+        "gather: input has {} elements, expected {}",
+        x.len(),
+        outer * n * inner
+    );
+    ensure!(
+        out.len() == idx.len(),
+        "gather: output has {} elements, index {}",
+        out.len(),
+        idx.len()
+    );
     check_indices("gather", idx, n)?;
     if inner == 0 || outer == 0 {
         return Ok(());
@@ -81,9 +138,26 @@ pub fn gather<T: Copy + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usi
 }
 
 /// `out[o, idx[o, j, i], i] += src[o, j, i]` in (j) order; out holds the base values.
-pub fn scatter_add_f32(out: &mut [f32], outer: usize, n: usize, inner: usize, idx: &[i64], src: &[f32]) -> Result<()> {
-    ensure!(out.len() == outer * n * inner, "scatter_add: target has {} elements, expected {}", out.len(), outer * n * inner);
-    ensure!(src.len() == idx.len(), "scatter_add: source has {} elements, index {}", src.len(), idx.len());
+pub fn scatter_add_f32(
+    out: &mut [f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    idx: &[i64],
+    src: &[f32],
+) -> Result<()> {
+    ensure!(
+        out.len() == outer * n * inner,
+        "scatter_add: target has {} elements, expected {}",
+        out.len(),
+        outer * n * inner
+    );
+    ensure!(
+        src.len() == idx.len(),
+        "scatter_add: source has {} elements, index {}",
+        src.len(),
+        idx.len()
+    );
     check_indices("scatter_add", idx, n)?;
     if inner == 0 || outer == 0 {
         return Ok(());

@@ -6,7 +6,12 @@ use crate::{ensure, Result};
 
 /// Make the strided view described by `walk` over `src` contiguous in `out`.
 pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], walk: &Walk<1>, out: &mut [T]) -> Result<()> {
-    ensure!(walk.len() == out.len(), "copy: walk covers {} elements, output has {}", walk.len(), out.len());
+    ensure!(
+        walk.len() == out.len(),
+        "copy: walk covers {} elements, output has {}",
+        walk.len(),
+        out.len()
+    );
     let [step] = walk.inner_strides();
     for_chunks(out, CHUNK, |ci, chunk| {
         let start = ci * CHUNK;
@@ -27,12 +32,32 @@ pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], walk: &Walk<1>, out: &mut 
 
 /// Concatenate along one axis: input i is `[outer, inners[i]]`, `out` is
 /// `[outer, sum(inners)]`.
-pub fn concat<T: Copy + Send + Sync>(inputs: &[&[T]], inners: &[usize], outer: usize, out: &mut [T]) -> Result<()> {
-    ensure!(inputs.len() == inners.len(), "concat: {} inputs but {} sizes", inputs.len(), inners.len());
+pub fn concat<T: Copy + Send + Sync>(
+    inputs: &[&[T]],
+    inners: &[usize],
+    outer: usize,
+    out: &mut [T],
+) -> Result<()> {
+    ensure!(
+        inputs.len() == inners.len(),
+        "concat: {} inputs but {} sizes",
+        inputs.len(),
+        inners.len()
+    );
     let row: usize = inners.iter().sum();
-    ensure!(out.len() == outer * row, "concat: output has {} elements, expected {}", out.len(), outer * row);
+    ensure!(
+        out.len() == outer * row,
+        "concat: output has {} elements, expected {}",
+        out.len(),
+        outer * row
+    );
     for (i, (x, &n)) in inputs.iter().zip(inners).enumerate() {
-        ensure!(x.len() == outer * n, "concat: input {i} has {} elements, expected {}", x.len(), outer * n);
+        ensure!(
+            x.len() == outer * n,
+            "concat: input {i} has {} elements, expected {}",
+            x.len(),
+            outer * n
+        );
     }
     if row == 0 {
         return Ok(());

@@ -4,42 +4,17 @@
 //! recomputes the probabilities from the logits, so no softmax copy is kept.
 //! Rows whose target equals `ignore_index` have loss 0 and gradient 0.
 
+use crate::lanes::{max_nan_of, sum_of};
 use crate::pool::for_chunks;
 use crate::{ensure, math, multiversion, Result};
 
 multiversion! {
     fn log_sum_exp(x: &[f32]) -> f32 {
-        let mut lanes = [f32::NEG_INFINITY; 8];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                lanes[j] = if lanes[j] >= c[j] || lanes[j].is_nan() { lanes[j] } else { c[j] };
-            }
-        }
-        let mut max = f32::NEG_INFINITY;
-        for v in lanes.into_iter().chain(tail.iter().copied()) {
-            max = if max >= v || max.is_nan() { max } else { v };
-        }
+        let max = max_nan_of(x);
         if max == f32::NEG_INFINITY || max.is_nan() || max == f32::INFINITY {
             return max;
         }
-        let mut sums = [0.0f32; 8];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                sums[j] += math::exp(c[j] - max);
-            }
-        }
-        let mut sum = 0.0f32;
-        for v in sums {
-            sum += v;
-        }
-        for &v in tail {
-            sum += math::exp(v - max);
-        }
-        max + math::ln(sum)
+        max + math::ln(sum_of(x, |v| math::exp(v - max)))
     }
 }
 
@@ -76,8 +51,16 @@ pub fn cross_entropy(
 ) -> Result<()> {
     let rows = targets.len();
     ensure!(classes > 0, "cross_entropy: zero classes");
-    ensure!(logits.len() == rows * classes, "cross_entropy: {} logits for {rows} rows of {classes}", logits.len());
-    ensure!(losses.len() == rows && lse.len() == rows, "cross_entropy: outputs for {} rows, expected {rows}", losses.len());
+    ensure!(
+        logits.len() == rows * classes,
+        "cross_entropy: {} logits for {rows} rows of {classes}",
+        logits.len()
+    );
+    ensure!(
+        losses.len() == rows && lse.len() == rows,
+        "cross_entropy: outputs for {} rows, expected {rows}",
+        losses.len()
+    );
     check_targets(targets, classes, ignore_index)?;
     let piece = rows_per_piece(classes);
     for_chunks(lse, piece, |p, out| {
@@ -87,7 +70,11 @@ pub fn cross_entropy(
         }
     });
     for (r, (loss, &t)) in losses.iter_mut().zip(targets).enumerate() {
-        *loss = if t == ignore_index { 0.0 } else { lse[r] - logits[r * classes + t as usize] };
+        *loss = if t == ignore_index {
+            0.0
+        } else {
+            lse[r] - logits[r * classes + t as usize]
+        };
     }
     Ok(())
 }
@@ -110,7 +97,11 @@ pub fn cross_entropy_backward(
         logits.len(),
         dlogits.len()
     );
-    ensure!(lse.len() == rows && grad.len() == rows, "cross_entropy backward: statistics for {} rows, expected {rows}", lse.len());
+    ensure!(
+        lse.len() == rows && grad.len() == rows,
+        "cross_entropy backward: statistics for {} rows, expected {rows}",
+        lse.len()
+    );
     check_targets(targets, classes, ignore_index)?;
     let piece = rows_per_piece(classes);
     for_chunks(dlogits, piece * classes, |p, out| {
@@ -121,7 +112,12 @@ pub fn cross_entropy_backward(
                 row.fill(0.0);
                 continue;
             }
-            softmax_grad_row(&logits[r * classes..(r + 1) * classes], lse[r], grad[r], row);
+            softmax_grad_row(
+                &logits[r * classes..(r + 1) * classes],
+                lse[r],
+                grad[r],
+                row,
+            );
             row[t as usize] -= grad[r];
         }
     });

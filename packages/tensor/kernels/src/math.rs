@@ -158,7 +158,10 @@ mod tests {
     fn ln_matches_libm() {
         let mut x = 1e-30f32;
         while x < 1e30 {
-            assert!(((ln(x) as f64) - (x as f64).ln()).abs() < 2e-7 * (x as f64).ln().abs().max(1.0), "ln({x})");
+            assert!(
+                ((ln(x) as f64) - (x as f64).ln()).abs() < 2e-7 * (x as f64).ln().abs().max(1.0),
+                "ln({x})"
+            );
             x *= 1.37;
         }
         assert_eq!(ln(0.0), f32::NEG_INFINITY);
@@ -171,9 +174,14 @@ mod tests {
         let mut x = -12.0f32;
         while x < 12.0 {
             let xd = x as f64;
-            let want = 0.5 * xd * (1.0 + (0.797_884_560_802_865_4 * (xd + 0.044_715 * xd * xd * xd)).tanh());
+            let want = 0.5
+                * xd
+                * (1.0 + (0.797_884_560_802_865_4 * (xd + 0.044_715 * xd * xd * xd)).tanh());
             let got = gelu_tanh(x) as f64;
-            assert!((got - want).abs() <= 2e-7 * want.abs().max(1.0), "gelu_tanh({x}) = {got}, want {want}");
+            assert!(
+                (got - want).abs() <= 2e-7 * want.abs().max(1.0),
+                "gelu_tanh({x}) = {got}, want {want}"
+            );
             x += 0.0173;
         }
         assert_eq!(gelu_tanh(-200.0), 0.0);
@@ -185,7 +193,10 @@ mod tests {
     fn tanh_erf_close() {
         let mut x = -10.0f32;
         while x < 10.0 {
-            assert!((tanh(x) as f64 - (x as f64).tanh()).abs() < 3e-7, "tanh({x})");
+            assert!(
+                (tanh(x) as f64 - (x as f64).tanh()).abs() < 3e-7,
+                "tanh({x})"
+            );
             x += 0.0371;
         }
         assert!((erf(0.5) as f64 - 0.520_499_877_813_046_5).abs() < 2e-7);

@@ -2,9 +2,9 @@
 
 use rayon::prelude::*;
 
-use crate::attention::Shared;
+use crate::lanes::dot8_tree;
 use crate::packed::{gemm_into, Mat, PackedRhs, MR, NR};
-use crate::pool::{install, num_threads};
+use crate::pool::{install, num_threads, parallel, Shared, PARALLEL_WORK};
 use crate::{ensure, multiversion, Result};
 
 /// One matmul problem: `out[b] = op(a[b]) @ op(b[b])` for each batch entry,
@@ -26,20 +26,7 @@ multiversion! {
     fn dot_rows(x: &[f32], w: &[f32], out: &mut [f32]) {
         let k = x.len();
         for (j, o) in out.iter_mut().enumerate() {
-            let row = &w[j * k..(j + 1) * k];
-            let mut lanes = [0.0f32; 8];
-            let chunks = row.chunks_exact(8);
-            let tail = chunks.remainder();
-            for (c, xs) in chunks.zip(x.chunks_exact(8)) {
-                for l in 0..8 {
-                    lanes[l] = c[l].mul_add(xs[l], lanes[l]);
-                }
-            }
-            let mut s = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-            for (c, xv) in tail.iter().zip(&x[k - tail.len()..]) {
-                s = c.mul_add(*xv, s);
-            }
-            *o = s;
+            *o = dot8_tree(&w[j * k..(j + 1) * k], x);
         }
     }
 }
@@ -70,7 +57,7 @@ const GEMV_COLUMNS: usize = 64;
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
 /// split over output columns, each column accumulated in a fixed order.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
-    let parallel = k * n >= (1 << 16) && num_threads() > 1;
+    let parallel = parallel(k * n, 1 << 16);
     let piece = |(i, dst): (usize, &mut [f32])| {
         let first = i * GEMV_COLUMNS;
         if transposed {
@@ -89,29 +76,60 @@ fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out
 pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let batch = spec.a_offsets.len();
-    ensure!(spec.b_offsets.len() == batch, "matmul: {} batch offsets for a, {} for b", batch, spec.b_offsets.len());
-    ensure!(out.len() == batch * m * n, "matmul: output has {} elements, expected {}", out.len(), batch * m * n);
+    ensure!(
+        spec.b_offsets.len() == batch,
+        "matmul: {} batch offsets for a, {} for b",
+        batch,
+        spec.b_offsets.len()
+    );
+    ensure!(
+        out.len() == batch * m * n,
+        "matmul: output has {} elements, expected {}",
+        out.len(),
+        batch * m * n
+    );
     for &o in spec.a_offsets {
-        ensure!(o + m * k <= a.len(), "matmul: a batch entry at {o} runs past {} elements", a.len());
+        ensure!(
+            o + m * k <= a.len(),
+            "matmul: a batch entry at {o} runs past {} elements",
+            a.len()
+        );
     }
     for &o in spec.b_offsets {
-        ensure!(o + k * n <= b.len(), "matmul: b batch entry at {o} runs past {} elements", b.len());
+        ensure!(
+            o + k * n <= b.len(),
+            "matmul: b batch entry at {o} runs past {} elements",
+            b.len()
+        );
     }
     if out.is_empty() {
         return Ok(());
     }
     if m == 1 && batch == 1 && k > 0 {
         let (ao, bo) = (spec.a_offsets[0], spec.b_offsets[0]);
-        vector_matrix(&a[ao..ao + k], &b[bo..bo + k * n], k, n, spec.transpose_b, out);
+        vector_matrix(
+            &a[ao..ao + k],
+            &b[bo..bo + k * n],
+            k,
+            n,
+            spec.transpose_b,
+            out,
+        );
         return Ok(());
     }
     let (a_rs, a_cs) = if spec.transpose_a { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if spec.transpose_b { (1, k) } else { (n, 1) };
     let threads = num_threads();
     let work = m * n * k;
-    let parallel = threads > 1 && batch * work >= (1 << 18);
+    let parallel = parallel(batch * work, PARALLEL_WORK);
     let tall = m > n && !spec.transpose_a;
-    if batch == 1 && parallel && tall && work >= (1 << 20) && k * n <= SHARED_RHS && PackedRhs::available() {
+    if batch == 1
+        && parallel
+        && tall
+        && work >= (1 << 20)
+        && k * n <= SHARED_RHS
+        && PackedRhs::available()
+    {
         // One large product whose rows are read in place: pack the right operand
         // once, then hand out row blocks, several per thread, so that a thread
         // held up elsewhere delays nobody for long. (Wide products, and those
@@ -119,12 +137,18 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
         // as one band per thread.)
         let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
         let (lhs, rhs) = (Mat(ae.as_ptr(), a_rs, a_cs), Mat(be.as_ptr(), b_rs, b_cs));
-        let block = (m / (4 * threads)).next_multiple_of(MR).clamp(MR, ROW_BLOCK);
+        let block = (m / (4 * threads))
+            .next_multiple_of(MR)
+            .clamp(MR, ROW_BLOCK);
         let dst = Shared::new(out);
         install(|| {
             // SAFETY: the offsets were checked against the operands above; each
             // task writes its own rows of `out`.
-            let packed = unsafe { PackedRhs::new(rhs, k, n, |panel| (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)) };
+            let packed = unsafe {
+                PackedRhs::new(rhs, k, n, |panel| {
+                    (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)
+                })
+            };
             (0..m.div_ceil(block)).into_par_iter().for_each(|t| {
                 let (i0, i1) = (t * block, ((t + 1) * block).min(m));
                 unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
@@ -136,22 +160,38 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     // when the output is tall, columns when it is wide (each band repacks the
     // operand it shares, so the smaller one is shared). Every element is summed
     // alike whatever the split, so the bands may follow the thread count.
-    let bands = if parallel && work >= (1 << 20) && batch < 2 * threads { threads } else { 1 };
-    let (by_rows, unit, extent) = if m >= n { (true, MR, m) } else { (false, NR, n) };
+    let bands = if parallel && work >= (1 << 20) && batch < 2 * threads {
+        threads
+    } else {
+        1
+    };
+    let (by_rows, unit, extent) = if m >= n {
+        (true, MR, m)
+    } else {
+        (false, NR, n)
+    };
     let band = extent.div_ceil(bands).next_multiple_of(unit);
     let bands = extent.div_ceil(band);
     let dst = Shared::new(out);
     let task = |t: usize| {
         let (entry, piece) = (t / bands, t % bands);
         let (lo, hi) = (piece * band, ((piece + 1) * band).min(extent));
-        let (r0, r1, c0, c1) = if by_rows { (lo, hi, 0, n) } else { (0, m, lo, hi) };
+        let (r0, r1, c0, c1) = if by_rows {
+            (lo, hi, 0, n)
+        } else {
+            (0, m, lo, hi)
+        };
         let (ao, bo) = (spec.a_offsets[entry], spec.b_offsets[entry]);
         // SAFETY: the offsets were checked against the operands above, the band
         // lies inside the entry, and tasks write disjoint parts of `out`.
         unsafe {
             gemm_into(
-                r1 - r0, c1 - c0, k,
-                dst.at(entry * m * n + r0 * n + c0), n, false,
+                r1 - r0,
+                c1 - c0,
+                k,
+                dst.at(entry * m * n + r0 * n + c0),
+                n,
+                false,
                 Mat(a.as_ptr().add(ao + r0 * a_rs), a_rs, a_cs),
                 Mat(b.as_ptr().add(bo + c0 * b_cs), b_rs, b_cs),
                 1.0,
@@ -187,12 +227,23 @@ mod tests {
         let b: Vec<f32> = (0..k * n).map(|v| (v % 7) as f32 * 0.5).collect();
         let want = naive(&a, &b, m, k, n);
         let mut out = vec![0.0; m * n];
-        let spec = MatmulSpec { m, k, n, transpose_a: false, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
+        let spec = MatmulSpec {
+            m,
+            k,
+            n,
+            transpose_a: false,
+            transpose_b: false,
+            a_offsets: &[0],
+            b_offsets: &[0],
+        };
         matmul_f32(&spec, &a, &b, &mut out).unwrap();
         assert_eq!(out, want);
         // b stored transposed ([n, k])
         let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-        let spec = MatmulSpec { transpose_b: true, ..spec };
+        let spec = MatmulSpec {
+            transpose_b: true,
+            ..spec
+        };
         matmul_f32(&spec, &a, &bt, &mut out).unwrap();
         assert_eq!(out, want);
     }
@@ -203,8 +254,12 @@ mod tests {
     #[test]
     fn large_products_match_naive_and_ignore_thread_count() {
         for (m, k, n) in [(300, 700, 40), (40, 700, 300)] {
-            let a: Vec<f32> = (0..m * k).map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0).collect();
-            let b: Vec<f32> = (0..k * n).map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5).collect();
+            let a: Vec<f32> = (0..m * k)
+                .map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|v| ((v * 17) % 13) as f32 * 0.25 - 1.5)
+                .collect();
             let want = naive(&a, &b, m, k, n);
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
             let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
@@ -214,7 +269,15 @@ mod tests {
                 for (transpose_a, lhs) in [(false, &a), (true, &at)] {
                     for (transpose_b, rhs) in [(false, &b), (true, &bt)] {
                         let mut out = vec![0.0; m * n];
-                        let spec = MatmulSpec { m, k, n, transpose_a, transpose_b, a_offsets: &[0], b_offsets: &[0] };
+                        let spec = MatmulSpec {
+                            m,
+                            k,
+                            n,
+                            transpose_a,
+                            transpose_b,
+                            a_offsets: &[0],
+                            b_offsets: &[0],
+                        };
                         matmul_f32(&spec, lhs, rhs, &mut out).unwrap();
                         for (x, y) in out.iter().zip(&want) {
                             assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
@@ -232,17 +295,32 @@ mod tests {
     #[test]
     fn vector_times_matrix_matches_naive() {
         for &(k, n) in &[(7usize, 3usize), (384, 1152), (33, 130)] {
-            let a: Vec<f32> = (0..k).map(|v| ((v * 13) % 17) as f32 * 0.25 - 2.0).collect();
-            let b: Vec<f32> = (0..k * n).map(|v| ((v * 7) % 11) as f32 * 0.5 - 2.5).collect();
+            let a: Vec<f32> = (0..k)
+                .map(|v| ((v * 13) % 17) as f32 * 0.25 - 2.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|v| ((v * 7) % 11) as f32 * 0.5 - 2.5)
+                .collect();
             let want = naive(&a, &b, 1, k, n);
             let mut out = vec![0.0; n];
-            let spec = MatmulSpec { m: 1, k, n, transpose_a: false, transpose_b: false, a_offsets: &[0], b_offsets: &[0] };
+            let spec = MatmulSpec {
+                m: 1,
+                k,
+                n,
+                transpose_a: false,
+                transpose_b: false,
+                a_offsets: &[0],
+                b_offsets: &[0],
+            };
             matmul_f32(&spec, &a, &b, &mut out).unwrap();
             for (x, y) in out.iter().zip(&want) {
                 assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
             }
             let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
-            let spec = MatmulSpec { transpose_b: true, ..spec };
+            let spec = MatmulSpec {
+                transpose_b: true,
+                ..spec
+            };
             matmul_f32(&spec, &a, &bt, &mut out).unwrap();
             for (x, y) in out.iter().zip(&want) {
                 assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
@@ -252,7 +330,15 @@ mod tests {
 
     #[test]
     fn out_of_range_offsets_are_refused() {
-        let spec = MatmulSpec { m: 2, k: 2, n: 2, transpose_a: false, transpose_b: false, a_offsets: &[0, 2], b_offsets: &[0, 0] };
+        let spec = MatmulSpec {
+            m: 2,
+            k: 2,
+            n: 2,
+            transpose_a: false,
+            transpose_b: false,
+            a_offsets: &[0, 2],
+            b_offsets: &[0, 0],
+        };
         let mut out = vec![0.0; 8];
         assert!(matmul_f32(&spec, &[0.0; 4], &[0.0; 4], &mut out).is_err());
     }

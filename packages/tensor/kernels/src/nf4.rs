@@ -16,7 +16,7 @@
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 
-use crate::pool::{for_chunks, install, num_threads, CHUNK};
+use crate::pool::{for_chunks, install, parallel, Shared, CHUNK, PARALLEL_WORK};
 use crate::{ensure, Result};
 
 /// The 16 NF4 values (bitsandbytes' table), in code order, digits as published.
@@ -48,8 +48,6 @@ pub const MAX_BLOCK: usize = 4096;
 
 /// Rows (forward) or columns (input gradient) dequantized per tile.
 const TILE: usize = 64;
-/// Below this many multiply-adds a call stays on the calling thread.
-const PARALLEL_WORK: usize = 1 << 18;
 
 /// How the block scales are stored.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +56,11 @@ pub enum Scales<'a> {
     Plain(&'a [f32]),
     /// One byte per block, one float32 range per group of [`SCALE_GROUP`] blocks,
     /// and one offset for the whole weight.
-    Double { codes: &'a [u8], ranges: &'a [f32], offset: f32 },
+    Double {
+        codes: &'a [u8],
+        ranges: &'a [f32],
+        offset: f32,
+    },
 }
 
 /// A packed NF4 weight `[rows, cols]`.
@@ -109,12 +111,28 @@ impl Nf4Weight<'_> {
         let blocks = self.blocks();
         match self.scales {
             Scales::Plain(s) => {
-                ensure!(s.len() == blocks, "nf4: {blocks} blocks need {blocks} scales, found {}", s.len());
+                ensure!(
+                    s.len() == blocks,
+                    "nf4: {blocks} blocks need {blocks} scales, found {}",
+                    s.len()
+                );
             }
-            Scales::Double { codes, ranges, offset } => {
-                ensure!(codes.len() == blocks, "nf4: {blocks} blocks need {blocks} scale codes, found {}", codes.len());
+            Scales::Double {
+                codes,
+                ranges,
+                offset,
+            } => {
+                ensure!(
+                    codes.len() == blocks,
+                    "nf4: {blocks} blocks need {blocks} scale codes, found {}",
+                    codes.len()
+                );
                 let groups = blocks.div_ceil(SCALE_GROUP);
-                ensure!(ranges.len() == groups, "nf4: {blocks} blocks need {groups} scale ranges, found {}", ranges.len());
+                ensure!(
+                    ranges.len() == groups,
+                    "nf4: {blocks} blocks need {groups} scale ranges, found {}",
+                    ranges.len()
+                );
                 ensure!(offset.is_finite(), "nf4: the scale offset is {offset}");
             }
         }
@@ -126,7 +144,11 @@ impl Nf4Weight<'_> {
     pub fn scale(&self, b: usize) -> f32 {
         match self.scales {
             Scales::Plain(s) => s[b],
-            Scales::Double { codes, ranges, offset } => decode_scale(codes[b], ranges[b / SCALE_GROUP], offset),
+            Scales::Double {
+                codes,
+                ranges,
+                offset,
+            } => decode_scale(codes[b], ranges[b / SCALE_GROUP], offset),
         }
     }
 
@@ -161,22 +183,13 @@ impl Nf4Weight<'_> {
     }
 }
 
-/// A raw output pointer that tiles writing disjoint elements share across threads.
-#[derive(Clone, Copy)]
-struct SharedOut(*mut f32);
-// SAFETY: every tile writes a disjoint set of elements of the output.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
-
-impl SharedOut {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 fn for_tiles(tiles: usize, work: usize, f: impl Fn(usize, &mut Vec<f32>) + Sync) {
-    if tiles > 1 && work >= PARALLEL_WORK && num_threads() > 1 {
-        install(|| (0..tiles).into_par_iter().for_each_init(Vec::new, |buf, t| f(t, buf)));
+    if tiles > 1 && parallel(work, PARALLEL_WORK) {
+        install(|| {
+            (0..tiles)
+                .into_par_iter()
+                .for_each_init(Vec::new, |buf, t| f(t, buf))
+        });
     } else {
         let mut buf = Vec::new();
         (0..tiles).for_each(|t| f(t, &mut buf));
@@ -186,30 +199,53 @@ fn for_tiles(tiles: usize, work: usize, f: impl Fn(usize, &mut Vec<f32>) + Sync)
 /// Every element of `w` into `out` (`rows * cols` floats).
 pub fn dequantize(w: &Nf4Weight, out: &mut [f32]) -> Result<()> {
     w.check()?;
-    ensure!(out.len() == w.len(), "nf4_dequantize: output has {} elements, expected {}", out.len(), w.len());
+    ensure!(
+        out.len() == w.len(),
+        "nf4_dequantize: output has {} elements, expected {}",
+        out.len(),
+        w.len()
+    );
     for_chunks(out, CHUNK, |i, chunk| w.dequantize_into(i * CHUNK, chunk));
     Ok(())
 }
 
 /// `out [m, rows] = x [m, cols] @ dequant(w)^T (+ bias [rows])`.
-pub fn linear(w: &Nf4Weight, x: &[f32], m: usize, bias: Option<&[f32]>, out: &mut [f32]) -> Result<()> {
+pub fn linear(
+    w: &Nf4Weight,
+    x: &[f32],
+    m: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
     w.check()?;
     let (n, k) = (w.rows, w.cols);
-    ensure!(x.len() == m * k, "nf4_linear: input has {} elements, expected {m} x {k}", x.len());
-    ensure!(out.len() == m * n, "nf4_linear: output has {} elements, expected {m} x {n}", out.len());
+    ensure!(
+        x.len() == m * k,
+        "nf4_linear: input has {} elements, expected {m} x {k}",
+        x.len()
+    );
+    ensure!(
+        out.len() == m * n,
+        "nf4_linear: output has {} elements, expected {m} x {n}",
+        out.len()
+    );
     if let Some(b) = bias {
-        ensure!(b.len() == n, "nf4_linear: bias has {} elements, expected {n}", b.len());
+        ensure!(
+            b.len() == n,
+            "nf4_linear: bias has {} elements, expected {n}",
+            b.len()
+        );
     }
     if out.is_empty() {
         return Ok(());
     }
-    let dst = SharedOut(out.as_mut_ptr());
+    let dst = Shared::new(out);
     for_tiles(n.div_ceil(TILE), m * n * k, |t, buf| {
         let r0 = t * TILE;
         let rows = TILE.min(n - r0);
         buf.resize(rows * k, 0.0);
         w.dequantize_into(r0 * k, &mut buf[..rows * k]);
-        let base = dst.get();
+        let base = dst.at(0);
         // SAFETY: the tile writes columns r0 .. r0 + rows of every output row, which
         // lie inside `out` (m x n) and belong to no other tile; `x` is m x k and
         // `buf` rows x k, read as its transpose.
@@ -220,20 +256,33 @@ pub fn linear(w: &Nf4Weight, x: &[f32], m: usize, bias: Option<&[f32]>, out: &mu
                 }
             } else {
                 gemm(
-                    m, rows, k,
-                    base.add(r0), 1, n as isize,
+                    m,
+                    rows,
+                    k,
+                    base.add(r0),
+                    1,
+                    n as isize,
                     false,
-                    x.as_ptr(), 1, k as isize,
-                    buf.as_ptr(), k as isize, 1,
-                    0.0f32, 1.0f32,
-                    false, false, false,
+                    x.as_ptr(),
+                    1,
+                    k as isize,
+                    buf.as_ptr(),
+                    k as isize,
+                    1,
+                    0.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
                     Parallelism::None,
                 );
             }
             if let Some(b) = bias {
                 for i in 0..m {
                     let row = std::slice::from_raw_parts_mut(base.add(i * n + r0), rows);
-                    row.iter_mut().zip(&b[r0..r0 + rows]).for_each(|(y, bj)| *y += bj);
+                    row.iter_mut()
+                        .zip(&b[r0..r0 + rows])
+                        .for_each(|(y, bj)| *y += bj);
                 }
             }
         }
@@ -245,8 +294,16 @@ pub fn linear(w: &Nf4Weight, x: &[f32], m: usize, bias: Option<&[f32]>, out: &mu
 pub fn linear_backward(w: &Nf4Weight, dy: &[f32], m: usize, dx: &mut [f32]) -> Result<()> {
     w.check()?;
     let (n, k) = (w.rows, w.cols);
-    ensure!(dy.len() == m * n, "nf4_linear_backward: gradient has {} elements, expected {m} x {n}", dy.len());
-    ensure!(dx.len() == m * k, "nf4_linear_backward: output has {} elements, expected {m} x {k}", dx.len());
+    ensure!(
+        dy.len() == m * n,
+        "nf4_linear_backward: gradient has {} elements, expected {m} x {n}",
+        dy.len()
+    );
+    ensure!(
+        dx.len() == m * k,
+        "nf4_linear_backward: output has {} elements, expected {m} x {k}",
+        dx.len()
+    );
     if dx.is_empty() {
         return Ok(());
     }
@@ -254,7 +311,7 @@ pub fn linear_backward(w: &Nf4Weight, dy: &[f32], m: usize, dx: &mut [f32]) -> R
         dx.fill(0.0);
         return Ok(());
     }
-    let dst = SharedOut(dx.as_mut_ptr());
+    let dst = Shared::new(dx);
     for_tiles(k.div_ceil(TILE), m * n * k, |t, buf| {
         let c0 = t * TILE;
         let cols = TILE.min(k - c0);
@@ -266,13 +323,24 @@ pub fn linear_backward(w: &Nf4Weight, dy: &[f32], m: usize, dx: &mut [f32]) -> R
         // which belong to no other tile; dy is m x n and buf n x cols.
         unsafe {
             gemm(
-                m, cols, n,
-                dst.get().add(c0), 1, k as isize,
+                m,
+                cols,
+                n,
+                dst.at(c0),
+                1,
+                k as isize,
                 false,
-                dy.as_ptr(), 1, n as isize,
-                buf.as_ptr(), 1, cols as isize,
-                0.0f32, 1.0f32,
-                false, false, false,
+                dy.as_ptr(),
+                1,
+                n as isize,
+                buf.as_ptr(),
+                1,
+                cols as isize,
+                0.0f32,
+                1.0f32,
+                false,
+                false,
+                false,
                 Parallelism::None,
             );
         }
@@ -287,8 +355,12 @@ mod tests {
     /// A weight whose codes and scales follow simple patterns.
     fn packed(rows: usize, cols: usize, block: usize) -> (Vec<u8>, Vec<f32>) {
         let n = rows * cols;
-        let codes = (0..n.div_ceil(2)).map(|j| ((j * 7 + 3) % 256) as u8).collect();
-        let scales = (0..n.div_ceil(block)).map(|b| 0.25 + (b % 5) as f32 * 0.5).collect();
+        let codes = (0..n.div_ceil(2))
+            .map(|j| ((j * 7 + 3) % 256) as u8)
+            .collect();
+        let scales = (0..n.div_ceil(block))
+            .map(|b| 0.25 + (b % 5) as f32 * 0.5)
+            .collect();
         (codes, scales)
     }
 
@@ -304,7 +376,13 @@ mod tests {
     #[test]
     fn dequantize_matches_the_definition_at_any_start() {
         let (codes, scales) = packed(3, 45, 32);
-        let w = Nf4Weight { codes: &codes, scales: Scales::Plain(&scales), rows: 3, cols: 45, block: 32 };
+        let w = Nf4Weight {
+            codes: &codes,
+            scales: Scales::Plain(&scales),
+            rows: 3,
+            cols: 45,
+            block: 32,
+        };
         let want = naive(&w);
         let mut all = vec![0.0; w.len()];
         dequantize(&w, &mut all).unwrap();
@@ -332,24 +410,43 @@ mod tests {
             let (codes, scales) = packed(rows, cols, 64);
             let q: Vec<u8> = scales.iter().map(|&s| (s * 50.0) as u8).collect();
             let ranges = vec![2.0; q.len().div_ceil(SCALE_GROUP)];
-            let w = Nf4Weight { codes: &codes, scales: Scales::Double { codes: &q, ranges: &ranges, offset: 1.0 }, rows, cols, block: 64 };
+            let w = Nf4Weight {
+                codes: &codes,
+                scales: Scales::Double {
+                    codes: &q,
+                    ranges: &ranges,
+                    offset: 1.0,
+                },
+                rows,
+                cols,
+                block: 64,
+            };
             let dense = naive(&w);
-            let x: Vec<f32> = (0..m * cols).map(|v| ((v * 13) % 17) as f32 / 8.0 - 1.0).collect();
+            let x: Vec<f32> = (0..m * cols)
+                .map(|v| ((v * 13) % 17) as f32 / 8.0 - 1.0)
+                .collect();
             let bias: Vec<f32> = (0..rows).map(|v| v as f32 * 0.01).collect();
             let mut y = vec![0.0; m * rows];
             linear(&w, &x, m, Some(&bias), &mut y).unwrap();
             for i in 0..m {
                 for j in 0..rows {
-                    let want: f32 = (0..cols).map(|p| x[i * cols + p] * dense[j * cols + p]).sum::<f32>() + bias[j];
+                    let want: f32 = (0..cols)
+                        .map(|p| x[i * cols + p] * dense[j * cols + p])
+                        .sum::<f32>()
+                        + bias[j];
                     assert!((y[i * rows + j] - want).abs() <= 1e-4 * (1.0 + want.abs()));
                 }
             }
-            let dy: Vec<f32> = (0..m * rows).map(|v| ((v * 5) % 11) as f32 / 4.0 - 1.0).collect();
+            let dy: Vec<f32> = (0..m * rows)
+                .map(|v| ((v * 5) % 11) as f32 / 4.0 - 1.0)
+                .collect();
             let mut dx = vec![0.0; m * cols];
             linear_backward(&w, &dy, m, &mut dx).unwrap();
             for i in 0..m {
                 for p in 0..cols {
-                    let want: f32 = (0..rows).map(|j| dy[i * rows + j] * dense[j * cols + p]).sum();
+                    let want: f32 = (0..rows)
+                        .map(|j| dy[i * rows + j] * dense[j * cols + p])
+                        .sum();
                     assert!((dx[i * cols + p] - want).abs() <= 1e-4 * (1.0 + want.abs()));
                 }
             }
@@ -359,13 +456,28 @@ mod tests {
     #[test]
     fn mismatched_buffers_are_refused() {
         let (codes, scales) = packed(2, 64, 64);
-        let w = Nf4Weight { codes: &codes, scales: Scales::Plain(&scales), rows: 2, cols: 64, block: 48 };
+        let w = Nf4Weight {
+            codes: &codes,
+            scales: Scales::Plain(&scales),
+            rows: 2,
+            cols: 64,
+            block: 48,
+        };
         assert!(w.check().is_err());
         let w = Nf4Weight { block: 64, ..w };
         assert!(w.check().is_ok());
-        let w = Nf4Weight { codes: &codes[1..], ..w };
+        let w = Nf4Weight {
+            codes: &codes[1..],
+            ..w
+        };
         assert!(w.check().is_err());
-        let w = Nf4Weight { codes: &codes, rows: 2, cols: 64, block: 64, scales: Scales::Plain(&scales) };
+        let w = Nf4Weight {
+            codes: &codes,
+            rows: 2,
+            cols: 64,
+            block: 64,
+            scales: Scales::Plain(&scales),
+        };
         let mut y = vec![0.0; 2];
         assert!(linear(&w, &[0.0; 63], 1, None, &mut y).is_err());
     }

@@ -9,7 +9,8 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, PARALLEL_THRESHOLD};
+use crate::lanes::{dot_of, sum_of};
+use crate::pool::{install, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Which normalization a kernel computes.
@@ -27,31 +28,14 @@ fn piece_rows(rows: usize) -> usize {
 }
 
 fn parallel(elements: usize) -> bool {
-    elements >= PARALLEL_THRESHOLD && num_threads() > 1
-}
-
-#[inline(always)]
-fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let chunks = x.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for j in 0..8 {
-            lanes[j] += f(c[j]);
-        }
-    }
-    let mut s = 0.0f32;
-    for v in lanes.into_iter().chain(tail.iter().map(|&v| f(v))) {
-        s += v;
-    }
-    s
+    crate::pool::parallel(elements, PARALLEL_THRESHOLD)
 }
 
 multiversion! {
     fn forward_row(norm: Norm, x: &[f32], w: Option<&[f32]>, b: Option<&[f32]>, eps: f32, y: &mut [f32]) -> (f32, f32) {
         let n = x.len() as f32;
-        let mean = if norm == Norm::Layer { lane_sum(x, |v| v) / n } else { 0.0 };
-        let var = lane_sum(x, |v| (v - mean) * (v - mean)) / n;
+        let mean = if norm == Norm::Layer { sum_of(x, |v| v) / n } else { 0.0 };
+        let var = sum_of(x, |v| (v - mean) * (v - mean)) / n;
         let rstd = 1.0 / (var + eps).sqrt();
         match (w, b) {
             (Some(w), Some(b)) => {
@@ -95,15 +79,39 @@ pub fn norm_forward(
 ) -> Result<()> {
     ensure!(d > 0, "{norm:?} norm: rows of zero elements");
     let rows = x.len() / d;
-    ensure!(x.len() == rows * d && y.len() == x.len(), "{norm:?} norm: {} inputs, {} outputs for rows of {d}", x.len(), y.len());
-    ensure!(rstd.len() == rows, "{norm:?} norm: {} statistics for {rows} rows", rstd.len());
-    ensure!(weight.map_or(true, |w| w.len() == d), "{norm:?} norm: weight of {} for rows of {d}", weight.map_or(0, <[f32]>::len));
-    ensure!(bias.map_or(true, |b| b.len() == d), "{norm:?} norm: bias of {} for rows of {d}", bias.map_or(0, <[f32]>::len));
-    ensure!(norm == Norm::Layer || bias.is_none(), "RMS norm takes no bias");
+    ensure!(
+        x.len() == rows * d && y.len() == x.len(),
+        "{norm:?} norm: {} inputs, {} outputs for rows of {d}",
+        x.len(),
+        y.len()
+    );
+    ensure!(
+        rstd.len() == rows,
+        "{norm:?} norm: {} statistics for {rows} rows",
+        rstd.len()
+    );
+    ensure!(
+        weight.map_or(true, |w| w.len() == d),
+        "{norm:?} norm: weight of {} for rows of {d}",
+        weight.map_or(0, <[f32]>::len)
+    );
+    ensure!(
+        bias.map_or(true, |b| b.len() == d),
+        "{norm:?} norm: bias of {} for rows of {d}",
+        bias.map_or(0, <[f32]>::len)
+    );
+    ensure!(
+        norm == Norm::Layer || bias.is_none(),
+        "RMS norm takes no bias"
+    );
     let mut mean_scratch;
     let mean = match mean {
         Some(m) => {
-            ensure!(m.len() == rows, "{norm:?} norm: {} means for {rows} rows", m.len());
+            ensure!(
+                m.len() == rows,
+                "{norm:?} norm: {} means for {rows} rows",
+                m.len()
+            );
             m
         }
         None => {
@@ -116,10 +124,16 @@ pub fn norm_forward(
     };
     if parallel(x.len()) {
         install(|| {
-            y.par_chunks_mut(d).enumerate().zip(mean.par_iter_mut().zip(rstd.par_iter_mut())).for_each(body)
+            y.par_chunks_mut(d)
+                .enumerate()
+                .zip(mean.par_iter_mut().zip(rstd.par_iter_mut()))
+                .for_each(body)
         });
     } else {
-        y.chunks_mut(d).enumerate().zip(mean.iter_mut().zip(rstd.iter_mut())).for_each(body);
+        y.chunks_mut(d)
+            .enumerate()
+            .zip(mean.iter_mut().zip(rstd.iter_mut()))
+            .for_each(body);
     }
     Ok(())
 }
@@ -145,23 +159,8 @@ multiversion! {
         for (o, (&gv, &wv)) in dx.iter_mut().zip(dy.iter().zip(w.unwrap_or(dy))) {
             *o = if w.is_some() { gv * wv } else { gv };
         }
-        let g_mean = if norm == Norm::Layer { lane_sum(dx, |v| v) / n } else { 0.0 };
-        let mut lanes = [0.0f32; 8];
-        let (cg, cx) = (dx.chunks_exact(8), x.chunks_exact(8));
-        let (tg, tx) = (cg.remainder(), cx.remainder());
-        for (g, xv) in cg.zip(cx) {
-            for j in 0..8 {
-                lanes[j] = g[j].mul_add((xv[j] - mean) * rstd, lanes[j]);
-            }
-        }
-        let mut gx = 0.0f32;
-        for v in lanes {
-            gx += v;
-        }
-        for (g, xv) in tg.iter().zip(tx) {
-            gx = g.mul_add((xv - mean) * rstd, gx);
-        }
-        let gx_mean = gx / n;
+        let g_mean = if norm == Norm::Layer { sum_of(dx, |v| v) / n } else { 0.0 };
+        let gx_mean = dot_of(dx, x, |xv| (xv - mean) * rstd) / n;
         for (o, &xv) in dx.iter_mut().zip(x) {
             let xhat = (xv - mean) * rstd;
             *o = rstd * (*o - g_mean - xhat * gx_mean);
@@ -203,9 +202,20 @@ pub fn norm_backward(
         dy.len(),
         dx.len()
     );
-    ensure!(rstd.len() == rows && mean.map_or(true, |m| m.len() == rows), "{norm:?} norm backward: statistics for {} rows, expected {rows}", rstd.len());
-    ensure!(weight.map_or(true, |w| w.len() == d), "{norm:?} norm backward: weight of {} for rows of {d}", weight.map_or(0, <[f32]>::len));
-    ensure!(dw.as_ref().map_or(true, |g| g.len() == d) && db.as_ref().map_or(true, |g| g.len() == d), "{norm:?} norm backward: parameter gradients must have {d} elements");
+    ensure!(
+        rstd.len() == rows && mean.map_or(true, |m| m.len() == rows),
+        "{norm:?} norm backward: statistics for {} rows, expected {rows}",
+        rstd.len()
+    );
+    ensure!(
+        weight.map_or(true, |w| w.len() == d),
+        "{norm:?} norm backward: weight of {} for rows of {d}",
+        weight.map_or(0, <[f32]>::len)
+    );
+    ensure!(
+        dw.as_ref().map_or(true, |g| g.len() == d) && db.as_ref().map_or(true, |g| g.len() == d),
+        "{norm:?} norm backward: parameter gradients must have {d} elements"
+    );
     let piece = piece_rows(rows.max(1));
     let pieces = rows.div_ceil(piece);
     let (want_w, want_b) = (dw.is_some(), db.is_some());
@@ -217,15 +227,34 @@ pub fn norm_backward(
             let r = p * piece + i;
             let (xr, gr) = (&x[r * d..(r + 1) * d], &dy[r * d..(r + 1) * d]);
             let m = mean.map_or(0.0, |m| m[r]);
-            backward_row(norm, xr, gr, weight, (m, rstd[r]), dxr, (pw.as_deref_mut(), pb.as_deref_mut()));
+            backward_row(
+                norm,
+                xr,
+                gr,
+                weight,
+                (m, rstd[r]),
+                dxr,
+                (pw.as_deref_mut(), pb.as_deref_mut()),
+            );
         }
     };
-    let (cw, cb) = (split_partials(&mut partial_w, d, pieces), split_partials(&mut partial_b, d, pieces));
+    let (cw, cb) = (
+        split_partials(&mut partial_w, d, pieces),
+        split_partials(&mut partial_b, d, pieces),
+    );
     if parallel(x.len()) {
-        let work: Vec<_> = dx.chunks_mut(piece * d).enumerate().zip(cw.into_iter().zip(cb)).collect();
+        let work: Vec<_> = dx
+            .chunks_mut(piece * d)
+            .enumerate()
+            .zip(cw.into_iter().zip(cb))
+            .collect();
         install(|| work.into_par_iter().for_each(|(e, (w, b))| body(e, w, b)));
     } else {
-        for (e, (w, b)) in dx.chunks_mut(piece * d).enumerate().zip(cw.into_iter().zip(cb)) {
+        for (e, (w, b)) in dx
+            .chunks_mut(piece * d)
+            .enumerate()
+            .zip(cw.into_iter().zip(cb))
+        {
             body(e, w, b);
         }
     }
@@ -247,7 +276,13 @@ mod tests {
     use super::*;
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
-        (0..n).map(|i| (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) % 1000) as f32 / 250.0 - 2.0).collect()
+        (0..n)
+            .map(|i| {
+                (((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8) % 1000) as f32
+                    / 250.0
+                    - 2.0
+            })
+            .collect()
     }
 
     #[test]
@@ -256,7 +291,18 @@ mod tests {
         let x = data(rows * d, 1);
         let mut y = vec![0.0; rows * d];
         let (mut mean, mut rstd) = (vec![0.0; rows], vec![0.0; rows]);
-        norm_forward(Norm::Layer, &x, d, None, None, 1e-5, &mut y, Some(&mut mean), &mut rstd).unwrap();
+        norm_forward(
+            Norm::Layer,
+            &x,
+            d,
+            None,
+            None,
+            1e-5,
+            &mut y,
+            Some(&mut mean),
+            &mut rstd,
+        )
+        .unwrap();
         for r in y.chunks(d) {
             let m: f32 = r.iter().sum::<f32>() / d as f32;
             let v: f32 = r.iter().map(|a| a * a).sum::<f32>() / d as f32;
@@ -276,28 +322,62 @@ mod tests {
             let mut y = vec![0.0; rows * d];
             let mut rstd = vec![0.0; rows];
             norm_forward(norm, x, d, Some(w), bias, 1e-5, &mut y, None, &mut rstd).unwrap();
-            y.iter().zip(&c).map(|(a, b)| (*a as f64) * (*b as f64)).sum()
+            y.iter()
+                .zip(&c)
+                .map(|(a, b)| (*a as f64) * (*b as f64))
+                .sum()
         };
         let mut y = vec![0.0; rows * d];
         let (mut mean, mut rstd) = (vec![0.0; rows], vec![0.0; rows]);
-        norm_forward(norm, &x, d, Some(&w), bias, 1e-5, &mut y, Some(&mut mean), &mut rstd).unwrap();
+        norm_forward(
+            norm,
+            &x,
+            d,
+            Some(&w),
+            bias,
+            1e-5,
+            &mut y,
+            Some(&mut mean),
+            &mut rstd,
+        )
+        .unwrap();
         let (mut dx, mut dw, mut db) = (vec![0.0; rows * d], vec![0.0; d], vec![0.0; d]);
         let m = (norm == Norm::Layer).then_some(&mean[..]);
-        norm_backward(norm, &x, &c, d, Some(&w), m, &rstd, &mut dx, Some(&mut dw), Some(&mut db)).unwrap();
+        norm_backward(
+            norm,
+            &x,
+            &c,
+            d,
+            Some(&w),
+            m,
+            &rstd,
+            &mut dx,
+            Some(&mut dw),
+            Some(&mut db),
+        )
+        .unwrap();
         let h = 1e-2f32;
         for i in [0, 4, 13, 26] {
             let (mut xp, mut xm) = (x.clone(), x.clone());
             xp[i] += h;
             xm[i] -= h;
             let fd = (loss(&xp, &w) - loss(&xm, &w)) / (2.0 * h as f64);
-            assert!((fd - dx[i] as f64).abs() < 2e-2, "{norm:?} dx[{i}]: {fd} vs {}", dx[i]);
+            assert!(
+                (fd - dx[i] as f64).abs() < 2e-2,
+                "{norm:?} dx[{i}]: {fd} vs {}",
+                dx[i]
+            );
         }
         for j in [0, 8] {
             let (mut wp, mut wm) = (w.clone(), w.clone());
             wp[j] += h;
             wm[j] -= h;
             let fd = (loss(&x, &wp) - loss(&x, &wm)) / (2.0 * h as f64);
-            assert!((fd - dw[j] as f64).abs() < 2e-2, "{norm:?} dw[{j}]: {fd} vs {}", dw[j]);
+            assert!(
+                (fd - dw[j] as f64).abs() < 2e-2,
+                "{norm:?} dw[{j}]: {fd} vs {}",
+                dw[j]
+            );
         }
         let want_db: f32 = (0..rows).map(|r| c[r * d + 2]).sum();
         assert!((db[2] - want_db).abs() < 1e-5);
@@ -320,7 +400,19 @@ mod tests {
         let run = || {
             let (mut dx, mut dw) = (vec![0.0; rows * d], vec![0.0; d]);
             let w = vec![1.0; d];
-            norm_backward(Norm::Rms, &x, &dy, d, Some(&w), None, &rstd, &mut dx, Some(&mut dw), None).unwrap();
+            norm_backward(
+                Norm::Rms,
+                &x,
+                &dy,
+                d,
+                Some(&w),
+                None,
+                &rstd,
+                &mut dx,
+                Some(&mut dw),
+                None,
+            )
+            .unwrap();
             (dx, dw)
         };
         let one = ThreadPoolCheck::with_threads(1, run);

@@ -29,7 +29,17 @@ unsafe impl Sync for Mat {}
 /// Every element addressed lies inside the allocation its pointer points into,
 /// and no other thread touches the `dst` elements during the call.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gemm_into(m: usize, n: usize, k: usize, dst: *mut f32, dst_rs: usize, accumulate: bool, lhs: Mat, rhs: Mat, alpha: f32) {
+pub unsafe fn gemm_into(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: Mat,
+    rhs: Mat,
+    alpha: f32,
+) {
     if m == 0 || n == 0 {
         return;
     }
@@ -47,13 +57,24 @@ pub unsafe fn gemm_into(m: usize, n: usize, k: usize, dst: *mut f32, dst_rs: usi
         return;
     }
     gemm::gemm(
-        m, n, k,
-        dst, 1, dst_rs as isize,
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_rs as isize,
         accumulate,
-        lhs.0, lhs.2 as isize, lhs.1 as isize,
-        rhs.0, rhs.2 as isize, rhs.1 as isize,
-        1.0f32, alpha,
-        false, false, false,
+        lhs.0,
+        lhs.2 as isize,
+        lhs.1 as isize,
+        rhs.0,
+        rhs.2 as isize,
+        rhs.1 as isize,
+        1.0f32,
+        alpha,
+        false,
+        false,
+        false,
         gemm::Parallelism::None,
     );
 }
@@ -90,7 +111,11 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn pack_a(a: Mat, i0: usize, mc: usize, p0: usize, kc: usize, dst: &mut [f32]) {
         let Mat(ptr, rs, cs) = a;
-        for (q, panel) in dst.chunks_exact_mut(MR * kc).take(mc.div_ceil(MR)).enumerate() {
+        for (q, panel) in dst
+            .chunks_exact_mut(MR * kc)
+            .take(mc.div_ceil(MR))
+            .enumerate()
+        {
             let r0 = i0 + q * MR;
             let rows = MR.min(i0 + mc - r0);
             if rows < MR {
@@ -119,7 +144,11 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn pack_b(b: Mat, p0: usize, kc: usize, j0: usize, nc: usize, dst: &mut [f32]) {
         let Mat(ptr, rs, cs) = b;
-        for (q, panel) in dst.chunks_exact_mut(NR * kc).take(nc.div_ceil(NR)).enumerate() {
+        for (q, panel) in dst
+            .chunks_exact_mut(NR * kc)
+            .take(nc.div_ceil(NR))
+            .enumerate()
+        {
             let c0 = j0 + q * NR;
             let cols = NR.min(j0 + nc - c0);
             if cols < NR {
@@ -148,7 +177,19 @@ mod avx2 {
     /// the last row again and are never stored.
     #[target_feature(enable = "avx2,fma")]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile(kc: usize, a: *const f32, a_rs: usize, a_cs: usize, b: *const f32, c: *mut f32, ldc: usize, rows: usize, cols: usize, alpha: f32, accumulate: bool) {
+    unsafe fn tile(
+        kc: usize,
+        a: *const f32,
+        a_rs: usize,
+        a_cs: usize,
+        b: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        rows: usize,
+        cols: usize,
+        alpha: f32,
+        accumulate: bool,
+    ) {
         let z = _mm256_setzero_ps();
         let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21) = (z, z, z, z, z, z);
         let (mut c30, mut c31, mut c40, mut c41, mut c50, mut c51) = (z, z, z, z, z, z);
@@ -179,13 +220,24 @@ mod avx2 {
             row!(a5, c50, c51);
             b = b.add(NR);
         }
-        let acc = [[c00, c01], [c10, c11], [c20, c21], [c30, c31], [c40, c41], [c50, c51]];
+        let acc = [
+            [c00, c01],
+            [c10, c11],
+            [c20, c21],
+            [c30, c31],
+            [c40, c41],
+            [c50, c51],
+        ];
         if rows == MR && cols == NR {
             let scale = _mm256_set1_ps(alpha);
             for (r, halves) in acc.iter().enumerate() {
                 for (h, &v) in halves.iter().enumerate() {
                     let d = c.add(r * ldc + 8 * h);
-                    let y = if accumulate { _mm256_fmadd_ps(v, scale, _mm256_loadu_ps(d)) } else { _mm256_mul_ps(v, scale) };
+                    let y = if accumulate {
+                        _mm256_fmadd_ps(v, scale, _mm256_loadu_ps(d))
+                    } else {
+                        _mm256_mul_ps(v, scale)
+                    };
                     _mm256_storeu_ps(d, y);
                 }
             }
@@ -199,7 +251,11 @@ mod avx2 {
             for r in 0..rows {
                 for (j, &v) in sums[r * NR..r * NR + cols].iter().enumerate() {
                     let d = c.add(r * ldc + j);
-                    *d = if accumulate { v.mul_add(alpha, *d) } else { v * alpha };
+                    *d = if accumulate {
+                        v.mul_add(alpha, *d)
+                    } else {
+                        v * alpha
+                    };
                 }
             }
         }
@@ -220,7 +276,20 @@ mod avx2 {
     /// Rows `i0..i1` of `dst[:, 0..nc] (+)= alpha * a[:, pc..pc + kc] @ panels`, the
     /// `nc` columns packed at `bp` for this slice; `dst` addresses row 0.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn rows_times_panels(a: Mat, i0: usize, i1: usize, pc: usize, kc: usize, bp: *const f32, nc: usize, dst: *mut f32, ldc: usize, alpha: f32, add: bool, apack: &mut Vec<f32>) {
+    unsafe fn rows_times_panels(
+        a: Mat,
+        i0: usize,
+        i1: usize,
+        pc: usize,
+        kc: usize,
+        bp: *const f32,
+        nc: usize,
+        dst: *mut f32,
+        ldc: usize,
+        alpha: f32,
+        add: bool,
+        apack: &mut Vec<f32>,
+    ) {
         for ic in (i0..i1).step_by(MC) {
             let mc = MC.min(i1 - ic);
             // A row-major left operand is read in place: its rows are already
@@ -239,7 +308,19 @@ mod avx2 {
                 for ir in (0..mc).step_by(MR) {
                     let rows = MR.min(mc - ir);
                     let out = dst.add((ic + ir) * ldc + jr);
-                    tile(kc, ap.add(ir * step), a_rs, a_cs, panel, out, ldc, rows, cols, alpha, add);
+                    tile(
+                        kc,
+                        ap.add(ir * step),
+                        a_rs,
+                        a_cs,
+                        panel,
+                        out,
+                        ldc,
+                        rows,
+                        cols,
+                        alpha,
+                        add,
+                    );
                 }
             }
         }
@@ -247,7 +328,17 @@ mod avx2 {
 
     /// See [`super::gemm_into`]; `m`, `n` and `k` are positive.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn gemm(m: usize, n: usize, k: usize, dst: *mut f32, ldc: usize, accumulate: bool, a: Mat, b: Mat, alpha: f32) {
+    pub(super) unsafe fn gemm(
+        m: usize,
+        n: usize,
+        k: usize,
+        dst: *mut f32,
+        ldc: usize,
+        accumulate: bool,
+        a: Mat,
+        b: Mat,
+        alpha: f32,
+    ) {
         PACKS.with(|cell| {
             let mut packs = cell.borrow_mut();
             let (apack, bpack) = &mut *packs;
@@ -258,7 +349,20 @@ mod avx2 {
                 for pc in (0..k).step_by(depth) {
                     let kc = depth.min(k - pc);
                     pack_b(b, pc, kc, jc, nc, bpack);
-                    rows_times_panels(a, 0, m, pc, kc, bpack.as_ptr(), nc, dst.add(jc), ldc, alpha, accumulate || pc > 0, apack);
+                    rows_times_panels(
+                        a,
+                        0,
+                        m,
+                        pc,
+                        kc,
+                        bpack.as_ptr(),
+                        nc,
+                        dst.add(jc),
+                        ldc,
+                        alpha,
+                        accumulate || pc > 0,
+                        apack,
+                    );
                 }
             }
         });
@@ -270,20 +374,44 @@ mod avx2 {
         let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
         for pc in (0..k).step_by(depth) {
             let kc = depth.min(k - pc);
-            let dst = std::slice::from_raw_parts_mut(all.add(pc * panels * NR + q * NR * kc), NR * kc);
+            let dst =
+                std::slice::from_raw_parts_mut(all.add(pc * panels * NR + q * NR * kc), NR * kc);
             pack_b(b, pc, kc, q * NR, NR.min(n - q * NR), dst);
         }
     }
 
     /// Rows `i0..i1` of `dst = alpha * a @ b` from `b` packed whole at `all`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn rows_of_packed(a: Mat, i0: usize, i1: usize, all: *const f32, k: usize, n: usize, dst: *mut f32, ldc: usize, alpha: f32) {
+    pub(super) unsafe fn rows_of_packed(
+        a: Mat,
+        i0: usize,
+        i1: usize,
+        all: *const f32,
+        k: usize,
+        n: usize,
+        dst: *mut f32,
+        ldc: usize,
+        alpha: f32,
+    ) {
         PACKS.with(|cell| {
             let apack = &mut cell.borrow_mut().0;
             let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
             for pc in (0..k).step_by(depth) {
                 let kc = depth.min(k - pc);
-                rows_times_panels(a, i0, i1, pc, kc, all.add(pc * panels * NR), n, dst, ldc, alpha, pc > 0, apack);
+                rows_times_panels(
+                    a,
+                    i0,
+                    i1,
+                    pc,
+                    kc,
+                    all.add(pc * panels * NR),
+                    n,
+                    dst,
+                    ldc,
+                    alpha,
+                    pc > 0,
+                    apack,
+                );
             }
         });
     }
@@ -327,12 +455,17 @@ impl PackedRhs {
     ///
     /// # Safety
     /// `b` addresses a valid `k x n` matrix, and [`Self::available`] holds.
-    pub unsafe fn new(b: Mat, k: usize, n: usize, each_panel: impl FnOnce(&(dyn Fn(usize) + Sync))) -> Self {
+    pub unsafe fn new(
+        b: Mat,
+        k: usize,
+        n: usize,
+        each_panel: impl FnOnce(&(dyn Fn(usize) + Sync)),
+    ) -> Self {
         // Reuse the last product's buffer: packing writes every element, and a
         // fresh allocation would be zero-filled and faulted in page by page.
         let mut data = std::mem::take(&mut *SPARE.lock().unwrap_or_else(|e| e.into_inner()));
         data.resize(k * Self::panels(n) * NR, 0.0);
-        let all = crate::attention::Shared::new(&mut data);
+        let all = crate::pool::Shared::new(&mut data);
         #[cfg(target_arch = "x86_64")]
         each_panel(&|q| avx2::pack_panel(b, k, n, q, all.at(0)));
         #[cfg(not(target_arch = "x86_64"))]
@@ -346,9 +479,27 @@ impl PackedRhs {
     /// # Safety
     /// `lhs` and `dst` address valid matrices covering rows `i0..i1`, and no
     /// other thread writes those rows of `dst` during the call.
-    pub unsafe fn rows(&self, lhs: Mat, i0: usize, i1: usize, dst: *mut f32, ldc: usize, alpha: f32) {
+    pub unsafe fn rows(
+        &self,
+        lhs: Mat,
+        i0: usize,
+        i1: usize,
+        dst: *mut f32,
+        ldc: usize,
+        alpha: f32,
+    ) {
         #[cfg(target_arch = "x86_64")]
-        avx2::rows_of_packed(lhs, i0, i1, self.data.as_ptr(), self.k, self.n, dst, ldc, alpha);
+        avx2::rows_of_packed(
+            lhs,
+            i0,
+            i1,
+            self.data.as_ptr(),
+            self.k,
+            self.n,
+            dst,
+            ldc,
+            alpha,
+        );
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (lhs, i0, i1, dst, ldc, alpha);
     }
@@ -362,21 +513,31 @@ mod tests {
         let mut out = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
-                out[i * n + j] = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
+                out[i * n + j] = (0..k)
+                    .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                    .sum();
             }
         }
         out
     }
 
     fn data(len: usize, seed: usize) -> Vec<f32> {
-        (0..len).map(|v| ((v * 31 + seed * 7) % 29) as f32 * 0.125 - 1.75).collect()
+        (0..len)
+            .map(|v| ((v * 31 + seed * 7) % 29) as f32 * 0.125 - 1.75)
+            .collect()
     }
 
     /// Shapes that cross every blocking edge: partial register tiles, several
     /// KC slices, several MC blocks, and NC blocks.
     #[test]
     fn every_layout_matches_a_float64_reference() {
-        for &(m, k, n) in &[(1, 1, 1), (7, 3, 17), (13, 300, 33), (150, 520, 40), (5, 40, 4100)] {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (7, 3, 17),
+            (13, 300, 33),
+            (150, 520, 40),
+            (5, 40, 4100),
+        ] {
             let (a, b) = (data(m * k, 1), data(k * n, 2));
             let want = naive(&a, &b, m, k, n);
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
@@ -390,12 +551,19 @@ mod tests {
                 let mut out = vec![f32::NAN; m * n];
                 unsafe { gemm_into(m, n, k, out.as_mut_ptr(), n, false, lhs, rhs, 1.0) };
                 for (x, y) in out.iter().zip(&want) {
-                    assert!((*x as f64 - y).abs() <= 1e-4 * y.abs().max(1.0), "{m}x{k}x{n}: {x} vs {y}");
+                    assert!(
+                        (*x as f64 - y).abs() <= 1e-4 * y.abs().max(1.0),
+                        "{m}x{k}x{n}: {x} vs {y}"
+                    );
                 }
                 // accumulate with a scale: out + 0.5 * a @ b
                 unsafe { gemm_into(m, n, k, out.as_mut_ptr(), n, true, lhs, rhs, 0.5) };
                 for (x, y) in out.iter().zip(&want) {
-                    assert!((*x as f64 - 1.5 * y).abs() <= 2e-4 * y.abs().max(1.0), "{m}x{k}x{n}: {x} vs {}", 1.5 * y);
+                    assert!(
+                        (*x as f64 - 1.5 * y).abs() <= 2e-4 * y.abs().max(1.0),
+                        "{m}x{k}x{n}: {x} vs {}",
+                        1.5 * y
+                    );
                 }
             }
         }
@@ -408,14 +576,32 @@ mod tests {
         let (m, k, n) = (50, 600, 70);
         let (a, b) = (data(m * k, 3), data(k * n, 4));
         let mut whole = vec![0.0; m * n];
-        unsafe { gemm_into(m, n, k, whole.as_mut_ptr(), n, false, Mat(a.as_ptr(), k, 1), Mat(b.as_ptr(), n, 1), 1.0) };
+        unsafe {
+            gemm_into(
+                m,
+                n,
+                k,
+                whole.as_mut_ptr(),
+                n,
+                false,
+                Mat(a.as_ptr(), k, 1),
+                Mat(b.as_ptr(), n, 1),
+                1.0,
+            )
+        };
         let (r0, r1, c0, c1) = (7, 31, 5, 58);
         let mut part = vec![0.0; m * n];
         unsafe {
             gemm_into(
-                r1 - r0, c1 - c0, k,
-                part.as_mut_ptr().add(r0 * n + c0), n, false,
-                Mat(a.as_ptr().add(r0 * k), k, 1), Mat(b.as_ptr().add(c0), n, 1), 1.0,
+                r1 - r0,
+                c1 - c0,
+                k,
+                part.as_mut_ptr().add(r0 * n + c0),
+                n,
+                false,
+                Mat(a.as_ptr().add(r0 * k), k, 1),
+                Mat(b.as_ptr().add(c0), n, 1),
+                1.0,
             )
         };
         for i in r0..r1 {

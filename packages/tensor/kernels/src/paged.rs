@@ -15,14 +15,12 @@
 //! head, so results are bit-identical for any thread count and do not depend
 //! on the other sequences in the batch.
 
-use rayon::prelude::*;
-
-use crate::attention::{exp_sum, gemm_into, max_of, parallel, scale_in_place, Heads, Mat, Segment, Shared, BQ};
-use crate::pool::install;
-use crate::{ensure, math, multiversion, Result};
-
-/// Key rows per tile at most.
-const BK: usize = 128;
+use crate::attention::{
+    online_update, parallel, query_blocks, Heads, OnlineBlock, Segment, BK, BQ,
+};
+use crate::lanes::dot8;
+use crate::pool::{for_each_task, Shared};
+use crate::{ensure, multiversion, Result};
 
 /// Pool and page-table geometry.
 #[derive(Debug, Clone, Copy)]
@@ -44,29 +42,67 @@ pub struct PagedSegment {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check(h: &Heads, layout: &PagedLayout, segs: &[PagedSegment], table: &[i64], q: usize, k: usize, v: usize, out: usize) -> Result<()> {
+fn check(
+    h: &Heads,
+    layout: &PagedLayout,
+    segs: &[PagedSegment],
+    table: &[i64],
+    q: usize,
+    k: usize,
+    v: usize,
+    out: usize,
+) -> Result<()> {
     h.check()?;
     ensure!(h.causal, "paged attention: only causal attention is paged");
     ensure!(layout.page_size > 0, "paged attention: page size 0");
     let (qs, ks) = (h.q_stride(), h.kv_stride());
     let pool = layout.pages * layout.page_size * ks;
-    ensure!(q % qs == 0 && out == q, "paged attention: {q} query and {out} output elements for {h:?}");
-    ensure!(k == pool && v == pool, "paged attention: pools of {k} and {v} elements, expected {pool} for {layout:?} and {h:?}");
-    ensure!(table.len() == segs.len() * layout.max_pages, "paged attention: page table of {} entries for {} sequences of {} pages", table.len(), segs.len(), layout.max_pages);
+    ensure!(
+        q % qs == 0 && out == q,
+        "paged attention: {q} query and {out} output elements for {h:?}"
+    );
+    ensure!(
+        k == pool && v == pool,
+        "paged attention: pools of {k} and {v} elements, expected {pool} for {layout:?} and {h:?}"
+    );
+    ensure!(
+        table.len() == segs.len() * layout.max_pages,
+        "paged attention: page table of {} entries for {} sequences of {} pages",
+        table.len(),
+        segs.len(),
+        layout.max_pages
+    );
     let mut order: Vec<&PagedSegment> = segs.iter().collect();
     order.sort_by_key(|s| s.q_row);
     let mut next = 0;
     for s in order {
         ensure!(s.q_row == next, "paged attention: segments must cover the {} query rows once; row {next} is not where a segment starts ({s:?})", q / qs);
-        ensure!(s.q_len <= s.kv_len, "paged attention: segment {s:?} has more queries than keys");
+        ensure!(
+            s.q_len <= s.kv_len,
+            "paged attention: segment {s:?} has more queries than keys"
+        );
         next += s.q_len;
     }
-    ensure!(next * qs == q, "paged attention: segments cover {next} of {} query rows", q / qs);
+    ensure!(
+        next * qs == q,
+        "paged attention: segments cover {next} of {} query rows",
+        q / qs
+    );
     for (j, s) in segs.iter().enumerate() {
         let used = s.kv_len.div_ceil(layout.page_size);
-        ensure!(used <= layout.max_pages, "paged attention: sequence {j} has {} positions, more than {} pages of {} hold", s.kv_len, layout.max_pages, layout.page_size);
+        ensure!(
+            used <= layout.max_pages,
+            "paged attention: sequence {j} has {} positions, more than {} pages of {} hold",
+            s.kv_len,
+            layout.max_pages,
+            layout.page_size
+        );
         for (c, &p) in table[j * layout.max_pages..][..used].iter().enumerate() {
-            ensure!(p >= 0 && (p as usize) < layout.pages, "paged attention: sequence {j} page {c} is {p}, outside the pool of {} pages", layout.pages);
+            ensure!(
+                p >= 0 && (p as usize) < layout.pages,
+                "paged attention: sequence {j} page {c} is {p}, outside the pool of {} pages",
+                layout.pages
+            );
         }
     }
     Ok(())
@@ -74,18 +110,18 @@ fn check(h: &Heads, layout: &PagedLayout, segs: &[PagedSegment], table: &[i64], 
 
 /// `out[row, head] = softmax(q k^T * scale) v` for every sequence; see the module docs.
 #[allow(clippy::too_many_arguments)]
-pub fn paged_attention(h: &Heads, layout: &PagedLayout, segs: &[PagedSegment], table: &[i64], q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) -> Result<()> {
+pub fn paged_attention(
+    h: &Heads,
+    layout: &PagedLayout,
+    segs: &[PagedSegment],
+    table: &[i64],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) -> Result<()> {
     check(h, layout, segs, table, q.len(), k.len(), v.len(), out.len())?;
-    let mut tasks = Vec::new();
-    let mut work = 0usize;
-    for (j, seg) in segs.iter().enumerate() {
-        for head in 0..h.heads {
-            for i0 in (0..seg.q_len).step_by(BQ) {
-                tasks.push((j, head, i0));
-            }
-        }
-        work += seg.q_len * seg.kv_len * h.heads * h.head_dim;
-    }
+    let (tasks, work) = query_blocks(h, segs.iter().map(|s| (s.q_len, s.kv_len)));
     let out = Shared::new(out);
     let body = |&(j, head, i0): &(usize, usize, usize)| {
         let pages = &table[j * layout.max_pages..(j + 1) * layout.max_pages];
@@ -94,11 +130,7 @@ pub fn paged_attention(h: &Heads, layout: &PagedLayout, segs: &[PagedSegment], t
         // in use were checked to lie inside the pools.
         unsafe { block(h, layout.page_size, &segs[j], pages, head, i0, q, k, v, out) };
     };
-    if parallel(work) {
-        install(|| tasks.par_iter().for_each(body));
-    } else {
-        tasks.iter().for_each(body);
-    }
+    for_each_task(&tasks, parallel(work), body);
     Ok(())
 }
 
@@ -118,17 +150,30 @@ fn tile(pages: &[i64], page_size: usize, s0: usize, last: usize) -> (usize, usiz
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe fn block(h: &Heads, page_size: usize, seg: &PagedSegment, pages: &[i64], head: usize, i0: usize, q: &[f32], k: &[f32], v: &[f32], out: Shared) {
+unsafe fn block(
+    h: &Heads,
+    page_size: usize,
+    seg: &PagedSegment,
+    pages: &[i64],
+    head: usize,
+    i0: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: Shared,
+) {
     let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
-    let dense = Segment { q_row: seg.q_row, q_len: seg.q_len, kv_row: 0, kv_len: seg.kv_len };
+    let dense = Segment {
+        q_row: seg.q_row,
+        q_len: seg.q_len,
+        kv_row: 0,
+        kv_len: seg.kv_len,
+    };
     let i1 = (i0 + BQ).min(seg.q_len);
     let bq = i1 - i0;
     let g = head / h.group();
     let qp = q.as_ptr().add((seg.q_row + i0) * qs + head * dh);
-    let mut s = vec![0.0f32; bq * BK];
-    let mut acc = vec![0.0f32; bq * dh];
-    let mut m = vec![f32::NEG_INFINITY; bq];
-    let mut l = vec![0.0f32; bq];
+    let mut block = OnlineBlock::new(bq, dh);
     let (first, last) = (h.keys(&dense, i0).0, h.keys(&dense, i1 - 1).1);
     let mut s0 = first;
     while s0 < last {
@@ -138,46 +183,15 @@ unsafe fn block(h: &Heads, page_size: usize, seg: &PagedSegment, pages: &[i64], 
         let vp = v.as_ptr().add(row * ks + g * dh);
         if bq == 1 {
             let qrow = std::slice::from_raw_parts(qp, dh);
-            single_query_tile(h, qrow, kp, vp, &mut s[..bk], &mut acc, &mut m[0], &mut l[0]);
-            s0 = s1;
-            continue;
+            let (s, acc) = (&mut block.scores[..bk], &mut block.acc);
+            single_query_tile(h, qrow, kp, vp, s, acc, &mut block.m[0], &mut block.l[0]);
+        } else {
+            block.add_tile(h, &dense, i0, (s0, s1), qp, kp, vp);
         }
-        gemm_into(bq, bk, dh, s.as_mut_ptr(), BK, false, Mat(qp, qs, 1), Mat(kp, 1, ks), h.scale);
-        for r in 0..bq {
-            let (lo, hi) = h.keys(&dense, i0 + r);
-            let scores = &mut s[r * BK..r * BK + bk];
-            let (a, b) = (lo.clamp(s0, s1) - s0, hi.clamp(s0, s1) - s0);
-            if a >= b {
-                scores.fill(0.0);
-                continue;
-            }
-            scores[..a].fill(0.0);
-            scores[b..].fill(0.0);
-            online_update(&mut scores[a..b], &mut acc[r * dh..(r + 1) * dh], &mut m[r], &mut l[r]);
-        }
-        gemm_into(bq, dh, bk, acc.as_mut_ptr(), dh, true, Mat(s.as_ptr(), BK, 1), Mat(vp, ks, 1), 1.0);
         s0 = s1;
     }
     for r in 0..bq {
-        let inv = if l[r] > 0.0 { 1.0 / l[r] } else { 0.0 };
-        let dst = std::slice::from_raw_parts_mut(out.at((seg.q_row + i0 + r) * qs + head * dh), dh);
-        for (o, &a) in dst.iter_mut().zip(&acc[r * dh..(r + 1) * dh]) {
-            *o = a * inv;
-        }
-    }
-}
-
-/// Exponentiate `visible` scores against the running maximum `m`, rescale the
-/// accumulator `acc` if the maximum moved, and add their sum to `l`.
-#[inline(always)]
-fn online_update(visible: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32) {
-    let m_new = m.max(max_of(visible));
-    let correction = if *m == f32::NEG_INFINITY { 0.0 } else { math::exp(*m - m_new) };
-    let sum = exp_sum(visible, m_new);
-    *l = *l * correction + sum;
-    *m = m_new;
-    if correction != 1.0 {
-        scale_in_place(acc, correction);
+        block.write_row(r, out.at((seg.q_row + i0 + r) * qs + head * dh));
     }
 }
 
@@ -185,7 +199,16 @@ fn online_update(visible: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32)
 /// products, then `acc += p * v` row by row. A single query sees every key of
 /// its tile (its position is the last one).
 #[allow(clippy::too_many_arguments)]
-unsafe fn single_query_tile(h: &Heads, q: &[f32], kp: *const f32, vp: *const f32, s: &mut [f32], acc: &mut [f32], m: &mut f32, l: &mut f32) {
+unsafe fn single_query_tile(
+    h: &Heads,
+    q: &[f32],
+    kp: *const f32,
+    vp: *const f32,
+    s: &mut [f32],
+    acc: &mut [f32],
+    m: &mut f32,
+    l: &mut f32,
+) {
     let (dh, ks) = (h.head_dim, h.kv_stride());
     // Rows r * ks .. r * ks + dh of the tile, for r < s.len().
     let span = (s.len() - 1) * ks + dh;
@@ -218,40 +241,30 @@ multiversion! {
     }
 }
 
-/// A dot product in eight lanes (inlined into the multiversioned callers).
-#[inline(always)]
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            lanes[j] = x[j].mul_add(y[j], lanes[j]);
-        }
-    }
-    let mut s = 0.0f32;
-    for v in lanes {
-        s += v;
-    }
-    for (x, y) in ta.iter().zip(tb) {
-        s = x.mul_add(*y, s);
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn heads(heads: usize, kv_heads: usize, head_dim: usize, window: usize) -> Heads {
-        Heads { heads, kv_heads, head_dim, scale: 1.0 / (head_dim as f32).sqrt(), causal: true, window }
+        Heads {
+            heads,
+            kv_heads,
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            causal: true,
+            window,
+        }
     }
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
             })
             .collect()
@@ -259,28 +272,48 @@ mod tests {
 
     /// Plain softmax attention in f64 over keys gathered through the page table.
     #[allow(clippy::too_many_arguments)]
-    fn naive(h: &Heads, ps: usize, segs: &[PagedSegment], table: &[i64], mp: usize, q: &[f32], k: &[f32], v: &[f32]) -> Vec<f32> {
+    fn naive(
+        h: &Heads,
+        ps: usize,
+        segs: &[PagedSegment],
+        table: &[i64],
+        mp: usize,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+    ) -> Vec<f32> {
         let (dh, qs, ks) = (h.head_dim, h.q_stride(), h.kv_stride());
         let mut out = vec![0.0f32; q.len()];
         for (j, seg) in segs.iter().enumerate() {
             let row = |p: usize| table[j * mp + p / ps] as usize * ps + p % ps;
             for i in 0..seg.q_len {
                 let pos = seg.kv_len - seg.q_len + i;
-                let lo = if h.window > 0 { (pos + 1).saturating_sub(h.window) } else { 0 };
+                let lo = if h.window > 0 {
+                    (pos + 1).saturating_sub(h.window)
+                } else {
+                    0
+                };
                 for head in 0..h.heads {
                     let g = head / (h.heads / h.kv_heads);
                     let qv = &q[(seg.q_row + i) * qs + head * dh..][..dh];
                     let scores: Vec<f64> = (lo..=pos)
                         .map(|p| {
                             let kv = &k[row(p) * ks + g * dh..][..dh];
-                            qv.iter().zip(kv).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * h.scale as f64
+                            qv.iter()
+                                .zip(kv)
+                                .map(|(a, b)| *a as f64 * *b as f64)
+                                .sum::<f64>()
+                                * h.scale as f64
                         })
                         .collect();
                     let mx = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                     let w: Vec<f64> = scores.iter().map(|s| (s - mx).exp()).collect();
                     let total: f64 = w.iter().sum();
                     for d in 0..dh {
-                        let acc: f64 = (lo..=pos).zip(&w).map(|(p, wt)| wt * v[row(p) * ks + g * dh + d] as f64).sum();
+                        let acc: f64 = (lo..=pos)
+                            .zip(&w)
+                            .map(|(p, wt)| wt * v[row(p) * ks + g * dh + d] as f64)
+                            .sum();
                         out[(seg.q_row + i) * qs + head * dh + d] = (acc / total) as f32;
                     }
                 }
@@ -289,20 +322,34 @@ mod tests {
         out
     }
 
-    fn run(h: Heads, ps: usize, pages: usize, segs: &[PagedSegment], table: &[i64], mp: usize) -> (Vec<f32>, Vec<f32>) {
+    fn run(
+        h: Heads,
+        ps: usize,
+        pages: usize,
+        segs: &[PagedSegment],
+        table: &[i64],
+        mp: usize,
+    ) -> (Vec<f32>, Vec<f32>) {
         let rows: usize = segs.iter().map(|s| s.q_len).sum();
         let q = values(rows * h.q_stride(), 1);
         let k = values(pages * ps * h.kv_stride(), 2);
         let v = values(pages * ps * h.kv_stride(), 3);
         let mut out = vec![f32::NAN; q.len()];
-        let layout = PagedLayout { pages, page_size: ps, max_pages: mp };
+        let layout = PagedLayout {
+            pages,
+            page_size: ps,
+            max_pages: mp,
+        };
         paged_attention(&h, &layout, segs, table, &q, &k, &v, &mut out).unwrap();
         (out, naive(&h, ps, segs, table, mp, &q, &k, &v))
     }
 
     fn close(a: &[f32], b: &[f32]) {
         for (i, (x, y)) in a.iter().zip(b).enumerate() {
-            assert!((x - y).abs() <= 1e-5 + 1e-4 * y.abs(), "element {i}: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= 1e-5 + 1e-4 * y.abs(),
+                "element {i}: {x} vs {y}"
+            );
         }
     }
 
@@ -312,9 +359,21 @@ mod tests {
         // from position 3; sequence 2 prefills 70 (several query blocks) over
         // consecutive pages (one tile spans pages).
         let segs = [
-            PagedSegment { q_row: 0, q_len: 1, kv_len: 38 },
-            PagedSegment { q_row: 1, q_len: 20, kv_len: 23 },
-            PagedSegment { q_row: 21, q_len: 70, kv_len: 70 },
+            PagedSegment {
+                q_row: 0,
+                q_len: 1,
+                kv_len: 38,
+            },
+            PagedSegment {
+                q_row: 1,
+                q_len: 20,
+                kv_len: 23,
+            },
+            PagedSegment {
+                q_row: 21,
+                q_len: 70,
+                kv_len: 70,
+            },
         ];
         let mp = 9;
         let mut table = vec![-1i64; 3 * mp];
@@ -332,32 +391,87 @@ mod tests {
         let h = heads(4, 2, 16, 0);
         let mp = 4;
         let table: Vec<i64> = vec![3, 1, 0, -1, 2, 5, -1, -1];
-        let segs = [PagedSegment { q_row: 0, q_len: 1, kv_len: 30 }, PagedSegment { q_row: 1, q_len: 1, kv_len: 16 }];
+        let segs = [
+            PagedSegment {
+                q_row: 0,
+                q_len: 1,
+                kv_len: 30,
+            },
+            PagedSegment {
+                q_row: 1,
+                q_len: 1,
+                kv_len: 16,
+            },
+        ];
         let q = values(2 * h.q_stride(), 4);
         let k = values(6 * 10 * h.kv_stride(), 5);
         let v = values(6 * 10 * h.kv_stride(), 6);
-        let layout = PagedLayout { pages: 6, page_size: 10, max_pages: mp };
+        let layout = PagedLayout {
+            pages: 6,
+            page_size: 10,
+            max_pages: mp,
+        };
         let mut both = vec![0.0; q.len()];
         paged_attention(&h, &layout, &segs, &table, &q, &k, &v, &mut both).unwrap();
         let mut alone = vec![0.0; h.q_stride()];
-        paged_attention(&h, &layout, &segs[..1], &table[..mp], &q[..h.q_stride()], &k, &v, &mut alone).unwrap();
+        paged_attention(
+            &h,
+            &layout,
+            &segs[..1],
+            &table[..mp],
+            &q[..h.q_stride()],
+            &k,
+            &v,
+            &mut alone,
+        )
+        .unwrap();
         assert_eq!(&both[..h.q_stride()], &alone[..]);
     }
 
     #[test]
     fn bad_arguments_are_refused() {
         let h = heads(2, 2, 4, 0);
-        let layout = PagedLayout { pages: 2, page_size: 4, max_pages: 2 };
+        let layout = PagedLayout {
+            pages: 2,
+            page_size: 4,
+            max_pages: 2,
+        };
         let (q, kv) = (vec![0.0; 8], vec![0.0; 2 * 4 * 8]);
         let mut out = vec![0.0; 8];
-        let seg = [PagedSegment { q_row: 0, q_len: 1, kv_len: 5 }];
+        let seg = [PagedSegment {
+            q_row: 0,
+            q_len: 1,
+            kv_len: 5,
+        }];
         let err = paged_attention(&h, &layout, &seg, &[0, 2], &q, &kv, &kv, &mut out).unwrap_err();
         assert!(err.0.contains("outside the pool"), "{err}");
-        let long = [PagedSegment { q_row: 0, q_len: 1, kv_len: 9 }];
+        let long = [PagedSegment {
+            q_row: 0,
+            q_len: 1,
+            kv_len: 9,
+        }];
         assert!(paged_attention(&h, &layout, &long, &[0, 1], &q, &kv, &kv, &mut out).is_err());
-        let gap = [PagedSegment { q_row: 1, q_len: 1, kv_len: 3 }];
+        let gap = [PagedSegment {
+            q_row: 1,
+            q_len: 1,
+            kv_len: 3,
+        }];
         assert!(paged_attention(&h, &layout, &gap, &[0, 1], &q[..8], &kv, &kv, &mut out).is_err());
-        let more = [PagedSegment { q_row: 0, q_len: 2, kv_len: 1 }];
-        assert!(paged_attention(&h, &layout, &more, &[0, 1], &[0.0; 16], &kv, &kv, &mut [0.0; 16]).is_err());
+        let more = [PagedSegment {
+            q_row: 0,
+            q_len: 2,
+            kv_len: 1,
+        }];
+        assert!(paged_attention(
+            &h,
+            &layout,
+            &more,
+            &[0, 1],
+            &[0.0; 16],
+            &kv,
+            &kv,
+            &mut [0.0; 16]
+        )
+        .is_err());
     }
 }

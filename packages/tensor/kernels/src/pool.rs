@@ -9,6 +9,8 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 pub const CHUNK: usize = 1 << 15;
 /// Below this many elements a kernel runs on the calling thread.
 pub const PARALLEL_THRESHOLD: usize = 1 << 17;
+/// Below this many multiply-adds a compute-bound kernel runs on the calling thread.
+pub const PARALLEL_WORK: usize = 1 << 18;
 
 static POOL: OnceLock<RwLock<Arc<ThreadPool>>> = OnceLock::new();
 
@@ -69,6 +71,55 @@ pub fn has_avx2_fma() -> bool {
     }
 }
 
+/// Whether `work` (of a kernel that needs at least `threshold` of it to gain
+/// from threads) runs in parallel: only when there is more than one thread.
+#[inline]
+pub fn parallel(work: usize, threshold: usize) -> bool {
+    work >= threshold && num_threads() > 1
+}
+
+/// Run `body` once per task, on the kernel threads when `parallel`. Each task
+/// must write only what no other task touches, so the order does not matter.
+pub fn for_each_task<T: Sync>(tasks: &[T], parallel: bool, body: impl Fn(&T) + Sync + Send) {
+    use rayon::prelude::*;
+    if parallel {
+        install(|| tasks.par_iter().for_each(body));
+    } else {
+        tasks.iter().for_each(body);
+    }
+}
+
+/// [`for_each_task`] over the tasks `0..tasks`.
+pub fn for_each_index(tasks: usize, parallel: bool, body: impl Fn(usize) + Sync + Send) {
+    use rayon::prelude::*;
+    if parallel {
+        install(|| (0..tasks).into_par_iter().for_each(body));
+    } else {
+        (0..tasks).for_each(body);
+    }
+}
+
+/// A pointer into an output that parallel tasks share; each task writes only
+/// elements no other task touches.
+#[derive(Clone, Copy)]
+pub(crate) struct Shared(*mut f32);
+
+// SAFETY: tasks write disjoint elements through it (see each use).
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    pub(crate) fn new(x: &mut [f32]) -> Self {
+        Shared(x.as_mut_ptr())
+    }
+
+    #[inline]
+    pub(crate) fn at(self, offset: usize) -> *mut f32 {
+        // SAFETY (of later use): callers keep offsets inside the slice this came from.
+        self.0.wrapping_add(offset)
+    }
+}
+
 /// Apply `f(chunk_index, out_chunk)` to fixed-size chunks of `out`, in
 /// parallel when `out` is large. Chunk boundaries never depend on threads.
 pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
@@ -76,7 +127,11 @@ pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [
     if out.len() < PARALLEL_THRESHOLD || num_threads() == 1 {
         out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        install(|| out.par_chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c)));
+        install(|| {
+            out.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c))
+        });
     }
 }
 

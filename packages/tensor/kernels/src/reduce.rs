@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use crate::pool::{install, num_threads, PARALLEL_THRESHOLD};
+use crate::lanes::{fold, max_nan, min_nan, sum_of};
+use crate::pool::{install, parallel, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,58 +35,19 @@ impl ReduceOp {
 /// Elements of a contiguous row reduced as one block.
 const BLOCK: usize = 1 << 14;
 
-#[inline(always)]
-fn max_nan(a: f32, b: f32) -> f32 {
-    if a >= b || a.is_nan() {
-        a
-    } else {
-        b
-    }
-}
-
-#[inline(always)]
-fn min_nan(a: f32, b: f32) -> f32 {
-    if a <= b || a.is_nan() {
-        a
-    } else {
-        b
-    }
-}
-
 multiversion! {
     fn block_f32(op: ReduceOp, x: &[f32]) -> f64 {
-        let mut lanes = [0.0f32; 8];
-        let mut wide = [0.0f64; 4];
-        let chunks = x.chunks_exact(8);
-        let tail = chunks.remainder();
         match op {
-            ReduceOp::Sum | ReduceOp::Mean => {
-                for c in chunks { for j in 0..8 { lanes[j] += c[j]; } }
-                let mut s = 0.0f32;
-                for v in lanes { s += v; }
-                for &v in tail { s += v; }
-                s as f64
-            }
+            ReduceOp::Sum | ReduceOp::Mean => sum_of(x, |v| v) as f64,
             ReduceOp::SumSquares => {
+                let mut wide = [0.0f64; 4];
                 for c in x.chunks_exact(4) { for j in 0..4 { wide[j] += (c[j] as f64) * (c[j] as f64); } }
                 let mut s = wide[0] + wide[1] + wide[2] + wide[3];
                 for &v in x.chunks_exact(4).remainder() { s += (v as f64) * (v as f64); }
                 s
             }
-            ReduceOp::Max => {
-                lanes = [f32::NEG_INFINITY; 8];
-                for c in chunks { for j in 0..8 { lanes[j] = max_nan(lanes[j], c[j]); } }
-                let mut s = f32::NEG_INFINITY;
-                for v in lanes.into_iter().chain(tail.iter().copied()) { s = max_nan(s, v); }
-                s as f64
-            }
-            ReduceOp::Min => {
-                lanes = [f32::INFINITY; 8];
-                for c in chunks { for j in 0..8 { lanes[j] = min_nan(lanes[j], c[j]); } }
-                let mut s = f32::INFINITY;
-                for v in lanes.into_iter().chain(tail.iter().copied()) { s = min_nan(s, v); }
-                s as f64
-            }
+            ReduceOp::Max => fold(x, f32::NEG_INFINITY, max_nan) as f64,
+            ReduceOp::Min => fold(x, f32::INFINITY, min_nan) as f64,
         }
     }
 }
@@ -146,25 +108,50 @@ multiversion! {
 }
 
 /// Reduce `x` viewed as `[outer, n, inner]` over its middle axis into `out` `[outer, inner]`.
-pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize, out: &mut [f32]) -> Result<()> {
-    ensure!(x.len() == outer * n * inner, "reduce {op:?}: input has {} elements, expected {}", x.len(), outer * n * inner);
-    ensure!(out.len() == outer * inner, "reduce {op:?}: output has {} elements, expected {}", out.len(), outer * inner);
+pub fn reduce_f32(
+    op: ReduceOp,
+    x: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(
+        x.len() == outer * n * inner,
+        "reduce {op:?}: input has {} elements, expected {}",
+        x.len(),
+        outer * n * inner
+    );
+    ensure!(
+        out.len() == outer * inner,
+        "reduce {op:?}: output has {} elements, expected {}",
+        out.len(),
+        outer * inner
+    );
     if out.is_empty() {
         return Ok(());
     }
-    let parallel = x.len() >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let parallel = parallel(x.len(), PARALLEL_THRESHOLD);
     if inner == 1 {
         if outer == 1 {
             out[0] = row_f32(op, x, parallel);
         } else if parallel {
-            install(|| out.par_iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false)));
+            install(|| {
+                out.par_iter_mut()
+                    .enumerate()
+                    .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false))
+            });
         } else {
-            out.iter_mut().enumerate().for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
+            out.iter_mut()
+                .enumerate()
+                .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
         }
         return Ok(());
     }
     let slab = n * inner;
-    let work = |(o, dst): (usize, &mut [f32])| columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst);
+    let work = |(o, dst): (usize, &mut [f32])| {
+        columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst)
+    };
     if parallel && outer > 1 {
         install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
     } else {
@@ -174,13 +161,27 @@ pub fn reduce_f32(op: ReduceOp, x: &[f32], outer: usize, n: usize, inner: usize,
 }
 
 /// Integer reductions (sum, max, min) in index order.
-pub fn reduce_i64(op: ReduceOp, x: &[i64], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
-    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "reduce {op:?}: sizes disagree");
+pub fn reduce_i64(
+    op: ReduceOp,
+    x: &[i64],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [i64],
+) -> Result<()> {
+    ensure!(
+        x.len() == outer * n * inner && out.len() == outer * inner,
+        "reduce {op:?}: sizes disagree"
+    );
     let (init, f): (i64, fn(i64, i64) -> i64) = match op {
         ReduceOp::Sum => (0, i64::wrapping_add),
         ReduceOp::Max => (i64::MIN, i64::max),
         ReduceOp::Min => (i64::MAX, i64::min),
-        _ => return Err(crate::KernelError(format!("reduce {op:?} is not defined for int64"))),
+        _ => {
+            return Err(crate::KernelError(format!(
+                "reduce {op:?} is not defined for int64"
+            )))
+        }
     };
     for o in 0..outer {
         for j in 0..inner {
@@ -198,9 +199,18 @@ fn is_nan<T: PartialOrd>(v: T) -> bool {
 }
 
 /// Index of the largest element along the middle axis (first one on ties; NaN wins).
-pub fn argmax<T: Copy + PartialOrd + Send + Sync>(x: &[T], outer: usize, n: usize, inner: usize, out: &mut [i64]) -> Result<()> {
+pub fn argmax<T: Copy + PartialOrd + Send + Sync>(
+    x: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    out: &mut [i64],
+) -> Result<()> {
     ensure!(n > 0, "argmax over an empty axis");
-    ensure!(x.len() == outer * n * inner && out.len() == outer * inner, "argmax: sizes disagree");
+    ensure!(
+        x.len() == outer * n * inner && out.len() == outer * inner,
+        "argmax: sizes disagree"
+    );
     let work = |(o, dst): (usize, &mut [i64])| {
         for (j, d) in dst.iter_mut().enumerate() {
             let mut best = 0usize;
@@ -243,7 +253,9 @@ mod tests {
 
     #[test]
     fn long_rows_are_thread_count_independent() {
-        let x: Vec<f32> = (0..300_000u64).map(|v| ((v * 7919) % 1000) as f32 * 1e-3).collect();
+        let x: Vec<f32> = (0..300_000u64)
+            .map(|v| ((v * 7919) % 1000) as f32 * 1e-3)
+            .collect();
         let mut a = [0.0f32];
         let mut b = [0.0f32];
         crate::pool::set_num_threads(1);

@@ -19,12 +19,25 @@ fn inverse_frequencies(theta: f64, head_dim: usize) -> Vec<f32> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rotate_row(x: &[f32], out: &mut [f32], position: i64, inv_freq: &[f32], head_dim: usize, inverse: bool, cos: &mut [f32], sin: &mut [f32]) {
+fn rotate_row(
+    x: &[f32],
+    out: &mut [f32],
+    position: i64,
+    inv_freq: &[f32],
+    head_dim: usize,
+    inverse: bool,
+    cos: &mut [f32],
+    sin: &mut [f32],
+) {
     let half = head_dim / 2;
     for ((c, s), &f) in cos.iter_mut().zip(sin.iter_mut()).zip(inv_freq) {
         let angle = (position as f32 * f) as f64;
         *c = angle.cos() as f32;
-        *s = if inverse { -angle.sin() as f32 } else { angle.sin() as f32 };
+        *s = if inverse {
+            -angle.sin() as f32
+        } else {
+            angle.sin() as f32
+        };
     }
     for (xh, oh) in x.chunks_exact(head_dim).zip(out.chunks_exact_mut(head_dim)) {
         let (x1, x2) = xh.split_at(half);
@@ -37,19 +50,47 @@ fn rotate_row(x: &[f32], out: &mut [f32], position: i64, inv_freq: &[f32], head_
 }
 
 /// Rotate `x` `[rows, heads, head_dim]` by `positions` `[rows]` into `out`.
-pub fn rotary(x: &[f32], head_dim: usize, positions: &[i64], theta: f64, inverse: bool, out: &mut [f32]) -> Result<()> {
-    ensure!(head_dim > 0 && head_dim % 2 == 0, "rotary: head_dim must be even and positive, found {head_dim}");
-    ensure!(theta > 0.0 && theta.is_finite(), "rotary: theta must be positive, found {theta}");
+pub fn rotary(
+    x: &[f32],
+    head_dim: usize,
+    positions: &[i64],
+    theta: f64,
+    inverse: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(
+        head_dim > 0 && head_dim % 2 == 0,
+        "rotary: head_dim must be even and positive, found {head_dim}"
+    );
+    ensure!(
+        theta > 0.0 && theta.is_finite(),
+        "rotary: theta must be positive, found {theta}"
+    );
     let rows = positions.len();
-    ensure!(out.len() == x.len(), "rotary: {} inputs, {} outputs", x.len(), out.len());
-    ensure!(rows > 0 || x.is_empty(), "rotary: {} elements for no positions", x.len());
+    ensure!(
+        out.len() == x.len(),
+        "rotary: {} inputs, {} outputs",
+        x.len(),
+        out.len()
+    );
+    ensure!(
+        rows > 0 || x.is_empty(),
+        "rotary: {} elements for no positions",
+        x.len()
+    );
     if rows == 0 {
         return Ok(());
     }
     let width = x.len() / rows;
-    ensure!(width * rows == x.len() && width % head_dim == 0, "rotary: {} elements are not {rows} rows of heads of {head_dim}", x.len());
+    ensure!(
+        width * rows == x.len() && width % head_dim == 0,
+        "rotary: {} elements are not {rows} rows of heads of {head_dim}",
+        x.len()
+    );
     if let Some((r, p)) = positions.iter().enumerate().find(|(_, &p)| p < 0) {
-        return Err(crate::KernelError(format!("rotary: position {p} of row {r} is negative")));
+        return Err(crate::KernelError(format!(
+            "rotary: position {p} of row {r} is negative"
+        )));
     }
     let inv_freq = inverse_frequencies(theta, head_dim);
     if width == 0 {
@@ -60,7 +101,16 @@ pub fn rotary(x: &[f32], head_dim: usize, positions: &[i64], theta: f64, inverse
         let (mut cos, mut sin) = (vec![0.0f32; head_dim / 2], vec![0.0f32; head_dim / 2]);
         for (i, o) in piece.chunks_mut(width).enumerate() {
             let r = p * rows_per_piece + i;
-            rotate_row(&x[r * width..(r + 1) * width], o, positions[r], &inv_freq, head_dim, inverse, &mut cos, &mut sin);
+            rotate_row(
+                &x[r * width..(r + 1) * width],
+                o,
+                positions[r],
+                &inv_freq,
+                head_dim,
+                inverse,
+                &mut cos,
+                &mut sin,
+            );
         }
     });
     Ok(())

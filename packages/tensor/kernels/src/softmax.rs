@@ -1,6 +1,7 @@
 //! Numerically stable softmax and log-softmax over the last axis, with an
 //! optional causal mask.
 
+use crate::lanes::{max_nan_of, sum_of};
 use crate::pool::for_chunks;
 use crate::{ensure, math, multiversion, Result};
 
@@ -16,49 +17,22 @@ multiversion! {
         let (xs, masked) = (&x[..visible], &mut out[visible..]);
         masked.fill(if log { f32::NEG_INFINITY } else { 0.0 });
         let out = &mut out[..visible];
-        let mut lanes = [f32::NEG_INFINITY; 8];
-        let chunks = xs.chunks_exact(8);
-        let tail = chunks.remainder();
-        for c in chunks {
-            for j in 0..8 {
-                lanes[j] = if lanes[j] >= c[j] || lanes[j].is_nan() { lanes[j] } else { c[j] };
-            }
-        }
-        let mut max = f32::NEG_INFINITY;
-        for v in lanes.into_iter().chain(tail.iter().copied()) {
-            max = if max >= v || max.is_nan() { max } else { v };
-        }
+        let max = max_nan_of(xs);
         // A row of -inf has no finite maximum; shift by 0 so it yields NaN like numpy.
         let shift = if max == f32::NEG_INFINITY { 0.0 } else { max };
         // One exp per element: softmax keeps e^(x - max) in `out` and scales it;
         // log-softmax keeps x - max and subtracts log(sum).
-        let mut sum_lanes = [0.0f32; 8];
-        if log {
+        let sum = if log {
             for (o, &v) in out.iter_mut().zip(xs) {
                 *o = v - shift;
             }
-            for c in out.chunks_exact(8) {
-                for j in 0..8 {
-                    sum_lanes[j] += math::exp(c[j]);
-                }
-            }
+            sum_of(out, math::exp)
         } else {
             for (o, &v) in out.iter_mut().zip(xs) {
                 *o = math::exp(v - shift);
             }
-            for c in out.chunks_exact(8) {
-                for j in 0..8 {
-                    sum_lanes[j] += c[j];
-                }
-            }
-        }
-        let mut sum = 0.0f32;
-        for v in sum_lanes {
-            sum += v;
-        }
-        for &v in out.chunks_exact(8).remainder() {
-            sum += if log { math::exp(v) } else { v };
-        }
+            sum_of(out, |v| v)
+        };
         if log {
             let log_sum = math::ln(sum);
             for o in out.iter_mut() {
@@ -74,11 +48,30 @@ multiversion! {
 }
 
 /// Softmax (or log-softmax) of each row of `x` `[rows, n]`.
-pub fn softmax_f32(x: &[f32], rows: usize, n: usize, causal: Option<Causal>, log: bool, out: &mut [f32]) -> Result<()> {
-    ensure!(x.len() == rows * n && out.len() == rows * n, "softmax: {} elements for {rows} rows of {n}", x.len());
+pub fn softmax_f32(
+    x: &[f32],
+    rows: usize,
+    n: usize,
+    causal: Option<Causal>,
+    log: bool,
+    out: &mut [f32],
+) -> Result<()> {
+    ensure!(
+        x.len() == rows * n && out.len() == rows * n,
+        "softmax: {} elements for {rows} rows of {n}",
+        x.len()
+    );
     if let Some(c) = causal {
-        ensure!(c.queries > 0 && c.queries <= n, "softmax: causal mask with {} queries over {n} keys", c.queries);
-        ensure!(rows % c.queries == 0, "softmax: {rows} rows are not a multiple of {} queries", c.queries);
+        ensure!(
+            c.queries > 0 && c.queries <= n,
+            "softmax: causal mask with {} queries over {n} keys",
+            c.queries
+        );
+        ensure!(
+            rows % c.queries == 0,
+            "softmax: {rows} rows are not a multiple of {} queries",
+            c.queries
+        );
     }
     if n == 0 {
         return Ok(());

@@ -26,15 +26,34 @@ pub struct Segment<const K: usize> {
 impl<const K: usize> Walk<K> {
     /// `strides[k][d]` is operand k's step (in elements) along output dim d
     /// (0 for a broadcast dim). `lens[k]` bounds every offset of operand k.
-    pub fn new(shape: &[usize], strides: [&[usize]; K], bases: [usize; K], lens: [usize; K]) -> Result<Self> {
+    pub fn new(
+        shape: &[usize],
+        strides: [&[usize]; K],
+        bases: [usize; K],
+        lens: [usize; K],
+    ) -> Result<Self> {
         for s in strides.iter() {
-            ensure!(s.len() == shape.len(), "stride rank {} != shape rank {}", s.len(), shape.len());
+            ensure!(
+                s.len() == shape.len(),
+                "stride rank {} != shape rank {}",
+                s.len(),
+                shape.len()
+            );
         }
         let len: usize = shape.iter().product();
         if len > 0 {
             for k in 0..K {
-                let last: usize = shape.iter().zip(strides[k]).map(|(&n, &s)| (n - 1) * s).sum();
-                ensure!(bases[k] + last < lens[k], "operand {k} read past its end ({} >= {})", bases[k] + last, lens[k]);
+                let last: usize = shape
+                    .iter()
+                    .zip(strides[k])
+                    .map(|(&n, &s)| (n - 1) * s)
+                    .sum();
+                ensure!(
+                    bases[k] + last < lens[k],
+                    "operand {k} read past its end ({} >= {})",
+                    bases[k] + last,
+                    lens[k]
+                );
             }
         }
         let mut dims: Vec<usize> = Vec::new();
@@ -64,7 +83,12 @@ impl<const K: usize> Walk<K> {
                 s.push(0);
             }
         }
-        Ok(Walk { shape: dims, strides: st, bases, len })
+        Ok(Walk {
+            shape: dims,
+            strides: st,
+            bases,
+            len,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -93,10 +117,19 @@ impl<const K: usize> Walk<K> {
         let mut pos = start;
         while pos < end {
             let offsets: [usize; K] = std::array::from_fn(|k| {
-                self.bases[k] + index.iter().zip(&self.strides[k]).map(|(i, s)| i * s).sum::<usize>()
+                self.bases[k]
+                    + index
+                        .iter()
+                        .zip(&self.strides[k])
+                        .map(|(i, s)| i * s)
+                        .sum::<usize>()
             });
             let len = (inner - index[rank - 1]).min(end - pos);
-            f(Segment { offsets, out: pos, len });
+            f(Segment {
+                offsets,
+                out: pos,
+                len,
+            });
             pos += len;
             index[rank - 1] += len;
             let mut d = rank - 1;

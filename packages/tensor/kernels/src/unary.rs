@@ -36,7 +36,10 @@ impl UnaryOp {
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|&(_, op)| op)
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, op)| op)
     }
 }
 
@@ -68,7 +71,12 @@ multiversion! {
 
 /// `out[i] = op(x[i])` for float32.
 pub fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
-    ensure!(x.len() == out.len(), "unary {op:?}: input has {} elements, output {}", x.len(), out.len());
+    ensure!(
+        x.len() == out.len(),
+        "unary {op:?}: input has {} elements, output {}",
+        x.len(),
+        out.len()
+    );
     for_chunks(out, CHUNK, |i, chunk| {
         let start = i * CHUNK;
         map_chunk(op, &x[start..start + chunk.len()], chunk);
@@ -78,11 +86,20 @@ pub fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
 
 /// `out[i] = op(x[i])` for int64 (negation and absolute value only).
 pub fn unary_i64(op: UnaryOp, x: &[i64], out: &mut [i64]) -> Result<()> {
-    ensure!(x.len() == out.len(), "unary {op:?}: input has {} elements, output {}", x.len(), out.len());
+    ensure!(
+        x.len() == out.len(),
+        "unary {op:?}: input has {} elements, output {}",
+        x.len(),
+        out.len()
+    );
     let f: fn(i64) -> i64 = match op {
         UnaryOp::Neg => i64::wrapping_neg,
         UnaryOp::Abs => i64::wrapping_abs,
-        _ => return Err(crate::KernelError(format!("unary {op:?} is not defined for int64"))),
+        _ => {
+            return Err(crate::KernelError(format!(
+                "unary {op:?} is not defined for int64"
+            )))
+        }
     };
     for_chunks(out, CHUNK, |i, chunk| {
         let start = i * CHUNK;
@@ -95,7 +112,12 @@ pub fn unary_i64(op: UnaryOp, x: &[i64], out: &mut [i64]) -> Result<()> {
 
 /// Logical not of a bool tensor.
 pub fn logical_not(x: &[bool], out: &mut [bool]) -> Result<()> {
-    ensure!(x.len() == out.len(), "logical_not: input has {} elements, output {}", x.len(), out.len());
+    ensure!(
+        x.len() == out.len(),
+        "logical_not: input has {} elements, output {}",
+        x.len(),
+        out.len()
+    );
     for (o, &v) in out.iter_mut().zip(x) {
         *o = !v;
     }

@@ -1,7 +1,5 @@
 //! Dtype dispatch, output allocation and the GIL-releasing kernel runner.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-
 use numpy::{
     Element, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
 };
@@ -14,20 +12,11 @@ mod py_errors {
 use py_errors::KernelError as PyKernelError;
 
 /// Run `f` without the GIL; a kernel error or a panic becomes a `KernelError`.
-pub fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, KernelError> + Send) -> PyResult<T> {
-    let outcome = py.detach(|| catch_unwind(AssertUnwindSafe(f)));
-    match outcome {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(PyKernelError::new_err(e.0)),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(PyKernelError::new_err(format!("internal error in a CPU kernel: {msg}")))
-        }
-    }
+pub fn run<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce() -> Result<T, KernelError> + Send,
+) -> PyResult<T> {
+    riftco_native_call::detached(py, "a CPU kernel", PyKernelError::new_err, f)
 }
 
 pub fn error(msg: impl Into<String>) -> PyErr {
@@ -61,14 +50,19 @@ pub fn kind(a: &Bound<'_, PyUntypedArray>) -> PyResult<Kind> {
 
 /// A contiguous, read-only view of `a` as `&[T]` (valid while `a` lives).
 pub fn slice<'a, T: Element>(a: &'a Bound<'_, PyUntypedArray>) -> PyResult<&'a [T]> {
-    let typed = a.cast::<PyArrayDyn<T>>().map_err(|_| error("array dtype disagrees with the kernel"))?;
+    let typed = a
+        .cast::<PyArrayDyn<T>>()
+        .map_err(|_| error("array dtype disagrees with the kernel"))?;
     // SAFETY: the Python side hands kernels private, C-contiguous arrays that
     // nothing mutates while the call runs.
     unsafe { typed.as_slice() }.map_err(|_| error("kernel input is not C-contiguous"))
 }
 
 /// A fresh uninitialized array of `shape`, and its storage as a mutable slice.
-pub fn alloc<'py, T: Element>(py: Python<'py>, shape: &[usize]) -> (Bound<'py, PyArrayDyn<T>>, &'py mut [T]) {
+pub fn alloc<'py, T: Element>(
+    py: Python<'py>,
+    shape: &[usize],
+) -> (Bound<'py, PyArrayDyn<T>>, &'py mut [T]) {
     // SAFETY: every kernel writes each output element before the array is
     // returned; on error the array is dropped unseen.
     let arr = unsafe { PyArrayDyn::<T>::new(py, shape.to_vec(), false) };

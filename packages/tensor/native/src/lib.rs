@@ -34,7 +34,10 @@ fn keep_freed_memory() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         extern "C" {
-            fn mallopt(param: std::os::raw::c_int, value: std::os::raw::c_int) -> std::os::raw::c_int;
+            fn mallopt(
+                param: std::os::raw::c_int,
+                value: std::os::raw::c_int,
+            ) -> std::os::raw::c_int;
         }
         const M_TRIM_THRESHOLD: std::os::raw::c_int = -1;
         const M_MMAP_THRESHOLD: std::os::raw::c_int = -3;
@@ -42,7 +45,9 @@ fn keep_freed_memory() -> bool {
             return false;
         }
         // SAFETY: mallopt only changes allocator parameters; both values are in range.
-        unsafe { mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 }
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1
+        }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {

@@ -12,21 +12,38 @@ use crate::convert::{alloc, error, run, shape_of, slice};
 type Array<'py> = Bound<'py, PyUntypedArray>;
 
 fn weight<'a>(
-    codes: &'a Array<'_>, absmax: &'a Array<'_>, group_range: Option<&'a Array<'_>>, offset: f32,
-    rows: usize, cols: usize, block_size: usize,
+    codes: &'a Array<'_>,
+    absmax: &'a Array<'_>,
+    group_range: Option<&'a Array<'_>>,
+    offset: f32,
+    rows: usize,
+    cols: usize,
+    block_size: usize,
 ) -> PyResult<Nf4Weight<'a>> {
     let scales = match group_range {
-        Some(ranges) => Scales::Double { codes: slice::<u8>(absmax)?, ranges: slice::<f32>(ranges)?, offset },
+        Some(ranges) => Scales::Double {
+            codes: slice::<u8>(absmax)?,
+            ranges: slice::<f32>(ranges)?,
+            offset,
+        },
         None => Scales::Plain(slice::<f32>(absmax)?),
     };
-    Ok(Nf4Weight { codes: slice::<u8>(codes)?, scales, rows, cols, block: block_size })
+    Ok(Nf4Weight {
+        codes: slice::<u8>(codes)?,
+        scales,
+        rows,
+        cols,
+        block: block_size,
+    })
 }
 
 /// Leading rows of `shape` when its last axis is `last`.
 fn rows_before(op: &str, shape: &[usize], last: usize) -> PyResult<usize> {
     match shape.last() {
         Some(&d) if d == last => Ok(shape[..shape.len() - 1].iter().product()),
-        _ => Err(error(format!("{op}: expected an input [..., {last}], found {shape:?}"))),
+        _ => Err(error(format!(
+            "{op}: expected an input [..., {last}], found {shape:?}"
+        ))),
     }
 }
 
@@ -40,8 +57,14 @@ fn with_last(shape: &[usize], last: usize) -> Vec<usize> {
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn nf4_dequantize<'py>(
-    py: Python<'py>, codes: &Array<'py>, absmax: &Array<'py>, group_range: Option<&Array<'py>>, offset: f32,
-    rows: usize, cols: usize, block_size: usize,
+    py: Python<'py>,
+    codes: &Array<'py>,
+    absmax: &Array<'py>,
+    group_range: Option<&Array<'py>>,
+    offset: f32,
+    rows: usize,
+    cols: usize,
+    block_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let w = weight(codes, absmax, group_range, offset, rows, cols, block_size)?;
     let (out, os) = alloc::<f32>(py, &[rows, cols]);
@@ -53,8 +76,16 @@ fn nf4_dequantize<'py>(
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn nf4_linear<'py>(
-    py: Python<'py>, x: &Array<'py>, codes: &Array<'py>, absmax: &Array<'py>, group_range: Option<&Array<'py>>,
-    offset: f32, rows: usize, cols: usize, block_size: usize, bias: Option<&Array<'py>>,
+    py: Python<'py>,
+    x: &Array<'py>,
+    codes: &Array<'py>,
+    absmax: &Array<'py>,
+    group_range: Option<&Array<'py>>,
+    offset: f32,
+    rows: usize,
+    cols: usize,
+    block_size: usize,
+    bias: Option<&Array<'py>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let sx = shape_of(x);
     let m = rows_before("nf4_linear", &sx, cols)?;
@@ -69,8 +100,15 @@ fn nf4_linear<'py>(
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn nf4_linear_backward<'py>(
-    py: Python<'py>, dy: &Array<'py>, codes: &Array<'py>, absmax: &Array<'py>, group_range: Option<&Array<'py>>,
-    offset: f32, rows: usize, cols: usize, block_size: usize,
+    py: Python<'py>,
+    dy: &Array<'py>,
+    codes: &Array<'py>,
+    absmax: &Array<'py>,
+    group_range: Option<&Array<'py>>,
+    offset: f32,
+    rows: usize,
+    cols: usize,
+    block_size: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let sd = shape_of(dy);
     let m = rows_before("nf4_linear_backward", &sd, rows)?;

@@ -10,7 +10,9 @@ use riftco_kernels::strided::Walk;
 use riftco_kernels::unary::{self as una, UnaryOp};
 use riftco_kernels::{index, layout, pool, KernelError};
 
-use crate::convert::{alloc, broadcast_strides, error, kind, run, shape_of, slice, split_axis, Kind};
+use crate::convert::{
+    alloc, broadcast_strides, error, kind, run, shape_of, slice, split_axis, Kind,
+};
 
 type Array<'py> = Bound<'py, PyUntypedArray>;
 type Out<'py> = PyResult<Bound<'py, PyAny>>;
@@ -64,14 +66,16 @@ fn unary<'py>(py: Python<'py>, op: &str, x: &Array<'py>) -> Out<'py> {
             Ok(arr.into_any())
         }
         Kind::F32 => {
-            let op = UnaryOp::from_name(op).ok_or_else(|| error(format!("unknown unary op {op:?}")))?;
+            let op =
+                UnaryOp::from_name(op).ok_or_else(|| error(format!("unknown unary op {op:?}")))?;
             let xs = slice::<f32>(x)?;
             let (arr, out) = alloc::<f32>(py, &shape);
             run(py, || una::unary_f32(op, xs, out))?;
             Ok(arr.into_any())
         }
         Kind::I64 => {
-            let op = UnaryOp::from_name(op).ok_or_else(|| error(format!("unknown unary op {op:?}")))?;
+            let op =
+                UnaryOp::from_name(op).ok_or_else(|| error(format!("unknown unary op {op:?}")))?;
             let xs = slice::<i64>(x)?;
             let (arr, out) = alloc::<i64>(py, &shape);
             run(py, || una::unary_i64(op, xs, out))?;
@@ -87,7 +91,13 @@ fn walk2(a: &Array<'_>, b: &Array<'_>, out_shape: &[usize]) -> PyResult<Walk<2>>
     Walk::new(out_shape, [&sa, &sb], [0, 0], [a.len(), b.len()]).map_err(kerr)
 }
 
-fn binary_typed<'py, T: Arith + numpy::Element>(py: Python<'py>, op: BinaryOp, a: &Array<'py>, b: &Array<'py>, shape: &[usize]) -> Out<'py> {
+fn binary_typed<'py, T: Arith + numpy::Element>(
+    py: Python<'py>,
+    op: BinaryOp,
+    a: &Array<'py>,
+    b: &Array<'py>,
+    shape: &[usize],
+) -> Out<'py> {
     let walk = walk2(a, b, shape)?;
     let (xa, xb) = (slice::<T>(a)?, slice::<T>(b)?);
     let (arr, out) = alloc::<T>(py, shape);
@@ -96,7 +106,13 @@ fn binary_typed<'py, T: Arith + numpy::Element>(py: Python<'py>, op: BinaryOp, a
 }
 
 #[pyfunction]
-fn binary<'py>(py: Python<'py>, op: &str, a: &Array<'py>, b: &Array<'py>, shape: Vec<usize>) -> Out<'py> {
+fn binary<'py>(
+    py: Python<'py>,
+    op: &str,
+    a: &Array<'py>,
+    b: &Array<'py>,
+    shape: Vec<usize>,
+) -> Out<'py> {
     let bop = BinaryOp::from_name(op).ok_or_else(|| error(format!("unknown binary op {op:?}")))?;
     match same_kind(op, &[a, b])? {
         Kind::F32 => binary_typed::<f32>(py, bop, a, b, &shape),
@@ -106,8 +122,15 @@ fn binary<'py>(py: Python<'py>, op: &str, a: &Array<'py>, b: &Array<'py>, shape:
 }
 
 #[pyfunction]
-fn compare<'py>(py: Python<'py>, op: &str, a: &Array<'py>, b: &Array<'py>, shape: Vec<usize>) -> Out<'py> {
-    let cop = CompareOp::from_name(op).ok_or_else(|| error(format!("unknown comparison {op:?}")))?;
+fn compare<'py>(
+    py: Python<'py>,
+    op: &str,
+    a: &Array<'py>,
+    b: &Array<'py>,
+    shape: Vec<usize>,
+) -> Out<'py> {
+    let cop =
+        CompareOp::from_name(op).ok_or_else(|| error(format!("unknown comparison {op:?}")))?;
     let walk = walk2(a, b, &shape)?;
     let (arr, out) = alloc::<bool>(py, &shape);
     match same_kind(op, &[a, b])? {
@@ -130,11 +153,23 @@ fn compare<'py>(py: Python<'py>, op: &str, a: &Array<'py>, b: &Array<'py>, shape
 
 #[pyfunction]
 #[pyo3(name = "where")]
-fn select<'py>(py: Python<'py>, cond: &Array<'py>, a: &Array<'py>, b: &Array<'py>, shape: Vec<usize>) -> Out<'py> {
+fn select<'py>(
+    py: Python<'py>,
+    cond: &Array<'py>,
+    a: &Array<'py>,
+    b: &Array<'py>,
+    shape: Vec<usize>,
+) -> Out<'py> {
     let sc = broadcast_strides(&shape_of(cond), &shape)?;
     let sa = broadcast_strides(&shape_of(a), &shape)?;
     let sb = broadcast_strides(&shape_of(b), &shape)?;
-    let walk = Walk::new(&shape, [&sc, &sa, &sb], [0, 0, 0], [cond.len(), a.len(), b.len()]).map_err(kerr)?;
+    let walk = Walk::new(
+        &shape,
+        [&sc, &sa, &sb],
+        [0, 0, 0],
+        [cond.len(), a.len(), b.len()],
+    )
+    .map_err(kerr)?;
     let c = slice::<bool>(cond)?;
     for_each_kind!(same_kind("where", &[a, b])?, T => {
         let (xa, xb) = (slice::<T>(a)?, slice::<T>(b)?);
@@ -146,7 +181,13 @@ fn select<'py>(py: Python<'py>, cond: &Array<'py>, a: &Array<'py>, b: &Array<'py
 
 /// Contiguous copy of the view `x.flat[offset + sum(i_d * strides[d])]` of `shape`.
 #[pyfunction]
-fn copy_strided<'py>(py: Python<'py>, x: &Array<'py>, shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Out<'py> {
+fn copy_strided<'py>(
+    py: Python<'py>,
+    x: &Array<'py>,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    offset: usize,
+) -> Out<'py> {
     let walk = Walk::new(&shape, [&strides], [offset], [x.len()]).map_err(kerr)?;
     for_each_kind!(kind(x)?, T => {
         let xs = slice::<T>(x)?;
@@ -227,7 +268,14 @@ fn batch_offsets(batch: &[usize], out_batch: &[usize], matrix: usize) -> PyResul
     let mut offsets = Vec::with_capacity(count);
     let mut index = vec![0usize; out_batch.len()];
     for _ in 0..count {
-        offsets.push(index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>() * matrix);
+        offsets.push(
+            index
+                .iter()
+                .zip(&strides)
+                .map(|(i, s)| i * s)
+                .sum::<usize>()
+                * matrix,
+        );
         for d in (0..index.len()).rev() {
             index[d] += 1;
             if index[d] < out_batch[d] {
@@ -241,18 +289,32 @@ fn batch_offsets(batch: &[usize], out_batch: &[usize], matrix: usize) -> PyResul
 
 fn broadcast_shapes(a: &[usize], b: &[usize]) -> PyResult<Vec<usize>> {
     let rank = a.len().max(b.len());
-    let pad = |s: &[usize], d: usize| if d + s.len() >= rank { s[d + s.len() - rank] } else { 1 };
+    let pad = |s: &[usize], d: usize| {
+        if d + s.len() >= rank {
+            s[d + s.len() - rank]
+        } else {
+            1
+        }
+    };
     (0..rank)
         .map(|d| match (pad(a, d), pad(b, d)) {
             (x, y) if x == y || y == 1 => Ok(x),
             (1, y) => Ok(y),
-            _ => Err(error(format!("batch dims {a:?} and {b:?} do not broadcast"))),
+            _ => Err(error(format!(
+                "batch dims {a:?} and {b:?} do not broadcast"
+            ))),
         })
         .collect()
 }
 
 #[pyfunction]
-fn matmul<'py>(py: Python<'py>, a: &Array<'py>, b: &Array<'py>, transpose_a: bool, transpose_b: bool) -> Out<'py> {
+fn matmul<'py>(
+    py: Python<'py>,
+    a: &Array<'py>,
+    b: &Array<'py>,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Out<'py> {
     let (sa, sb) = (shape_of(a), shape_of(b));
     if sa.len() < 2 || sb.len() < 2 {
         return Err(error("matmul operands need at least two dims"));
@@ -271,13 +333,26 @@ fn matmul<'py>(py: Python<'py>, a: &Array<'py>, b: &Array<'py>, transpose_a: boo
     shape.extend([m, n]);
     let (xa, xb) = (slice::<f32>(a)?, slice::<f32>(b)?);
     let (arr, out) = alloc::<f32>(py, &shape);
-    let spec = MatmulSpec { m, k, n, transpose_a, transpose_b, a_offsets: &a_offsets, b_offsets: &b_offsets };
+    let spec = MatmulSpec {
+        m,
+        k,
+        n,
+        transpose_a,
+        transpose_b,
+        a_offsets: &a_offsets,
+        b_offsets: &b_offsets,
+    };
     run(py, || matmul_f32(&spec, xa, xb, out))?;
     Ok(arr.into_any())
 }
 
 #[pyfunction]
-fn index_select<'py>(py: Python<'py>, x: &Array<'py>, axis: usize, indices: &Array<'py>) -> Out<'py> {
+fn index_select<'py>(
+    py: Python<'py>,
+    x: &Array<'py>,
+    axis: usize,
+    indices: &Array<'py>,
+) -> Out<'py> {
     let mut shape = shape_of(x);
     let (outer, n, inner) = split_axis(&shape, axis);
     let idx = slice::<i64>(indices)?;
@@ -290,7 +365,10 @@ fn index_select<'py>(py: Python<'py>, x: &Array<'py>, axis: usize, indices: &Arr
     })
 }
 
-fn copy_of<'py>(py: Python<'py>, base: &Array<'py>) -> PyResult<(Bound<'py, PyAny>, &'py mut [f32])> {
+fn copy_of<'py>(
+    py: Python<'py>,
+    base: &Array<'py>,
+) -> PyResult<(Bound<'py, PyAny>, &'py mut [f32])> {
     let src = slice::<f32>(base)?;
     let (arr, out) = alloc::<f32>(py, &shape_of(base));
     out.copy_from_slice(src);
@@ -298,7 +376,13 @@ fn copy_of<'py>(py: Python<'py>, base: &Array<'py>) -> PyResult<(Bound<'py, PyAn
 }
 
 #[pyfunction]
-fn index_add<'py>(py: Python<'py>, base: &Array<'py>, axis: usize, indices: &Array<'py>, src: &Array<'py>) -> Out<'py> {
+fn index_add<'py>(
+    py: Python<'py>,
+    base: &Array<'py>,
+    axis: usize,
+    indices: &Array<'py>,
+    src: &Array<'py>,
+) -> Out<'py> {
     let (outer, n, inner) = split_axis(&shape_of(base), axis);
     let (idx, s) = (slice::<i64>(indices)?, slice::<f32>(src)?);
     let (arr, out) = copy_of(py, base)?;
@@ -320,7 +404,13 @@ fn gather<'py>(py: Python<'py>, x: &Array<'py>, axis: usize, indices: &Array<'py
 }
 
 #[pyfunction]
-fn scatter_add<'py>(py: Python<'py>, base: &Array<'py>, axis: usize, indices: &Array<'py>, src: &Array<'py>) -> Out<'py> {
+fn scatter_add<'py>(
+    py: Python<'py>,
+    base: &Array<'py>,
+    axis: usize,
+    indices: &Array<'py>,
+    src: &Array<'py>,
+) -> Out<'py> {
     let (outer, n, inner) = split_axis(&shape_of(base), axis);
     let (idx, s) = (slice::<i64>(indices)?, slice::<f32>(src)?);
     let (arr, out) = copy_of(py, base)?;
@@ -331,10 +421,16 @@ fn scatter_add<'py>(py: Python<'py>, base: &Array<'py>, axis: usize, indices: &A
 #[pyfunction]
 fn softmax<'py>(py: Python<'py>, x: &Array<'py>, causal: bool, log: bool) -> Out<'py> {
     let shape = shape_of(x);
-    let n = *shape.last().ok_or_else(|| error("softmax of a 0-d array"))?;
+    let n = *shape
+        .last()
+        .ok_or_else(|| error("softmax of a 0-d array"))?;
     let rows = x.len().checked_div(n).unwrap_or(0);
     let causal = if causal {
-        let queries = if shape.len() >= 2 { shape[shape.len() - 2] } else { 1 };
+        let queries = if shape.len() >= 2 {
+            shape[shape.len() - 2]
+        } else {
+            1
+        };
         Some(Causal { queries })
     } else {
         None
@@ -358,7 +454,9 @@ fn num_threads() -> usize {
 /// Panic inside a kernel call, to prove panics reach Python as KernelError.
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
-    run(py, || -> Result<(), KernelError> { panic!("deliberate panic for the test suite") })
+    run(py, || -> Result<(), KernelError> {
+        panic!("deliberate panic for the test suite")
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -19,32 +19,47 @@ fn as_f32<'a, 'py>(what: &str, a: &'a Array<'py>) -> PyResult<&'a Bound<'py, PyA
 }
 
 fn writable<'py>(what: String, a: &Array<'py>) -> PyResult<PyReadwriteArrayDyn<'py, f32>> {
-    as_f32(&what, a)?
-        .try_readwrite()
-        .map_err(|e| error(format!("adam_update: {what} cannot be written ({e}); is it passed twice?")))
+    as_f32(&what, a)?.try_readwrite().map_err(|e| {
+        error(format!(
+            "adam_update: {what} cannot be written ({e}); is it passed twice?"
+        ))
+    })
 }
 
 fn readable<'py>(what: String, a: &Array<'py>) -> PyResult<PyReadonlyArrayDyn<'py, f32>> {
-    as_f32(&what, a)?
-        .try_readonly()
-        .map_err(|e| error(format!("adam_update: {what} cannot be read ({e}); is it also written?")))
+    as_f32(&what, a)?.try_readonly().map_err(|e| {
+        error(format!(
+            "adam_update: {what} cannot be read ({e}); is it also written?"
+        ))
+    })
 }
 
 fn not_contiguous(what: String) -> impl FnOnce(numpy::AsSliceError) -> PyErr {
     move |_| error(format!("adam_update: {what} is not C-contiguous"))
 }
 
-fn pages<'py>(what: &str, i: usize, xs: &[Array<'py>]) -> PyResult<Vec<PyReadwriteArrayDyn<'py, f32>>> {
+fn pages<'py>(
+    what: &str,
+    i: usize,
+    xs: &[Array<'py>],
+) -> PyResult<Vec<PyReadwriteArrayDyn<'py, f32>>> {
     xs.iter()
         .enumerate()
         .map(|(j, x)| writable(format!("{what} page {j} of parameter {i}"), x))
         .collect()
 }
 
-fn page_slices<'a>(what: &str, i: usize, xs: &'a mut [PyReadwriteArrayDyn<'_, f32>]) -> PyResult<Vec<&'a mut [f32]>> {
+fn page_slices<'a>(
+    what: &str,
+    i: usize,
+    xs: &'a mut [PyReadwriteArrayDyn<'_, f32>],
+) -> PyResult<Vec<&'a mut [f32]>> {
     xs.iter_mut()
         .enumerate()
-        .map(|(j, x)| x.as_slice_mut().map_err(not_contiguous(format!("{what} page {j} of parameter {i}"))))
+        .map(|(j, x)| {
+            x.as_slice_mut()
+                .map_err(not_contiguous(format!("{what} page {j} of parameter {i}")))
+        })
         .collect()
 }
 
@@ -72,7 +87,17 @@ fn adam_update<'py>(
     grad_scale: f64,
 ) -> PyResult<Option<usize>> {
     let n = params.len();
-    let counts = [grads.len(), m.len(), v.len(), lr.len(), beta1.len(), beta2.len(), eps.len(), weight_decay.len(), step.len()];
+    let counts = [
+        grads.len(),
+        m.len(),
+        v.len(),
+        lr.len(),
+        beta1.len(),
+        beta2.len(),
+        eps.len(),
+        weight_decay.len(),
+        step.len(),
+    ];
     if counts.iter().any(|&c| c != n) {
         return Err(error(format!(
             "adam_update: {n} parameters, but the gradients, moments, lr, beta1, beta2, eps, weight_decay and step lists have {counts:?} entries"
@@ -91,17 +116,33 @@ fn adam_update<'py>(
         g_guards.push(readable(format!("gradient {i}"), g)?);
     }
     let mut views = Vec::with_capacity(n);
-    let guards = p_guards.iter_mut().zip(&g_guards).zip(m_guards.iter_mut().zip(v_guards.iter_mut()));
+    let guards = p_guards
+        .iter_mut()
+        .zip(&g_guards)
+        .zip(m_guards.iter_mut().zip(v_guards.iter_mut()));
     for (i, ((p, g), (ms, vs))) in guards.enumerate() {
         views.push(AdamParam {
-            param: p.as_slice_mut().map_err(not_contiguous(format!("parameter {i}")))?,
-            grad: g.as_slice().map_err(not_contiguous(format!("gradient {i}")))?,
+            param: p
+                .as_slice_mut()
+                .map_err(not_contiguous(format!("parameter {i}")))?,
+            grad: g
+                .as_slice()
+                .map_err(not_contiguous(format!("gradient {i}")))?,
             m: page_slices("first-moment", i, ms)?,
             v: page_slices("second-moment", i, vs)?,
-            hyper: AdamHyper { lr: lr[i], beta1: beta1[i], beta2: beta2[i], eps: eps[i], weight_decay: weight_decay[i], step: step[i] },
+            hyper: AdamHyper {
+                lr: lr[i],
+                beta1: beta1[i],
+                beta2: beta2[i],
+                eps: eps[i],
+                weight_decay: weight_decay[i],
+                step: step[i],
+            },
         });
     }
-    run(py, || adam::adam_update(&mut views, page_size, decoupled, grad_scale))
+    run(py, || {
+        adam::adam_update(&mut views, page_size, decoupled, grad_scale)
+    })
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

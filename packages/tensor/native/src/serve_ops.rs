@@ -16,8 +16,16 @@ type Array<'py> = Bound<'py, PyUntypedArray>;
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn paged_attention<'py>(
-    py: Python<'py>, q: &Array<'py>, k_pages: &Array<'py>, v_pages: &Array<'py>, page_table: &Array<'py>,
-    q_starts: Vec<usize>, q_counts: Vec<usize>, kv_lengths: Vec<usize>, scale: f32, window: usize,
+    py: Python<'py>,
+    q: &Array<'py>,
+    k_pages: &Array<'py>,
+    v_pages: &Array<'py>,
+    page_table: &Array<'py>,
+    q_starts: Vec<usize>,
+    q_counts: Vec<usize>,
+    kv_lengths: Vec<usize>,
+    scale: f32,
+    window: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let (sq, sp, st) = (shape_of(q), shape_of(k_pages), shape_of(page_table));
     if sq.len() != 3 || sp.len() != 4 || sp[3] != sq[2] || shape_of(v_pages) != sp {
@@ -35,11 +43,31 @@ fn paged_attention<'py>(
         )));
     }
     let segs: Vec<PagedSegment> = (0..n)
-        .map(|j| PagedSegment { q_row: q_starts[j], q_len: q_counts[j], kv_len: kv_lengths[j] })
+        .map(|j| PagedSegment {
+            q_row: q_starts[j],
+            q_len: q_counts[j],
+            kv_len: kv_lengths[j],
+        })
         .collect();
-    let h = Heads { heads: sq[1], kv_heads: sp[2], head_dim: sq[2], scale, causal: true, window };
-    let layout = PagedLayout { pages: sp[0], page_size: sp[1], max_pages: st[1] };
-    let (qs, ks, vs, ts) = (slice::<f32>(q)?, slice::<f32>(k_pages)?, slice::<f32>(v_pages)?, slice::<i64>(page_table)?);
+    let h = Heads {
+        heads: sq[1],
+        kv_heads: sp[2],
+        head_dim: sq[2],
+        scale,
+        causal: true,
+        window,
+    };
+    let layout = PagedLayout {
+        pages: sp[0],
+        page_size: sp[1],
+        max_pages: st[1],
+    };
+    let (qs, ks, vs, ts) = (
+        slice::<f32>(q)?,
+        slice::<f32>(k_pages)?,
+        slice::<f32>(v_pages)?,
+        slice::<i64>(page_table)?,
+    );
     let (out, os) = alloc::<f32>(py, &sq);
     run(py, || paged_kernel(&h, &layout, &segs, ts, qs, ks, vs, os))?;
     Ok(out.into_any())

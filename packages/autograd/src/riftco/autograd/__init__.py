@@ -14,11 +14,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import functional
-from .checkpoint import checkpoint
-from .custom import custom_gradient
-from .errors import GradientError, StaleGraphError
-from .functional import (
+from riftco.autograd import functional
+from riftco.autograd.checkpoint import checkpoint
+from riftco.autograd.custom import custom_gradient
+from riftco.autograd.errors import GradientError, StaleGraphError
+from riftco.autograd.functional import (
     abs,
     add,
     argmax,
@@ -77,10 +77,10 @@ from .functional import (
     unsqueeze,
     where,
 )
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .gradcheck import GradcheckResult, gradcheck
-from .graph import backward, grad
-from .variable import Parameter, Variable
+from riftco.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from riftco.autograd.gradcheck import GradcheckResult, gradcheck
+from riftco.autograd.graph import backward, grad
+from riftco.autograd.variable import Parameter, Variable
 
 __all__ = [
     "GradcheckResult",

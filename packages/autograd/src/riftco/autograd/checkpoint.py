@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from riftco.autograd.errors import GradientError
+from riftco.autograd.grad_mode import enable_grad, state
+from riftco.autograd.graph.backward import _propagate
+from riftco.autograd.graph.node import Node, saved_values
+from riftco.autograd.variable import Variable, _make
 from riftco.tensor import Tensor
-
-from .errors import GradientError
-from .grad_mode import enable_grad, state
-from .graph.backward import _propagate
-from .graph.node import Node, saved_values
-from .variable import Variable, _make
 
 _PLAIN, _CONSTANT, _DIFFERENTIABLE = 0, 1, 2
 

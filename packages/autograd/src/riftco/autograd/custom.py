@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from riftco.autograd.errors import GradientError
+from riftco.autograd.grad_mode import state
+from riftco.autograd.graph.node import Node, saved_values
+from riftco.autograd.variable import Variable, _make
 from riftco.tensor import Tensor
-
-from .errors import GradientError
-from .grad_mode import state
-from .graph.node import Node, saved_values
-from .variable import Variable, _make
 
 Vjp = Callable[[Tensor], Sequence[Tensor | None]]
 

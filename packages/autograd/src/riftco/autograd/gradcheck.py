@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from riftco.autograd.grad_mode import no_grad
+from riftco.autograd.graph.backward import grad
+from riftco.autograd.variable import Variable
 from riftco.tensor import Tensor, from_numpy
-
-from .grad_mode import no_grad
-from .graph.backward import grad
-from .variable import Variable
 
 
 @dataclass(frozen=True)

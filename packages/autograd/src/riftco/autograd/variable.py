@@ -151,7 +151,7 @@ class Variable:
         All gradients are committed together at the end: an error leaves every
         ``grad`` unchanged. The graph is freed afterwards unless ``retain_graph``.
         """
-        from .graph.backward import backward
+        from riftco.autograd.graph.backward import backward
 
         backward([self], [seed], retain_graph=retain_graph)
 
@@ -442,4 +442,4 @@ __all__ = ["Parameter", "Variable"]
 
 # The operations need Variable itself, so they come in once the class exists; the
 # methods above look them up when called.
-from . import functional as F  # noqa: E402
+from riftco.autograd import functional as F  # noqa: E402

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from enum import Enum
 
+from riftco.core.errors import RiftcoError
 
-class CajalError(Exception):
-    """Base class of every error raised by riftco.cajal."""
+
+class CajalError(RiftcoError):
+    """Base class of every error raised by riftco.cajal (a ``RiftcoError``)."""
 
 
 class TypeFormationError(CajalError):

@@ -6,15 +6,16 @@ canonical form, and the ``riftco generate``/``convert``/``inspect`` commands.
 
 from __future__ import annotations
 
+from riftco.core import atomic_write
 from riftco.interchange.bundle import SUFFIX, Bundle, read_bundle, read_manifest, write_bundle
 from riftco.interchange.container import (
     MAX_HEADER_BYTES,
     SafetensorsFile,
     TensorInfo,
-    atomic_write,
     canonical_json,
     content_id,
     read_safetensors,
+    strict_json,
     tensors_digest,
     write_safetensors,
 )
@@ -38,12 +39,15 @@ from riftco.interchange.models import (
     export_huggingface_model,
     import_huggingface_model,
     load_bundle,
+    load_original,
     model_arrays,
     save_bundle,
     validate_bundle,
 )
 from riftco.interchange.onnx_export import export_onnx, export_onnx_model
 from riftco.interchange.onnx_import import OnnxModel, import_onnx, import_onnx_model
+from riftco.interchange.original import OriginalModel
+from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.runnable import RunnableModel
 from riftco.interchange.safetensors_io import load_safetensors, save_safetensors
 
@@ -64,6 +68,7 @@ __all__ = [
     "InterchangeError",
     "ManifestError",
     "OnnxModel",
+    "OriginalModel",
     "RunnableModel",
     "SafetensorsFile",
     "TensorInfo",
@@ -88,13 +93,17 @@ __all__ = [
     "import_onnx",
     "import_onnx_model",
     "load_bundle",
+    "load_original",
     "load_safetensors",
     "model_arrays",
+    "original_kind",
     "read_bundle",
     "read_manifest",
+    "read_original",
     "read_safetensors",
     "save_bundle",
     "save_safetensors",
+    "strict_json",
     "tensors_digest",
     "validate_bundle",
     "write_bundle",

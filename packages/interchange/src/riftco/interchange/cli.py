@@ -12,9 +12,9 @@ from pathlib import Path
 
 from riftco.interchange.cli_inspect import main as _inspect_main
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
+SUFFIXES = {".rift": "rift", ".safetensors": "safetensors", ".gguf": "gguf", ".onnx": "onnx"}
 
 
 def generate_main(argv: list[str]) -> int:
@@ -65,7 +65,7 @@ def generate_main(argv: list[str]) -> int:
             system=args.system,
             repetition_penalty=args.repetition_penalty,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco generate: {exc}", file=sys.stderr)
         return 1
     print(text)
@@ -81,7 +81,12 @@ def convert_main(argv: list[str]) -> int:
         help="a .rift bundle, a Hugging Face model directory, a GGUF file or a riftco ONNX export",
     )
     parser.add_argument("dst", type=Path, help="the file or directory to write")
-    parser.add_argument("--to", required=True, choices=TARGETS, help="the format of DST")
+    parser.add_argument(
+        "--to",
+        choices=TARGETS,
+        default=None,
+        help="the format of DST (default: from its suffix, .rift, .safetensors, .gguf or .onnx)",
+    )
     parser.add_argument(
         "--stage", default=None, help="stage recorded in a new .rift (default: kept, or 'imported')"
     )
@@ -94,6 +99,10 @@ def convert_main(argv: list[str]) -> int:
         help="GGUF: export a tokenizer llama.cpp splits differently (recorded in the file)",
     )
     args = parser.parse_args(argv)
+    if args.to is None:
+        args.to = SUFFIXES.get(args.dst.suffix)
+        if args.to is None:
+            parser.error(f"cannot tell the format of {args.dst} from its suffix; pass --to")
     from riftco.interchange.convert import convert
 
     try:
@@ -105,7 +114,7 @@ def convert_main(argv: list[str]) -> int:
             dtype=args.dtype,
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
         )
-    except (RiftcoError, TokenizerError) as exc:
+    except RiftcoError as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {written}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from riftco.interchange.bundle import read_bundle, read_manifest
 from riftco.interchange.container import read_safetensors
-from riftco.interchange.errors import InterchangeError
+from riftco.interchange.errors import IntegrityError, InterchangeError
 from riftco.interchange.manifest import MANIFEST_KEY
 
 
@@ -35,6 +35,11 @@ def main(argv: list[str]) -> int:
 
 def describe(path: Path) -> dict[str, Any]:
     """A JSON-ready description of ``path``."""
+    from riftco.interchange.original_exports import original_kind
+
+    kind = original_kind(path)
+    if kind is not None:
+        return _describe_original(path, kind)
     if path.is_dir():
         return _describe_directory(path)
     stored = read_safetensors(path)
@@ -76,6 +81,36 @@ def describe(path: Path) -> dict[str, Any]:
         },
         "metadata": manifest["metadata"],
         "integrity": integrity,
+    }
+
+
+def _describe_original(path: Path, kind: str) -> dict[str, Any]:
+    from riftco.interchange.original_exports import KINDS, read_original
+
+    try:
+        original = read_original(path, kind)
+    except IntegrityError as exc:
+        return {"path": str(path), "kind": KINDS[kind], "integrity": f"FAILED: {exc}"}
+    tokenizer = original.tokenizer
+    return {
+        "path": str(path),
+        "kind": KINDS[kind],
+        "artifact_id": original.artifact_id,
+        "stage": original.stage,
+        "parent_id": original.parent_artifact_id,
+        "parameters": sum(int(a.size) for a in original.arrays.values()),
+        "tensors": len(original.arrays),
+        "config": original.config.to_dict(),
+        "original_config": original.original_config,
+        "tokenizer": {
+            "method": type(tokenizer).__name__,
+            "vocab_size": tokenizer.vocab_size,
+            "special_tokens": [],
+            "eos_token": None,
+            "chat_template": False,
+        },
+        "metadata": original.metadata,
+        "integrity": "ok",
     }
 
 

@@ -4,11 +4,12 @@ Everything here is independent of models, so that any riftco file built on the
 safetensors format (the ``.rift`` bundle, the ``.riftckpt`` training checkpoint)
 shares one implementation of the parts that must never be wrong:
 
-- :func:`atomic_write`: a file is written to a temporary name in the same
-  folder, flushed, fsynced and renamed over the target, and the folder is
-  fsynced, so a crash leaves either the old file or the whole new one.
-- :func:`canonical_json` and :func:`content_id`: the SHA-256 of a JSON document
-  in canonical form (keys sorted, separators ``,`` and ``:``, UTF-8, no NaN).
+- atomic writes (:func:`riftco.core.atomic_write`): a file is written to a
+  temporary name in the same folder, fsynced and renamed over the target, and
+  the folder is fsynced, so a crash leaves either the old file or the whole new one.
+- :func:`canonical_json` and :func:`content_id`: riftco.core's canonical JSON and
+  identity (keys sorted, separators ``,`` and ``:``, UTF-8, no NaN), raising
+  :class:`ContainerError` and excluding ``artifact_id`` by default.
 - :func:`read_safetensors` and :func:`write_safetensors`: named numpy arrays
   plus ``str -> str`` metadata. The reader checks every size field against the
   file's real length and fixed limits *before* allocating anything, parses the
@@ -20,21 +21,20 @@ shares one implementation of the parts that must never be wrong:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import mmap
 import os
 import struct
-import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from riftco import core
+from riftco.core import JSONError, atomic_write, loads_strict
 from riftco.interchange.errors import ContainerError
 
 MAX_HEADER_BYTES = 16 << 20
@@ -68,67 +68,42 @@ _HEADER_KEYS = {"dtype", "shape", "data_offsets"}
 
 
 def canonical_json(document: Any) -> bytes:
-    """``document`` as canonical JSON: sorted keys, compact separators, UTF-8, no NaN."""
+    """:func:`riftco.core.canonical_json`, raising :class:`ContainerError`."""
     try:
-        text = json.dumps(
-            document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except (TypeError, ValueError) as exc:
-        raise ContainerError(f"expected a JSON-ready document; {exc}") from None
-    return text.encode("utf-8")
+        return core.canonical_json(document)
+    except JSONError as exc:
+        raise ContainerError(str(exc)) from None
+
+
+def strict_json(raw: bytes | str, where: str, error: type[Exception] = ContainerError) -> Any:
+    """:func:`riftco.core.loads_strict` (UTF-8, no duplicate keys, no NaN or infinity,
+    bounded nesting and integer digits), raising ``error`` naming ``where``."""
+    try:
+        return core.loads_strict(raw)
+    except JSONError as exc:
+        raise error(f"{where}: {exc}") from None
 
 
 def content_id(document: Mapping[str, Any], exclude: str = "artifact_id") -> str:
     """SHA-256 (hex) of the canonical JSON of ``document`` without the key ``exclude``."""
-    return hashlib.sha256(
-        canonical_json({k: v for k, v in document.items() if k != exclude})
-    ).hexdigest()
+    try:
+        return core.content_id(document, exclude)
+    except JSONError as exc:
+        raise ContainerError(str(exc)) from None
 
 
 def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
-    """SHA-256 (hex) of named arrays: for each name in sorted order, the canonical JSON
-    ``[name, dtype code, shape]`` followed by the array's little-endian bytes."""
-    digest = hashlib.sha256()
-    for name in sorted(arrays):
-        array = _little_endian(name, arrays[name])
-        digest.update(canonical_json([name, dtype_code(name, array), list(array.shape)]))
-        digest.update(array.reshape(-1).data.cast("B"))
-    return digest.hexdigest()
+    """SHA-256 (hex) of named arrays (:func:`riftco.core.records_digest`): for each name
+    in sorted order, the canonical JSON ``[name, dtype code, shape]`` followed by the
+    array's little-endian bytes."""
 
+    def records() -> Iterator[tuple[list[Any], memoryview]]:  # one array at a time
+        for name in sorted(arrays):
+            array = _little_endian(name, arrays[name])
+            header = [name, dtype_code(name, array), list(array.shape)]
+            yield header, memoryview(array.reshape(-1)).cast("B")
 
-# -- atomic writes -----------------------------------------------------------------
-
-
-@contextmanager
-def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open a temporary file beside ``path``; on a clean exit make it ``path`` durably."""
-    target = Path(path)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    _fsync_folder(target.parent)
-
-
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` with :func:`atomic_write`."""
-    with atomic_write(path) as handle:
-        handle.write(data)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if hasattr(os, "O_DIRECTORY"):  # makes the rename itself durable
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    return core.records_digest(records())
 
 
 # -- writing safetensors -------------------------------------------------------------
@@ -263,12 +238,10 @@ class SafetensorsFile:
 
     def digest(self) -> str:
         """:func:`tensors_digest` of the stored tensors, computed over the mapping."""
-        digest = hashlib.sha256()
-        for name in sorted(self.tensors):
-            info = self.tensors[name]
-            digest.update(canonical_json([name, info.dtype, list(info.shape)]))
-            digest.update(self.raw(name))
-        return digest.hexdigest()
+        return core.records_digest(
+            ([name, self.tensors[name].dtype, list(self.tensors[name].shape)], self.raw(name))
+            for name in sorted(self.tensors)
+        )
 
     def _info(self, name: str) -> TensorInfo:
         try:
@@ -315,15 +288,9 @@ def _read_header(handle: BinaryIO, size: int, limit: int) -> tuple[int, bytes]:
 
 def _parse_header(raw: bytes) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     try:
-        document = json.loads(
-            raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constants
-        )
-    except UnicodeDecodeError as exc:
-        raise ContainerError(f"header: expected UTF-8; {exc.reason} at byte {exc.start}") from None
-    except json.JSONDecodeError as exc:
-        raise ContainerError(f"header: expected JSON; {exc}") from None
-    except RecursionError:
-        raise ContainerError("header: JSON nested too deeply") from None
+        document = loads_strict(raw)
+    except JSONError as exc:
+        raise ContainerError(f"header: {exc}") from None
     if not isinstance(document, dict):
         raise ContainerError(f"header: expected a JSON object; found {type(document).__name__}")
     metadata = document.pop("__metadata__", {})
@@ -373,19 +340,6 @@ def _check_layout(tensors: Mapping[str, TensorInfo], available: int) -> None:
         raise ContainerError(
             f"expected {position} bytes of data; found {available} (trailing bytes)"
         )
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ContainerError(f"header: duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
-def _no_constants(name: str) -> Any:
-    raise ContainerError(f"header: expected standard JSON; found {name}")
 
 
 def _is_count(value: Any) -> bool:

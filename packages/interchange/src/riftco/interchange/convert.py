@@ -8,6 +8,11 @@ Converting a bundle to a bundle keeps its manifest, so the copy has the same
 (unless told otherwise), its origin in the metadata and, when the file records
 the bundle it came from, that bundle as its parent. GGUF and ONNX exports record
 the source bundle's lineage.
+
+Files the original riftco-transformer wrote (its ``.rift`` v1 bundle, Hugging
+Face-style directory, GGUF file and ONNX export, recognised by content) convert
+too: the bundle keeps the original's stage, has the original artifact as its
+parent, and records the original lineage under ``metadata["riftco_transformer"]``.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from riftco.interchange.lineage import lineage_of
 from riftco.interchange.models import huggingface_origin, validate_bundle
 from riftco.interchange.onnx_export import export_onnx
 from riftco.interchange.onnx_import import import_onnx
+from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.safetensors_io import save_safetensors
 
 Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
@@ -49,7 +55,20 @@ def convert(
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
     lineage: dict = {}
-    if src.is_file() and (is_gguf(src) or src.suffix == ".onnx"):
+    original = original_kind(src)
+    if original is not None:
+        imported_original = read_original(src, original)
+        config, arrays = imported_original.config, imported_original.arrays
+        tokenizer = imported_original.tokenizer
+        fields = imported_original.origin()
+        if stage:
+            fields["stage"] = stage
+        lineage = {
+            "artifact_id": imported_original.artifact_id,
+            "stage": imported_original.stage,
+            "parent_id": imported_original.parent_artifact_id,
+        }
+    elif src.is_file() and (is_gguf(src) or src.suffix == ".onnx"):
         imported = import_gguf(src) if is_gguf(src) else import_onnx(src)
         config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
         if tokenizer is None:

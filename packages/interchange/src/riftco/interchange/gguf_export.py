@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from riftco.core import staged_files
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.gguf_file import tensors_digest
@@ -43,7 +44,6 @@ from riftco.interchange.lineage import RIFTCO_LINEAGE, lineage_of
 from riftco.interchange.models import model_arrays
 from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
-from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer
 

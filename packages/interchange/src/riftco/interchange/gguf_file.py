@@ -18,7 +18,6 @@ tensor count, ``u64`` key count, the key/value pairs, the tensor infos (name,
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -30,7 +29,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from riftco.interchange.container import canonical_json
+from riftco.core import records_digest
 from riftco.interchange.errors import ContainerError, ConversionError
 from riftco.interchange.optional import require
 
@@ -125,13 +124,13 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
 
 
 def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> str:
-    """SHA-256 (hex) of tensors as stored: for each name in sorted order, the canonical
-    JSON ``[name, ggml type, numpy shape]`` followed by the stored bytes."""
-    digest = hashlib.sha256()
-    for name, ggml_type, shape, data in sorted(tensors, key=lambda t: t[0]):
-        digest.update(canonical_json([name, ggml_type, list(shape)]))
-        digest.update(np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
-    return digest.hexdigest()
+    """SHA-256 (hex) of tensors as stored (:func:`riftco.core.records_digest`): for each
+    name in sorted order, the canonical JSON ``[name, ggml type, numpy shape]`` followed
+    by the stored bytes."""
+    return records_digest(
+        ([name, ggml_type, list(shape)], np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
+        for name, ggml_type, shape, data in sorted(tensors, key=lambda t: t[0])
+    )
 
 
 def is_gguf(path: str | os.PathLike[str]) -> bool:

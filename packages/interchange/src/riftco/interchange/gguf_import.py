@@ -16,7 +16,6 @@ import gives back the same model.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import loads_strict
 from riftco.interchange.errors import (
     ConversionError,
     IntegrityError,
@@ -236,7 +236,7 @@ def _check_integrity(stored: GgufFile) -> None:
     if raw is None:
         return
     try:
-        recorded = json.loads(raw)
+        recorded = loads_strict(raw)
         sha256, file_type = recorded["sha256"], recorded["file_type"]
     except (ValueError, TypeError, KeyError):
         raise ConversionError(f"{RIFTCO_TENSORS}: expected {{sha256, file_type}} JSON") from None
@@ -253,7 +253,7 @@ def _reconcile(derived: TransformerConfig, metadata: Mapping[str, Any]) -> Trans
     if raw is None:
         return derived
     try:
-        stored = config_from_dict(json.loads(raw) if isinstance(raw, str) else None)
+        stored = config_from_dict(loads_strict(raw) if isinstance(raw, str) else None)
     except (ValueError, ManifestError) as exc:
         raise ConversionError(f"{RIFTCO_CONFIG}: {exc}") from None
     fields = list(_SHARED_FIELDS)

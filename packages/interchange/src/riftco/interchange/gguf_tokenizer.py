@@ -26,11 +26,11 @@ the tokenizer from that section when its ids have riftco's layout.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from riftco.core import loads_strict
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.hf_tokenizer import STATE_KEY, jinja_chat_template, tokenizer_from_hf_json
 from riftco.text import (
@@ -207,8 +207,8 @@ def _riftco_state(metadata: Mapping[str, Any]) -> Tokenizer | None:
     if raw is None:
         return None
     try:
-        return tokenizer_from_state(json.loads(raw))
-    except (TypeError, ValueError) as exc:  # TokenizerError is a ValueError
+        return tokenizer_from_state(loads_strict(raw))
+    except (TypeError, ValueError) as exc:  # JSONError and TokenizerError are ValueErrors
         raise ConversionError(f"{RIFTCO_STATE}: {exc}") from None
 
 

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from riftco.interchange.container import write_bytes_atomic
+from riftco.core import JSONError, loads_strict, write_bytes_atomic
 from riftco.interchange.errors import ConversionError
 from riftco.text import (
     BpeTokenizer,
@@ -150,7 +150,7 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def read_json(path: Path, limit: int) -> dict[str, Any]:
-    """A JSON object from ``path``, at most ``limit`` bytes, without NaN literals."""
+    """A strict JSON object from ``path`` (no duplicate keys, no NaN), at most ``limit`` bytes."""
     try:
         size = path.stat().st_size
         raw = path.read_bytes() if size <= limit else b""
@@ -159,8 +159,8 @@ def read_json(path: Path, limit: int) -> dict[str, Any]:
     if size > limit:
         raise ConversionError(f"{path}: expected at most {limit} bytes; found {size}")
     try:
-        document = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
+        document = loads_strict(raw)
+    except JSONError as exc:
         raise ConversionError(f"{path}: expected UTF-8 JSON; {exc}") from None
     if not isinstance(document, dict):
         raise ConversionError(f"{path}: expected a JSON object; found {type(document).__name__}")
@@ -263,7 +263,3 @@ def _same_ids(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
 
 def _literal(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"found the non-standard constant {name}")

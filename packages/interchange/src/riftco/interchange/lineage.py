@@ -7,10 +7,10 @@ A model exported from a bundle records the bundle's ``artifact_id``, ``stage`` a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from riftco.core import loads_strict
 from riftco.interchange.errors import ConversionError
 
 RIFTCO_LINEAGE = "riftco.lineage"
@@ -32,7 +32,7 @@ def parse_lineage(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
     try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
+        value = loads_strict(raw) if isinstance(raw, str) else raw
     except ValueError:
         raise ConversionError(f"{where}: expected a JSON object") from None
     if not isinstance(value, dict):

@@ -24,11 +24,11 @@ lineage, metadata and weights agree.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from riftco.core import JSONError, loads_strict
 from riftco.interchange.container import canonical_json, content_id
 from riftco.interchange.errors import ContainerError, IntegrityError, ManifestError
 
@@ -88,11 +88,9 @@ def parse_manifest(metadata: Mapping[str, str]) -> dict[str, Any]:
             "(a plain safetensors file, not a .rift bundle?)"
         )
     try:
-        manifest = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"manifest: expected JSON; {exc}") from None
-    except RecursionError:
-        raise ManifestError("manifest: JSON nested too deeply") from None
+        manifest = loads_strict(text)
+    except JSONError as exc:
+        raise ManifestError(f"manifest: {exc}") from None
     if not isinstance(manifest, dict):
         raise ManifestError(f"manifest: expected an object; found {type(manifest).__name__}")
     check_format(manifest)
@@ -166,19 +164,6 @@ def _check_keys(where: str, found: Mapping[str, Any], expected: set[str]) -> Non
         raise ManifestError(
             f"{where}: missing keys {sorted(missing)}, unexpected keys {sorted(map(str, unexpected))}"
         )
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ManifestError(f"manifest: duplicate key {key!r}")
-        found[key] = value
-    return found
-
-
-def _no_constants(name: str) -> Any:
-    raise ManifestError(f"manifest: expected standard JSON; found {name}")
 
 
 def _is_int(value: Any) -> TypeGuard[int]:

@@ -96,11 +96,42 @@ def build_model(
 def load_bundle(
     path: str | os.PathLike[str], trainable: bool = False, backend: str | Backend | None = None
 ) -> RunnableModel:
-    """Validate a ``.rift`` bundle completely, then build its model and tokenizer."""
+    """Validate a ``.rift`` bundle completely, then build its model and tokenizer.
+
+    The files of the original riftco-transformer (its ``.rift`` v1 bundle, Hugging
+    Face-style directory, GGUF file and ONNX export, recognised by content) load too:
+    see :func:`load_original`."""
+    from riftco.interchange.original_exports import original_kind
+
+    if original_kind(path) is not None:
+        return load_original(path, trainable, backend)
     bundle = read_bundle(path, copy=trainable)
     config, tokenizer = validate_bundle(bundle)
     model = build_model(config, bundle.tensors, backend, trainable)
     return RunnableModel(model, tokenizer, bundle.manifest, bundle.path)
+
+
+def load_original(
+    path: str | os.PathLike[str], trainable: bool = False, backend: str | Backend | None = None
+) -> RunnableModel:
+    """A model the original riftco-transformer wrote (its ``.rift`` v1 bundle,
+    Hugging Face-style directory, GGUF file or ONNX export), as a ``riftco_v1`` model.
+
+    ``manifest`` describes the original artifact (its ``artifact_id``, ``parent_id``
+    and ``stage``); saving records the original as the parent (``origin``)."""
+    from riftco.interchange.original_exports import read_original
+
+    original = read_original(path)
+    model = build_model(original.config, original.arrays, backend, trainable)
+    manifest = {
+        "format": original.kind,
+        "artifact_id": original.artifact_id,
+        "parent_id": original.parent_artifact_id,
+        "stage": original.stage,
+        "metadata": original.metadata,
+        "config": original.config.to_dict(),
+    }
+    return RunnableModel(model, original.tokenizer, manifest, Path(path), original.origin())
 
 
 def export_huggingface_model(

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import canonical_hash, staged_files
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ConversionError
 from riftco.interchange.layout import check_shapes
@@ -28,7 +29,6 @@ from riftco.interchange.models import model_arrays
 from riftco.interchange.onnx_graph import INPUT, IR_VERSION, OPSET, OUTPUT, build_graph
 from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
-from riftco.interchange.staging import staged_files
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer
 
@@ -136,7 +136,7 @@ def model_props(
         "riftco.format": SIDECAR_FORMAT,
         "riftco.sidecar": sidecar_name,
         "riftco.config": canonical_json(config.to_dict()).decode("utf-8"),
-        "riftco.tokenizer_sha256": hashlib.sha256(canonical_json(state)).hexdigest(),
+        "riftco.tokenizer_sha256": canonical_hash(state),
     }
 
 

@@ -11,7 +11,6 @@ shapes the configuration implies.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import canonical_hash
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import (
     ConversionError,
@@ -161,7 +161,7 @@ def _read_sidecar(path: Path) -> dict[str, Any]:
 def _check_props(model: Any, config: TransformerConfig, state: Any) -> None:
     """The sidecar's configuration and tokenizer against what the ``.onnx`` file records."""
     props = {p.key: p.value for p in model.metadata_props}
-    tokenizer_sha256 = hashlib.sha256(canonical_json(state)).hexdigest()
+    tokenizer_sha256 = canonical_hash(state)
     if props.get("riftco.config") != canonical_json(config.to_dict()).decode("utf-8"):
         raise IntegrityError("config: the sidecar's differs from the one the .onnx file records")
     if props.get("riftco.tokenizer_sha256") != tokenizer_sha256:

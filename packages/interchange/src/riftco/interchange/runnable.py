@@ -29,8 +29,9 @@ from riftco.text import ChatTemplate, Tokenizer
 class RunnableModel:
     """A loaded model: ``model``, ``tokenizer`` and, when it came from a bundle, ``manifest``.
 
-    ``origin`` holds the stage, parent and metadata a model that did not come from a
-    bundle (an imported directory) is saved with by default.
+    ``origin`` holds the stage, parent and metadata a model that did not come from one
+    of riftco's bundles (an imported directory, a file of the original riftco-transformer)
+    is saved with by default.
     """
 
     model: DecoderOnlyTransformer
@@ -147,7 +148,7 @@ class RunnableModel:
         """Write a bundle; the stage and metadata default to this model's own."""
         from riftco.interchange.models import save_bundle
 
-        manifest = self.manifest or self.origin
+        manifest = self.origin or self.manifest or {}
         return save_bundle(
             path,
             self.model,

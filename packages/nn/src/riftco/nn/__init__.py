@@ -12,15 +12,14 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from riftco.autograd import Parameter
-
-from . import functional
-from .attention import CausalSelfAttention
-from .cache import ContiguousKVCache, DecodeStep, KVCache
-from .config import PRESETS, SIZES, TransformerConfig
-from .errors import CacheError, ConfigError, StateDictError
-from .feed_forward import FeedForward, SwiGLU
-from .functional import cross_entropy
-from .generation import (
+from riftco.nn import functional
+from riftco.nn.attention import CausalSelfAttention
+from riftco.nn.cache import ContiguousKVCache, DecodeStep, KVCache
+from riftco.nn.config import PRESETS, SIZES, TransformerConfig
+from riftco.nn.errors import CacheError, ConfigError, StateDictError
+from riftco.nn.feed_forward import FeedForward, SwiGLU
+from riftco.nn.functional import cross_entropy
+from riftco.nn.generation import (
     GenerationResult,
     SamplingConfig,
     TokenSampler,
@@ -28,8 +27,8 @@ from .generation import (
     sample_next,
     sequence_rng,
 )
-from .layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
-from .lora import (
+from riftco.nn.layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
+from riftco.nn.lora import (
     LORA_TARGETS,
     AdapterError,
     LoraConfig,
@@ -44,15 +43,20 @@ from .lora import (
     lora_state_dict,
     merge_lora,
 )
-from .module import LoadResult, Module, ModuleList, ParameterList
-from .quantized import (
+from riftco.nn.module import LoadResult, Module, ModuleList, ParameterList
+from riftco.nn.quantized import (
     QuantizedLinear,
     WeightMemory,
     dequantize_model,
     quantize_model,
     weight_memory,
 )
-from .transformer import DecoderOnlyTransformer, LanguageModelHead, TransformerBlock, initialize
+from riftco.nn.transformer import (
+    DecoderOnlyTransformer,
+    LanguageModelHead,
+    TransformerBlock,
+    initialize,
+)
 
 __all__ = [
     "GELU",

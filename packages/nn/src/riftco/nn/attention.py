@@ -7,14 +7,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from riftco.nn import functional as F
+from riftco.nn.cache import DecodeStep, KVCache
+from riftco.nn.config import TransformerConfig
+from riftco.nn.errors import ConfigError
+from riftco.nn.layers import Linear
+from riftco.nn.module import Module
 from riftco.tensor import Backend, Tensor
-
-from . import functional as F
-from .cache import DecodeStep, KVCache
-from .config import TransformerConfig
-from .errors import ConfigError
-from .layers import Linear
-from .module import Module
 
 
 class CausalSelfAttention(Module):

@@ -28,10 +28,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 import riftco.tensor as rt
+from riftco.nn.config import TransformerConfig
+from riftco.nn.errors import CacheError
 from riftco.tensor import Backend, Tensor
-
-from .config import TransformerConfig
-from .errors import CacheError
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from riftco.nn.errors import ConfigError
 
 #: Topology presets: the fields each sets (sizes come from the defaults or a size preset).
 PRESETS: dict[str, dict[str, Any]] = {

@@ -18,7 +18,9 @@ class StateDictError(RiftcoError, KeyError):
 
 
 class CacheError(RiftcoError, ValueError):
-    """A key/value cache was asked for a sequence it does not hold, or is full."""
+    """A key/value cache was used wrongly: a sequence it does not hold (unknown or
+    released), a bad length, or no room. Every cache that implements ``KVCache``
+    raises it (riftco-serve's pools included)."""
 
 
 __all__ = ["CacheError", "ConfigError", "StateDictError"]

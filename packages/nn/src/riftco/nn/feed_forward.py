@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from riftco.nn import functional as F
+from riftco.nn.config import TransformerConfig
+from riftco.nn.layers import Linear
+from riftco.nn.module import Module
 from riftco.tensor import Backend
-
-from . import functional as F
-from .config import TransformerConfig
-from .layers import Linear
-from .module import Module
 
 
 class FeedForward(Module):

@@ -264,8 +264,10 @@ def cross_entropy(
         )
     l2 = lv.reshape(-1, lv.shape[-1])
     losses, lse = rt.softmax_cross_entropy(l2, t, ignore_index)
-    kept = int(np.count_nonzero(t.numpy() != ignore_index))
-    scale = 1.0 / kept if kept else 0.0
+    # The kept-target count stays on the device (no host read in a training step);
+    # with none kept every loss is 0, so the clamp to 1 keeps the result 0.
+    kept = rt.ne(t, ignore_index).astype(rt.float32).sum()
+    scale = 1.0 / rt.maximum(kept, 1.0)
     loss = losses.sum() * scale
     if not _record(logits):
         return _plain(logits, loss)

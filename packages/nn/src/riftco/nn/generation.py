@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .cache import ContiguousKVCache
-from .errors import ConfigError
+from riftco.nn.cache import ContiguousKVCache
+from riftco.nn.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,10 @@ import numpy as np
 import riftco.tensor as rt
 from riftco.autograd import Parameter, is_grad_enabled
 from riftco.autograd import embedding as ag_embedding
+from riftco.nn import functional as F
+from riftco.nn.errors import ConfigError
+from riftco.nn.module import Module
 from riftco.tensor import Backend, Tensor
-
-from . import functional as F
-from .errors import ConfigError
-from .module import Module
 
 
 def _positive(layer: str, **sizes: int) -> None:

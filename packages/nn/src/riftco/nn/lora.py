@@ -27,13 +27,12 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable
+from riftco.nn.errors import ConfigError, StateDictError
+from riftco.nn.layers import Linear
+from riftco.nn.module import Module, _as_tensor
+from riftco.nn.quantized import QuantizedLinear, replace_module, to_linear
+from riftco.nn.transformer import LanguageModelHead
 from riftco.tensor import RiftcoError, Tensor
-
-from .errors import ConfigError, StateDictError
-from .layers import Linear
-from .module import Module, _as_tensor
-from .quantized import QuantizedLinear, replace_module, to_linear
-from .transformer import LanguageModelHead
 
 #: Module names (suffixes of qualified names) that can take adapters.
 LORA_TARGETS = (

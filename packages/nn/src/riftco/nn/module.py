@@ -11,9 +11,8 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable
+from riftco.nn.errors import StateDictError
 from riftco.tensor import Backend, Tensor
-
-from .errors import StateDictError
 
 
 @dataclass(frozen=True)

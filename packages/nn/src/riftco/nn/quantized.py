@@ -19,13 +19,12 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, custom_gradient
+from riftco.nn.errors import ConfigError
+from riftco.nn.functional import _needs, _plain, _record, _value, _variable
+from riftco.nn.layers import Linear
+from riftco.nn.module import Module
 from riftco.tensor import NF4Weight, Tensor
 from riftco.tensor.ops.quantized import NF4_DEFAULT_BLOCK_SIZE
-
-from .errors import ConfigError
-from .functional import _needs, _plain, _record, _value, _variable
-from .layers import Linear
-from .module import Module
 
 #: The buffers that hold a quantized weight, in registration order.
 PAYLOAD = ("weight_codes", "weight_absmax", "weight_group_range", "weight_offset")

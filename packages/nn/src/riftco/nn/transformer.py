@@ -12,16 +12,15 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable, checkpoint, is_grad_enabled, no_grad
+from riftco.nn import functional as F
+from riftco.nn.attention import CausalSelfAttention
+from riftco.nn.cache import KVCache
+from riftco.nn.config import TransformerConfig
+from riftco.nn.errors import ConfigError
+from riftco.nn.feed_forward import feed_forward_for
+from riftco.nn.layers import Dropout, Embedding, LayerNorm, RMSNorm
+from riftco.nn.module import Module, ModuleList
 from riftco.tensor import Backend, Tensor
-
-from . import functional as F
-from .attention import CausalSelfAttention
-from .cache import KVCache
-from .config import TransformerConfig
-from .errors import ConfigError
-from .feed_forward import feed_forward_for
-from .layers import Dropout, Embedding, LayerNorm, RMSNorm
-from .module import Module, ModuleList
 
 
 def norm_for(config: TransformerConfig, backend: str | Backend | None = None) -> Module:

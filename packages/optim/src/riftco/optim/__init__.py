@@ -17,12 +17,17 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .adam import STATE_VERSION, Adam, AdamStepStats, AdamW
-from .clipping import clip_scale, global_grad_norm
-from .errors import NonFiniteUpdate, OptimizerStateError
-from .groups import weight_decay_groups
-from .moments import Moments, page_lengths
-from .schedules import ConstantSchedule, Schedule, WarmupCosineSchedule, schedule_from_state
+from riftco.optim.adam import STATE_VERSION, Adam, AdamStepStats, AdamW
+from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
+from riftco.optim.errors import NonFiniteUpdate, OptimizerStateError
+from riftco.optim.groups import weight_decay_groups
+from riftco.optim.moments import Moments, page_lengths
+from riftco.optim.schedules import (
+    ConstantSchedule,
+    Schedule,
+    WarmupCosineSchedule,
+    schedule_from_state,
+)
 
 __all__ = [
     "STATE_VERSION",
@@ -37,6 +42,7 @@ __all__ = [
     "WarmupCosineSchedule",
     "clip_scale",
     "global_grad_norm",
+    "norm_and_values",
     "page_lengths",
     "schedule_from_state",
     "weight_decay_groups",

@@ -18,12 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 import riftco.tensor as rt
+from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
+from riftco.optim.errors import NonFiniteUpdate, OptimizerStateError
+from riftco.optim.groups import GROUP_KEYS, check_hyperparameters, check_lr, make_groups
+from riftco.optim.moments import Moments
 from riftco.tensor import BackendMismatch, DType, ShapeError, Tensor
-
-from .clipping import clip_scale, global_grad_norm
-from .errors import NonFiniteUpdate, OptimizerStateError
-from .groups import GROUP_KEYS, check_hyperparameters, check_lr, make_groups
-from .moments import Moments
 
 #: Bumped when the layout of ``state_dict()`` changes.
 STATE_VERSION = 1
@@ -154,16 +153,30 @@ class Adam:
         for p in self._params:
             p.grad = None
 
-    def step(self) -> AdamStepStats:
+    def measure(self, values: Sequence[Tensor] = ()) -> tuple[float, list[float]]:
+        """The global norm of the current gradients, and the host values of the
+        one-element tensors ``values`` (a step's loss, say), in one device read.
+
+        Hand the norm to ``step(gradient_norm=)`` so the step does not read it again.
+        """
+        return norm_and_values((e.grad for e in self._gather()), values)
+
+    def step(self, gradient_norm: float | None = None) -> AdamStepStats:
         """Clip and apply the gradients; all-or-nothing.
 
         A step in which no parameter has a gradient changes nothing but the step count.
+        ``gradient_norm`` is the norm ``measure()`` returned for these same gradients;
+        without it the step computes it (one device read).
 
         Raises ``NonFiniteUpdate`` (leaving everything unchanged) when the gradient
         norm or any new parameter or moment value would not be finite.
         """
         entries = self._gather()
-        norm = global_grad_norm(e.grad for e in entries)
+        norm = (
+            global_grad_norm(e.grad for e in entries)
+            if gradient_norm is None
+            else float(gradient_norm)
+        )
         if not math.isfinite(norm):
             raise NonFiniteUpdate(
                 f"{type(self).__name__} step {self._step + 1}: the gradient norm is {norm}; "

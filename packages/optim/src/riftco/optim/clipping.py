@@ -5,12 +5,16 @@ reduction, which accumulates in float64 but returns float32. When that float32
 result overflows (or underflows), the gradient is rescaled by its largest
 magnitude first, so the norm is finite whenever every gradient element is.
 The per-gradient sums are combined in float64.
+
+All the per-gradient sums (and any other scalars a training step reports, such as
+its loss) come to the host in one read: on an accelerator each read is a device
+round trip, so a step makes one, not one per gradient.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import riftco.tensor as rt
 from riftco.tensor import Tensor
@@ -33,9 +37,42 @@ def sum_of_squares(grad: Tensor) -> float:
     return largest * largest * float(rt.sum_squares(grad / largest))
 
 
+def norm_and_values(
+    grads: Iterable[Tensor], values: Sequence[Tensor] = ()
+) -> tuple[float, list[float]]:
+    """The global gradient norm and the host values of the one-element tensors
+    ``values``, read from the device together.
+
+    Each gradient's float32 sum of squares is computed on its backend; they and
+    ``values`` are gathered into one vector and read once. Only a sum that
+    overflowed or underflowed is recomputed (rescaled, reading again), which a
+    training step meets only when something is already wrong.
+    """
+    grads = list(grads)
+    for v in values:
+        if v.size != 1:
+            raise ValueError(f"norm_and_values: values must have one element, found {v.shape}")
+    parts = [rt.sum_squares(g).reshape(1) for g in grads if g.size] + [
+        rt.astype(v, rt.float32).reshape(1) for v in values
+    ]
+    if not parts:
+        return 0.0, []
+    backend = parts[0].backend
+    host = rt.concatenate([p.to(backend) for p in parts], 0).numpy().tolist()
+    sums, read = host[: len(parts) - len(values)], host[len(parts) - len(values) :]
+    totals = iter(sums)
+    squares = []
+    for g in grads:
+        if not g.size:
+            continue
+        total = next(totals)
+        squares.append(total if _TINY <= total < math.inf else sum_of_squares(g))
+    return math.sqrt(math.fsum(squares)), read
+
+
 def global_grad_norm(grads: Iterable[Tensor]) -> float:
     """The L2 norm of all gradients taken together (inf or nan if any element is)."""
-    return math.sqrt(math.fsum(sum_of_squares(g) for g in grads))
+    return norm_and_values(grads)[0]
 
 
 def clip_scale(norm: float, max_norm: float | None) -> float:
@@ -45,4 +82,4 @@ def clip_scale(norm: float, max_norm: float | None) -> float:
     return max_norm / norm
 
 
-__all__ = ["clip_scale", "global_grad_norm", "sum_of_squares"]
+__all__ = ["clip_scale", "global_grad_norm", "norm_and_values", "sum_of_squares"]

@@ -41,11 +41,10 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
     from riftco.tensor import RiftcoError
-    from riftco.text import TokenizerError
 
     try:
         return run(args.out, args.seed, args.prompt, args.quick)
-    except (RiftcoError, TokenizerError, OSError) as exc:
+    except (RiftcoError, OSError) as exc:
         print(f"riftco demo: {exc}", file=sys.stderr)
         return 1
 

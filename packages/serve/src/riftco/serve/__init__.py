@@ -1,10 +1,10 @@
 """riftco.serve: paged key/value caches, continuous batching and an OpenAI-compatible server."""
 
-from .app import create_app
-from .batch_engine import BatchEngine
-from .caches import ContiguousKvCache, PagedKvCachePool
-from .config import ServerConfig
-from .engine import (
+from riftco.serve.app import create_app
+from riftco.serve.batch_engine import BatchEngine
+from riftco.serve.caches import ContiguousKVCachePool, PagedKVCachePool
+from riftco.serve.config import ServerConfig
+from riftco.serve.engine import (
     ChatMessage,
     Engine,
     EngineStats,
@@ -13,7 +13,7 @@ from .engine import (
     GenerationStream,
     TextDelta,
 )
-from .errors import (
+from riftco.serve.errors import (
     CacheError,
     GenerationFailed,
     InvalidField,
@@ -25,9 +25,9 @@ from .errors import (
     ServeError,
     UnsupportedParameter,
 )
-from .loading import app_from_bundle, engine_from_bundle
-from .paged_attention import paged_attention
-from .scheduler import Scheduler, SchedulerLimits
+from riftco.serve.loading import app_from_bundle, engine_from_bundle
+from riftco.serve.paged_attention import paged_attention
+from riftco.serve.scheduler import Scheduler, SchedulerLimits
 
 __version__ = "0.1.0"
 
@@ -35,7 +35,7 @@ __all__ = [
     "BatchEngine",
     "CacheError",
     "ChatMessage",
-    "ContiguousKvCache",
+    "ContiguousKVCachePool",
     "Engine",
     "EngineStats",
     "Finished",
@@ -46,7 +46,7 @@ __all__ = [
     "ModelNotFound",
     "NotReady",
     "Overloaded",
-    "PagedKvCachePool",
+    "PagedKVCachePool",
     "PoolExhausted",
     "RequestError",
     "Scheduler",

@@ -23,15 +23,15 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import metrics
-from .config import ServerConfig
-from .engine import Engine, Finished, GenerationStream, TextDelta
-from .errors import GenerationFailed, ModelNotFound, NotReady, Overloaded, RequestError
-from .guard import Guard
-from .page import page_routes
-from .protocol import ParsedRequest, parse_chat, parse_completion
-from .responses import SSE_DONE, Shapes, sse
-from .streaming import EventStreamResponse, collect_until_disconnect
+from riftco.serve import metrics
+from riftco.serve.chat_page import page_routes
+from riftco.serve.config import ServerConfig
+from riftco.serve.engine import Engine, Finished, GenerationStream, TextDelta
+from riftco.serve.errors import GenerationFailed, ModelNotFound, NotReady, Overloaded, RequestError
+from riftco.serve.guard import Guard
+from riftco.serve.protocol import ParsedRequest, parse_chat, parse_completion
+from riftco.serve.responses import SSE_DONE, Shapes, sse
+from riftco.serve.streaming import EventStreamResponse, collect_until_disconnect
 
 log = logging.getLogger("riftco.serve")
 

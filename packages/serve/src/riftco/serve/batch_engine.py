@@ -15,14 +15,13 @@ import threading
 from typing import Any
 
 from riftco.nn import SamplingConfig
-
-from .caches import PagedKvCachePool
-from .channel import EventChannel
-from .engine import EngineStats, Finished, GenerationRequest, TextDelta
-from .errors import GenerationFailed, RequestError
-from .scheduler import Scheduler, SchedulerLimits, StepModel
-from .sequence import SequenceState
-from .text_stream import TextStream
+from riftco.serve.caches import PagedKVCachePool
+from riftco.serve.channel import EventChannel
+from riftco.serve.engine import EngineStats, Finished, GenerationRequest, TextDelta
+from riftco.serve.errors import GenerationFailed, RequestError
+from riftco.serve.scheduler import Scheduler, SchedulerLimits, StepModel
+from riftco.serve.sequence import SequenceState
+from riftco.serve.text_stream import TextStream
 
 log = logging.getLogger("riftco.serve")
 
@@ -52,7 +51,7 @@ class ChannelSink:
 
 class BatchEngine:
     """Serves ``model`` (riftco-nn's incremental-forward interface) with ``tokenizer``
-    (riftco-text's). ``cache`` defaults to a `PagedKvCachePool` of ``pages`` pages
+    (riftco-text's). ``cache`` defaults to a `PagedKVCachePool` of ``pages`` pages
     (default: room for every running sequence at full context)."""
 
     def __init__(
@@ -74,7 +73,7 @@ class BatchEngine:
         if cache is None:
             per_sequence = -(-config.context_length // page_size)
             pages = pages or per_sequence * self.limits.max_running
-            cache = PagedKvCachePool(config, pages=pages, page_size=page_size)
+            cache = PagedKVCachePool(config, pages=pages, page_size=page_size)
         self.cache = cache
         self.scheduler = Scheduler(model, cache, self.limits)
         self._ids = itertools.count()

@@ -1,7 +1,7 @@
 """The key/value caches a server can use, behind riftco-nn's ``KVCache`` protocol
 plus sequence management (``add_sequence``, ``remove``, ``length``, ``rollback``).
 
-`PagedKvCachePool` is the serving cache; `ContiguousKvCache` (riftco-nn's
+`PagedKVCachePool` is the serving cache; `ContiguousKVCachePool` (riftco-nn's
 contiguous cache with the same sequence interface) is the reference strategy.
 """
 
@@ -10,15 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from riftco.nn import ContiguousKVCache, TransformerConfig
+from riftco.serve.errors import CacheError, PoolExhausted
+from riftco.serve.paged_cache import PagedKVCachePool
 from riftco.tensor import Backend
 
-from .errors import CacheError, PoolExhausted
-from .paged_cache import PagedKvCachePool
 
-
-class ContiguousKvCache(ContiguousKVCache):
+class ContiguousKVCachePool(ContiguousKVCache):
     """One slot of ``capacity`` rows per sequence (riftco-nn's reference cache), with
-    the sequence interface of `PagedKvCachePool`; it never shares prompt pages."""
+    the sequence interface of `PagedKVCachePool`; it never shares prompt pages."""
 
     def __init__(
         self,
@@ -38,7 +37,7 @@ class ContiguousKvCache(ContiguousKVCache):
     ) -> int:
         if reserve_tokens > self.capacity:
             raise CacheError(
-                f"ContiguousKvCache: cannot reserve {reserve_tokens} tokens; a slot holds "
+                f"ContiguousKVCachePool: cannot reserve {reserve_tokens} tokens; a slot holds "
                 f"{self.capacity}"
             )
         if not self.free_slots:
@@ -54,4 +53,4 @@ class ContiguousKvCache(ContiguousKVCache):
         return self.max_sequences - self.free_slots
 
 
-__all__ = ["ContiguousKvCache", "PagedKvCachePool"]
+__all__ = ["ContiguousKVCachePool", "PagedKVCachePool"]

@@ -6,8 +6,8 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 
-from .engine import Event, Finished
-from .errors import GenerationFailed
+from riftco.serve.engine import Event, Finished
+from riftco.serve.errors import GenerationFailed
 
 
 class EventChannel:

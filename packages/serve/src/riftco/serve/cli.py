@@ -8,9 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from .config import ServerConfig
-from .loading import app_from_bundle, default_model_id
-from .scheduler import SchedulerLimits
+from riftco.serve.config import ServerConfig
+from riftco.serve.loading import app_from_bundle, default_model_id, require_serving_backend
+from riftco.serve.scheduler import SchedulerLimits
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,6 +88,13 @@ def main(argv: list[str]) -> int:
         import riftco.tensor as rt
 
         rt.set_num_threads(args.threads)
+    from riftco.tensor import RiftcoError
+
+    try:  # before the server starts: a backend that cannot serve the model is an error now
+        require_serving_backend(args.bundle, args.backend)
+    except RiftcoError as exc:
+        print(f"riftco serve: {exc}", file=sys.stderr)
+        return 1
     limits = SchedulerLimits(max_running=args.max_running, max_waiting=args.max_waiting)
     app = app_from_bundle(
         args.bundle,

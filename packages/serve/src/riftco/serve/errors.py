@@ -1,11 +1,16 @@
 """Typed errors. Every error riftco-serve raises is a ``RiftcoError``.
 
+A cache used wrongly raises riftco-nn's ``CacheError``, the one error of the
+key/value cache interface that every cache (nn's contiguous one, the paged pool)
+implements; it is re-exported here.
+
 Errors that reach an HTTP client carry the status and the OpenAI error fields
 (``type``, ``param``, ``code``) they are reported with.
 """
 
 from __future__ import annotations
 
+from riftco.nn.errors import CacheError
 from riftco.tensor.errors import RiftcoError
 
 
@@ -13,11 +18,7 @@ class ServeError(RiftcoError):
     """Base class of every riftco-serve error."""
 
 
-class CacheError(ServeError, RuntimeError):
-    """A key/value cache was used wrongly (an unknown or released sequence, a bad length)."""
-
-
-class PoolExhausted(CacheError):
+class PoolExhausted(ServeError, CacheError):
     """The paged key/value pool has no free page for a lease; nothing was changed."""
 
 

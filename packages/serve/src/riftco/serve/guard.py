@@ -7,8 +7,8 @@ import hmac
 import json
 from typing import Any
 
-from .config import ServerConfig
-from .metrics import HttpCounters
+from riftco.serve.config import ServerConfig
+from riftco.serve.metrics import HttpCounters
 
 Scope = dict[str, Any]
 

@@ -14,10 +14,12 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from .app import create_app
-from .batch_engine import BatchEngine
-from .config import ServerConfig
-from .scheduler import SchedulerLimits
+import riftco.tensor as rt
+from riftco.nn import TransformerConfig
+from riftco.serve.app import create_app
+from riftco.serve.batch_engine import BatchEngine
+from riftco.serve.config import ServerConfig
+from riftco.serve.scheduler import SchedulerLimits
 
 
 def engine_from_bundle(
@@ -29,9 +31,12 @@ def engine_from_bundle(
     page_size: int = 16,
     limits: SchedulerLimits | None = None,
 ) -> BatchEngine:
-    """Validate and load a bundle (riftco-interchange), then wrap it in a `BatchEngine`."""
+    """Validate and load a bundle (riftco-interchange), then wrap it in a `BatchEngine`.
+    The backend is checked for what serving the bundle's model needs before its weights
+    are read (``riftco.tensor.JobUnsupported`` names what is missing)."""
     from riftco.interchange import load_bundle
 
+    require_serving_backend(path, backend)
     runnable = load_bundle(path, backend=backend)
     return BatchEngine(
         runnable.model,
@@ -41,6 +46,27 @@ def engine_from_bundle(
         page_size=page_size,
         limits=limits,
     )
+
+
+def serving_capabilities(config: TransformerConfig) -> tuple[str, ...]:
+    """What decoding ``config`` over the paged cache needs (prefill included), in
+    CAPABILITIES order."""
+    norm = "layer_norm" if config.norm == "layer" else "rms_norm"
+    needs = {*rt.BASE_CAPABILITIES, norm, "write_rows", "paged_attention"}
+    if config.positions == "rotary":
+        needs.add("rotary")
+    return tuple(name for name in rt.CAPABILITIES if name in needs)
+
+
+def require_serving_backend(
+    path: str | os.PathLike[str], backend: str | rt.Backend | None = None
+) -> rt.Backend:
+    """The backend (``None``: RIFTCO_BACKEND or auto), once it has every capability that
+    serving the bundle at ``path`` needs; reads the bundle's manifest, not its weights."""
+    from riftco.interchange import read_manifest
+
+    config = TransformerConfig.from_dict(read_manifest(path)["config"])
+    return rt.require_capabilities(backend, serving_capabilities(config), job="serving")
 
 
 def default_model_id(path: str | os.PathLike[str]) -> str:
@@ -88,4 +114,6 @@ __all__ = [
     "default_model_id",
     "engine_from_bundle",
     "from_environment",
+    "require_serving_backend",
+    "serving_capabilities",
 ]

@@ -1,11 +1,11 @@
-"""`PagedKvCachePool`: riftco-nn's key/value cache protocol over paged pools.
+"""`PagedKVCachePool`: riftco-nn's key/value cache protocol over paged pools.
 
 Per layer, one key and one value pool ``[pages * page_size, kv_heads, head_dim]``
 (viewed as ``[pages, page_size, kv_heads, head_dim]`` by the ``paged_attention``
 capability). Each sequence has a logical page table: position ``p`` lives in row
 ``p % page_size`` of its page ``p // page_size``. Pages are leased as sequences
 grow and returned when they are removed; identical full prompt pages are shared
-between sequences (see `riftco.serve.pages`).
+between sequences (see `riftco.serve.page_allocator`).
 
 A step is transactional: ``begin`` leases the pages it needs (or raises
 `PoolExhausted` having changed nothing), ``append`` writes only past each
@@ -22,11 +22,10 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.nn import DecodeStep, TransformerConfig
+from riftco.serve.errors import CacheError, PoolExhausted
+from riftco.serve.page_allocator import PageAllocator, PrefixKey, prefix_keys
+from riftco.serve.paged_attention import dispatch
 from riftco.tensor import Backend, Tensor
-
-from .errors import CacheError, PoolExhausted
-from .paged_attention import dispatch
-from .pages import PageAllocator, PrefixKey, prefix_keys
 
 
 @dataclass
@@ -47,7 +46,7 @@ class _Staged:
     leased: list[tuple[int, int, bool]]  # (seq_id, page, taken from its reservation)
 
 
-class PagedKvCachePool:
+class PagedKVCachePool:
     """A paged key/value cache for ``config``'s layers, with ``pages`` pages of
     ``page_size`` token positions each; implements ``riftco.nn.KVCache``."""
 
@@ -61,7 +60,7 @@ class PagedKvCachePool:
         share_prefixes: bool = True,
     ) -> None:
         if page_size <= 0:
-            raise CacheError(f"PagedKvCachePool: page_size must be positive, found {page_size}")
+            raise CacheError(f"PagedKVCachePool: page_size must be positive, found {page_size}")
         self.config = config
         self.page_size = int(page_size)
         self.share_prefixes = share_prefixes
@@ -122,10 +121,10 @@ class PagedKvCachePool:
                 self._next_id += 1
             seq_id = self._next_id
         if seq_id in self._seqs:
-            raise CacheError(f"PagedKvCachePool: sequence {seq_id} already exists")
+            raise CacheError(f"PagedKVCachePool: sequence {seq_id} already exists")
         if reserve_tokens > self.capacity:
             raise CacheError(
-                f"PagedKvCachePool: cannot reserve {reserve_tokens} tokens for one sequence; "
+                f"PagedKVCachePool: cannot reserve {reserve_tokens} tokens for one sequence; "
                 f"the context holds {self.capacity}"
             )
         seq = _Sequence()
@@ -173,7 +172,7 @@ class PagedKvCachePool:
     def _get(self, seq_id: int) -> _Sequence:
         seq = self._seqs.get(seq_id)
         if seq is None:
-            raise CacheError(f"PagedKvCachePool: no sequence {seq_id}")
+            raise CacheError(f"PagedKVCachePool: no sequence {seq_id}")
         return seq
 
     # -- the riftco.nn.KVCache protocol -------------------------------------------
@@ -230,7 +229,7 @@ class PagedKvCachePool:
     def _current(self, step: DecodeStep) -> _Staged:
         staged = self._staged
         if staged is None or staged.step is not step:
-            raise CacheError("PagedKvCachePool: this step was not begun (or already ended)")
+            raise CacheError("PagedKVCachePool: this step was not begun (or already ended)")
         return staged
 
     def _check_rows(self, op: str, step: DecodeStep, x: Tensor, heads: int | None) -> None:
@@ -303,4 +302,4 @@ class PagedKvCachePool:
                 seq.reserved += 1
 
 
-__all__ = ["PagedKvCachePool"]
+__all__ = ["PagedKVCachePool"]

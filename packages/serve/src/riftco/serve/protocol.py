@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from riftco.nn import SamplingConfig
-
-from .config import ServerConfig
-from .engine import ChatMessage, GenerationRequest
-from .errors import InvalidField, RequestError, UnsupportedParameter
+from riftco.serve.config import ServerConfig
+from riftco.serve.engine import ChatMessage, GenerationRequest
+from riftco.serve.errors import InvalidField, RequestError, UnsupportedParameter
 
 #: Accepted and ignored: they do not change what is generated.
 IGNORED = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls"})

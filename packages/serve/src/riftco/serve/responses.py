@@ -7,7 +7,7 @@ import secrets
 import time
 from typing import Any
 
-from .engine import Finished
+from riftco.serve.engine import Finished
 
 SYSTEM_FINGERPRINT = "riftco-serve"
 

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import GenerationFailed, Overloaded, PoolExhausted, RequestError
-from .sequence import SequenceState
+from riftco.serve.errors import GenerationFailed, Overloaded, PoolExhausted, RequestError
+from riftco.serve.sequence import SequenceState
 
 
 class StepModel(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from .engine import Finished, GenerationStream, TextDelta
+from riftco.serve.engine import Finished, GenerationStream, TextDelta
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 

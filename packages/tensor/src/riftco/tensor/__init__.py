@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import _native
+from riftco.tensor import _native
 
 if _native.__version__ != __version__:
     raise ImportError(
@@ -17,9 +17,9 @@ if _native.__version__ != __version__:
         f"({_native.__file__}); reinstall riftco-tensor so both come from one build"
     )
 
-from . import ops
-from .backend import BACKEND_API_VERSION, CAPABILITIES, Backend
-from .creation import (
+from riftco.tensor import ops
+from riftco.tensor.backend import BACKEND_API_VERSION, BASE_CAPABILITIES, CAPABILITIES, Backend
+from riftco.tensor.creation import (
     arange,
     from_numpy,
     full,
@@ -31,27 +31,35 @@ from .creation import (
     zeros,
     zeros_like,
 )
-from .dtypes import DType, as_dtype, bool_, float32, int64, uint8
-from .errors import (
+from riftco.tensor.dtypes import DType, as_dtype, bool_, float32, int64, uint8
+from riftco.tensor.errors import (
     BackendMismatch,
     BackendUnavailable,
     CapabilityMissing,
     DTypeError,
+    JobUnsupported,
     KernelError,
     RiftcoError,
     ShapeError,
+    UnknownCapability,
 )
-from .ops.elementwise import *  # noqa: F403
-from .ops.fused import *  # noqa: F403
-from .ops.indexing import *  # noqa: F403
-from .ops.inplace import *  # noqa: F403
-from .ops.layout import *  # noqa: F403
-from .ops.linalg import *  # noqa: F403
-from .ops.paged import *  # noqa: F403
-from .ops.quantized import *  # noqa: F403
-from .ops.reduction import *  # noqa: F403
-from .registry import BackendInfo, backends, get_backend, reset_discovery
-from .tensor import Tensor
+from riftco.tensor.ops.elementwise import *  # noqa: F403
+from riftco.tensor.ops.fused import *  # noqa: F403
+from riftco.tensor.ops.indexing import *  # noqa: F403
+from riftco.tensor.ops.inplace import *  # noqa: F403
+from riftco.tensor.ops.layout import *  # noqa: F403
+from riftco.tensor.ops.linalg import *  # noqa: F403
+from riftco.tensor.ops.paged import *  # noqa: F403
+from riftco.tensor.ops.quantized import *  # noqa: F403
+from riftco.tensor.ops.reduction import *  # noqa: F403
+from riftco.tensor.registry import (
+    BackendInfo,
+    backends,
+    get_backend,
+    require_capabilities,
+    reset_discovery,
+)
+from riftco.tensor.tensor import Tensor
 
 
 def native_build_id() -> str:
@@ -116,3 +124,4 @@ __all__ += ops.linalg.__all__
 __all__ += ops.paged.__all__
 __all__ += ops.quantized.__all__
 __all__ += ops.reduction.__all__
+__all__ += ["BASE_CAPABILITIES", "JobUnsupported", "UnknownCapability", "require_capabilities"]

@@ -2,9 +2,52 @@
 # arrays whose shapes and dtypes the Python side has validated.
 import numpy as np
 
+__all__ = [
+    "BUILD_ID",
+    "BUILD_ID_MARKER",
+    "KEEPS_FREED_MEMORY",
+    "__version__",
+    "_panic_for_test",
+    "activation_backward",
+    "adam_update",
+    "argmax",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "binary",
+    "compare",
+    "concat",
+    "copy_strided",
+    "cross_entropy",
+    "cross_entropy_backward",
+    "flash_attention",
+    "flash_attention_backward",
+    "gather",
+    "index_add",
+    "index_select",
+    "layer_norm",
+    "layer_norm_backward",
+    "matmul",
+    "nf4_dequantize",
+    "nf4_linear",
+    "nf4_linear_backward",
+    "num_threads",
+    "paged_attention",
+    "reduce",
+    "rms_norm",
+    "rms_norm_backward",
+    "rotary",
+    "scatter_add",
+    "set_num_threads",
+    "softmax",
+    "unary",
+    "where",
+]
+
 __version__: str
 BUILD_ID: str
 BUILD_ID_MARKER: str
+KEEPS_FREED_MEMORY: bool
 
 def unary(op: str, x: np.ndarray) -> np.ndarray: ...
 def binary(

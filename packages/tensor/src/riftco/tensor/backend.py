@@ -8,19 +8,27 @@ shape argument is a tuple of ints; every handle is C-contiguous row-major.
 
 Adding a capability: add a method here (its default raises CapabilityMissing),
 implement it in the CPU backend and the numpy reference backend
-(riftco.tensor.testing), test it against a numpy formula, list it in
+(riftco.testing.tensor), test it against a numpy formula, list it in
 CAPABILITIES and bump the minor API version.
+
+A plugin says what it is through three class attributes and one method:
+``api_version`` (the interface it implements), ``runs_on_host`` (compute on
+the host CPU: never chosen by ``auto``), ``priority`` (``auto`` takes the
+available accelerator with the highest; cpu is 0) and ``capabilities()``
+(the CAPABILITIES methods its class overrides; a backend may narrow that
+set, for a device that lacks a kernel, but never widen it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
-from .errors import CapabilityMissing
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import CapabilityMissing
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
@@ -50,6 +58,12 @@ CAPABILITIES.update(
 CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 
+#: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
+#: softmax), which every model path uses; the later capabilities are fused kernels.
+BASE_CAPABILITIES: tuple[str, ...] = tuple(
+    name for name, minor in CAPABILITIES.items() if minor == 0
+)
+
 
 class Backend:
     """Base class of every backend. Subclasses override the capabilities they have."""
@@ -60,10 +74,18 @@ class Backend:
     api_version: tuple[int, int] = BACKEND_API_VERSION
     #: True when compute runs on the host CPU (never chosen by ``auto``).
     runs_on_host: bool = True
+    #: ``auto``'s ranking among available accelerators: the highest wins, ties go to
+    #: the name first in alphabetical order. The built-in cpu is 0, the lowest.
+    priority: int = 0
 
     def describe(self) -> str:
         """One line about the device, for ``riftco backends``."""
         return self.name
+
+    def capabilities(self) -> frozenset[str]:
+        """The capabilities this backend implements: the CAPABILITIES methods its class
+        overrides. A subclass may return fewer (a device lacking a kernel), never more."""
+        return overridden_capabilities(type(self))
 
     def _missing(self, capability: str) -> CapabilityMissing:
         return CapabilityMissing(f"backend {self.name!r} does not implement {capability!r}")
@@ -536,3 +558,12 @@ class Backend:
         """``dy [..., rows] @ dequant(W)`` -> ``[..., cols]``: the input gradient of
         :meth:`nf4_linear` (the packed weight gets none)."""
         raise self._missing("nf4_linear_backward")
+
+
+@cache
+def overridden_capabilities(cls: type[Backend]) -> frozenset[str]:
+    """The CAPABILITIES methods that ``cls`` (a Backend subclass) defines itself or inherits
+    from a class other than Backend."""
+    return frozenset(
+        name for name in CAPABILITIES if getattr(cls, name, None) is not getattr(Backend, name)
+    )

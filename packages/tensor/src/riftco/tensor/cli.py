@@ -1,4 +1,5 @@
-"""`riftco backends`: list every backend, available or not, and why."""
+"""`riftco backends`: list every backend, available or not, and why; with each available
+one's auto priority and the capabilities it implements."""
 
 from __future__ import annotations
 
@@ -7,24 +8,43 @@ import json
 
 
 def main(argv: list[str]) -> int:
-    """List every backend, available or not, with the reason."""
+    """List every backend, available or not, with the reason, priority and capabilities."""
     parser = argparse.ArgumentParser(prog="riftco backends", description=main.__doc__)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--capabilities",
+        action="store_true",
+        help="list every capability each backend implements, not only the missing ones",
+    )
     args = parser.parse_args(argv)
-    from . import backends, get_backend
+    from riftco.tensor import BACKEND_API_VERSION, CAPABILITIES, backends, get_backend
 
     infos = backends()
     if args.json:
-        print(json.dumps([info.__dict__ for info in infos], indent=2, default=list))
+        rows = [
+            {**info.__dict__, "missing_capabilities": info.missing_capabilities} for info in infos
+        ]
+        print(json.dumps(rows, indent=2, default=list))
         return 0
     try:
         chosen = get_backend().name
     except Exception as exc:
         chosen = f"none ({exc})"
     width = max((len(i.name) for i in infos), default=4)
+    api = ".".join(map(str, BACKEND_API_VERSION))
     for info in infos:
-        status = "available" if info.available else "unavailable"
-        detail = info.description if info.available else info.reason
-        print(f"{info.name:<{width}}  {status:<11}  {detail}  [{info.source}]")
+        if not info.available:
+            print(f"{info.name:<{width}}  unavailable  {info.reason}  [{info.source}]")
+            continue
+        where = "host, by name only" if info.runs_on_host else f"priority {info.priority}"
+        print(f"{info.name:<{width}}  available    {info.description}  [{info.source}; {where}]")
+        pad = " " * (width + 2)
+        have, total = len(info.capabilities), len(CAPABILITIES)
+        summary = f"all {total} of API {api}" if have == total else f"{have} of {total} (API {api})"
+        print(f"{pad}capabilities: {summary}")
+        if info.missing_capabilities:
+            print(f"{pad}missing: {' '.join(info.missing_capabilities)}")
+        if args.capabilities:
+            print(f"{pad}implements: {' '.join(info.capabilities)}")
     print(f"default (RIFTCO_BACKEND or auto): {chosen}")
     return 0

@@ -10,15 +10,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _native
-from .backend import Backend, Shape
-from .dtypes import DType
-from .errors import KernelError
+from riftco.tensor import _native
+from riftco.tensor.backend import Backend, Shape
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import KernelError
 
 
 class CpuBackend(Backend):
     name = "cpu"
     runs_on_host = True
+    priority = 0  # the lowest: auto's fallback, never its choice
 
     def describe(self) -> str:
         return f"host CPU, {_native.num_threads()} kernel threads, native build {_native.BUILD_ID}"

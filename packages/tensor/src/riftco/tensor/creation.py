@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
-from .dtypes import DType, as_dtype
-from .errors import DTypeError
-from .registry import get_backend
-from .tensor import Tensor
+from riftco.tensor.backend import Backend
+from riftco.tensor.dtypes import DType, as_dtype
+from riftco.tensor.errors import DTypeError
+from riftco.tensor.registry import get_backend
+from riftco.tensor.tensor import Tensor
 
 
 def _infer_dtype(array: np.ndarray) -> DType:

@@ -44,7 +44,7 @@ uint8 = DType.uint8
 
 def as_dtype(value: DType | str | np.dtype | type) -> DType:
     """Accept a DType, its name, or a numpy dtype (float64 and int32 map to float32, int64)."""
-    from .errors import DTypeError
+    from riftco.tensor.errors import DTypeError
 
     if isinstance(value, DType):
         return value

@@ -1,10 +1,13 @@
-"""Typed errors. Every error riftco-tensor raises is a ``RiftcoError``."""
+"""Typed errors. Every error riftco-tensor raises is a ``RiftcoError``.
+
+``RiftcoError`` itself lives in riftco-core, the root that packages without numpy
+share; it is re-exported here so that ``from riftco.tensor import RiftcoError``
+keeps naming the one class.
+"""
 
 from __future__ import annotations
 
-
-class RiftcoError(Exception):
-    """Base class of every Riftco error."""
+from riftco.core.errors import RiftcoError
 
 
 class ShapeError(RiftcoError, ValueError):
@@ -31,6 +34,21 @@ class CapabilityMissing(RiftcoError, NotImplementedError):
     """A backend does not implement a capability an op needs."""
 
 
+class JobUnsupported(CapabilityMissing):
+    """A backend lacks capabilities a job (training, serving, ...) needs, found before the
+    job starts; ``backend``, ``job`` and ``missing`` (in CAPABILITIES order) say which."""
+
+    def __init__(self, message: str, *, backend: str, job: str, missing: tuple[str, ...]):
+        super().__init__(message)
+        self.backend = backend
+        self.job = job
+        self.missing = missing
+
+
+class UnknownCapability(RiftcoError, ValueError):
+    """A capability name that is not in riftco.tensor.CAPABILITIES."""
+
+
 class KernelError(RiftcoError, RuntimeError):
     """A native kernel refused its arguments or failed (a Rust panic included)."""
 
@@ -41,7 +59,9 @@ __all__ = [
     "CapabilityMissing",
     "DTypeError",
     "IndexOutOfRange",
+    "JobUnsupported",
     "KernelError",
     "RiftcoError",
     "ShapeError",
+    "UnknownCapability",
 ]

@@ -6,27 +6,38 @@ factory is called, and a plugin that is missing a library, raises, or
 declares another major API version is recorded with its reason instead of
 breaking anything. A backend asked for by name that is not available raises
 ``BackendUnavailable`` with that reason.
+
+``auto`` takes the available backend that does not run on the host with the
+highest ``priority`` (each plugin declares its own; this module knows no
+backend names but the built-in ``cpu``), and otherwise cpu.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from .backend import BACKEND_API_VERSION, Backend
-from .errors import BackendUnavailable
+from riftco.tensor.backend import (
+    BACKEND_API_VERSION,
+    CAPABILITIES,
+    Backend,
+    overridden_capabilities,
+)
+from riftco.tensor.errors import BackendUnavailable, JobUnsupported, UnknownCapability
 
 GROUP = "riftco.backends"
-#: Accelerators ``auto`` prefers, best first; otherwise cpu.
-AUTO_PRIORITY = ("cuda", "metal", "tpu")
 ENV_VAR = "RIFTCO_BACKEND"
+#: The backend ``auto`` falls back to (registered by riftco-tensor itself).
+DEFAULT = "cpu"
 
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What discovery found for one registered backend."""
+    """What discovery found for one registered backend. ``priority`` and
+    ``capabilities`` (in CAPABILITIES order) are known for available backends only."""
 
     name: str
     available: bool
@@ -35,6 +46,15 @@ class BackendInfo:
     source: str
     api_version: tuple[int, int] | None
     runs_on_host: bool | None
+    priority: int | None = None
+    capabilities: tuple[str, ...] = ()
+
+    @property
+    def missing_capabilities(self) -> tuple[str, ...]:
+        """The CAPABILITIES an available backend does not implement."""
+        if not self.available:
+            return ()
+        return tuple(name for name in CAPABILITIES if name not in self.capabilities)
 
 
 class _Registry:
@@ -67,23 +87,22 @@ class _Registry:
             try:
                 backend = ep.load()()
                 reason = _incompatibility(backend)
+                if reason is None:
+                    self._infos[ep.name] = _describe(ep.name, backend, source)
+                    loaded[ep.name] = backend
+                    continue
             except Exception as exc:  # a broken plugin never breaks discovery
-                self._infos[ep.name] = BackendInfo(
-                    ep.name, False, f"{type(exc).__name__}: {exc}", "", source, None, None
-                )
-                continue
-            available = reason is None
+                reason = f"{type(exc).__name__}: {exc}"
+                backend = None
             self._infos[ep.name] = BackendInfo(
                 ep.name,
-                available,
-                reason or "",
-                backend.describe() if available else "",
+                False,
+                reason,
+                "",
                 source,
                 tuple(getattr(backend, "api_version", ())) or None,
                 getattr(backend, "runs_on_host", None),
             )
-            if available:
-                loaded[ep.name] = backend
         return loaded
 
     def infos(self) -> list[BackendInfo]:
@@ -95,11 +114,12 @@ class _Registry:
         if name is None:
             name = os.environ.get(ENV_VAR) or "auto"
         if name == "auto":
-            for candidate in AUTO_PRIORITY:
-                backend = loaded.get(candidate)
-                if backend is not None and not backend.runs_on_host:
-                    return backend
-            name = "cpu"
+            accelerators = [(n, b) for n, b in loaded.items() if not b.runs_on_host]
+            if accelerators:
+                # The highest priority, then the first name: a stable choice.
+                _, best = min(accelerators, key=lambda nb: (-nb[1].priority, nb[0]))
+                return best
+            name = DEFAULT
         backend = loaded.get(name)
         if backend is not None:
             return backend
@@ -125,7 +145,37 @@ def _incompatibility(backend: object) -> str | None:
             f"implements backend API {version}, this riftco-tensor needs major "
             f"version {BACKEND_API_VERSION[0]} (API {BACKEND_API_VERSION})"
         )
+    priority = backend.priority
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        return f"declares priority {priority!r}; expected an int (higher wins in auto)"
+    if not isinstance(backend.runs_on_host, bool):
+        return f"declares runs_on_host {backend.runs_on_host!r}; expected a bool"
+    claimed = backend.capabilities()
+    if not isinstance(claimed, (set, frozenset)):
+        return f"capabilities() returned {type(claimed).__name__}; expected a frozenset of names"
+    # Names this riftco-tensor does not know come from a newer API minor: not ours to judge.
+    unbacked = sorted((claimed & set(CAPABILITIES)) - overridden_capabilities(type(backend)))
+    if unbacked:
+        return (
+            f"capabilities() claims {', '.join(unbacked)}, which its class does not "
+            "implement (it inherits Backend's method that raises)"
+        )
     return None
+
+
+def _describe(name: str, backend: Backend, source: str) -> BackendInfo:
+    claimed = backend.capabilities()
+    return BackendInfo(
+        name,
+        True,
+        "",
+        backend.describe(),
+        source,
+        tuple(backend.api_version),
+        backend.runs_on_host,
+        backend.priority,
+        tuple(c for c in CAPABILITIES if c in claimed),
+    )
 
 
 REGISTRY = _Registry()
@@ -141,6 +191,38 @@ def get_backend(name: str | Backend | None = None) -> Backend:
     if isinstance(name, Backend):
         return name
     return REGISTRY.get(name)
+
+
+def require_capabilities(
+    backend: str | Backend | None, names: Iterable[str], *, job: str
+) -> Backend:
+    """The backend (resolved as `get_backend` does), once it is known to implement every
+    capability in ``names``, which ``job`` (e.g. ``"QLoRA post-training"``) needs.
+
+    Raises ``JobUnsupported`` (a ``CapabilityMissing``) naming every missing capability,
+    ``BackendUnavailable`` if the backend cannot be used at all, and ``UnknownCapability``
+    for a name that is not in CAPABILITIES. Nothing falls back to another backend.
+    """
+    chosen = get_backend(backend)
+    wanted = set(names)
+    unknown = sorted(wanted - CAPABILITIES.keys())
+    if unknown:
+        raise UnknownCapability(
+            f"require_capabilities({job}): unknown capabilities {', '.join(unknown)}; "
+            "expected names from riftco.tensor.CAPABILITIES"
+        )
+    have = chosen.capabilities()
+    missing = tuple(name for name in CAPABILITIES if name in wanted and name not in have)
+    if missing:
+        raise JobUnsupported(
+            f"{job} needs capabilities that backend {chosen.name!r} does not implement: "
+            f"{', '.join(missing)}; choose another backend (`riftco backends` lists what "
+            "each implements)",
+            backend=chosen.name,
+            job=job,
+            missing=missing,
+        )
+    return chosen
 
 
 def reset_discovery() -> None:

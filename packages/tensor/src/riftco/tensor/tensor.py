@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend, Shape
-from .dtypes import DType
-from .errors import ShapeError
+from riftco.tensor.backend import Backend, Shape
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import ShapeError
 
 
 class Tensor:
@@ -39,7 +39,7 @@ class Tensor:
     def __init__(
         self, data: Any, dtype: DType | str | None = None, backend: str | Backend | None = None
     ):
-        from .creation import tensor
+        from riftco.tensor.creation import tensor
 
         made = tensor(data, dtype=dtype, backend=backend)
         self._data, self.shape, self.dtype = made._data, made.shape, made.dtype
@@ -107,7 +107,7 @@ class Tensor:
 
     def to(self, backend: str | Backend) -> Tensor:
         """This tensor on another backend (through host memory); itself if already there."""
-        from .registry import get_backend
+        from riftco.tensor.registry import get_backend
 
         target = get_backend(backend)
         if target is self.backend:
@@ -372,4 +372,4 @@ _OPERANDS = (Tensor, int, float, np.number, np.bool_)
 
 # The ops module needs Tensor itself, so it comes in once the class exists; the
 # methods above look it up when called.
-from . import ops  # noqa: E402
+from riftco.tensor import ops  # noqa: E402

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from riftco.core.errors import RiftcoError
 
-class TokenizerError(ValueError):
-    """Base class of every error raised by riftco.text."""
+
+class TokenizerError(RiftcoError, ValueError):
+    """Base class of every error raised by riftco.text (a ``RiftcoError``)."""
 
 
 class TrainingError(TokenizerError):

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from riftco.core import JSONError, loads_strict, write_bytes_atomic
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
 from riftco.text.bpe import BpeTokenizer
 from riftco.text.bpe_train import NUM_BYTES
@@ -98,11 +98,11 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Read a state written by :func:`save`, validating it."""
-    text = Path(path).read_text(encoding="utf-8")
+    raw = Path(path).read_bytes()
     try:
-        state = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise StateError(f"{path}: expected JSON; {exc}") from None
+        state = loads_strict(raw)
+    except JSONError as exc:
+        raise StateError(f"{path}: {exc}") from None
     try:
         return tokenizer_from_state(state)
     except StateError as exc:
@@ -111,24 +111,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 def write_json_atomic(document: Any, path: str | os.PathLike[str]) -> None:
     """Write JSON so that ``path`` holds either the old file or the whole new one."""
-    target = Path(path)
-    data = json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
-        dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_bytes_atomic(path, json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def _merges(merges: Any) -> list[tuple[int, int]]:

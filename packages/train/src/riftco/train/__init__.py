@@ -45,6 +45,12 @@ from riftco.train.metrics import (
     plot_loss_curve,
     read_metrics,
 )
+from riftco.train.original_checkpoint import (
+    Continuation,
+    OriginalCheckpoint,
+    continue_original,
+    read_original_checkpoint,
+)
 from riftco.train.post_training import PostTrainOptions, post_train
 from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
 from riftco.train.stage import StageResult, TrainingOptions
@@ -58,6 +64,7 @@ __all__ = [
     "ChatExample",
     "Checkpoint",
     "CheckpointError",
+    "Continuation",
     "DataError",
     "DataParallel",
     "DistributedError",
@@ -68,6 +75,7 @@ __all__ = [
     "MetricsLog",
     "ModelOptions",
     "MovingAverage",
+    "OriginalCheckpoint",
     "PostTrainOptions",
     "PretrainOptions",
     "ProgressBar",
@@ -81,6 +89,7 @@ __all__ = [
     "Trainer",
     "TrainingMetric",
     "TrainingOptions",
+    "continue_original",
     "default_corpus",
     "default_instructions",
     "encode_examples",
@@ -96,6 +105,7 @@ __all__ = [
     "pretrain",
     "read_checkpoint",
     "read_metrics",
+    "read_original_checkpoint",
     "restore",
     "save_checkpoint",
     "split_corpus",

@@ -18,7 +18,6 @@ adapters alone as a small safetensors file.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import canonical_hash, loads_strict
 from riftco.interchange import (
     ContainerError,
     canonical_json,
@@ -188,7 +188,7 @@ def packed_manifest(model: Any) -> dict[str, Any] | None:
     }
     if not layers:
         return None
-    return {"identity": hashlib.sha256(canonical_json(layers)).hexdigest(), "layers": layers}
+    return {"identity": canonical_hash(layers), "layers": layers}
 
 
 def read_packed(
@@ -223,7 +223,7 @@ def read_packed(
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"the packed NF4 payload does not fit its manifest: {exc}") from None
     listed = {n: {**w.metadata(), "identity": w.identity} for n, w in sorted(out.items())}
-    if hashlib.sha256(canonical_json(listed)).hexdigest() != manifest.get("identity"):
+    if canonical_hash(listed) != manifest.get("identity"):
         raise CheckpointError("the packed NF4 payload's identity differs from the checkpoint's")
     return out
 
@@ -270,11 +270,9 @@ def load_adapters(path: str | os.PathLike[str], model: Any) -> dict[str, Any]:
     """Attach adapters saved by ``save_adapters`` to ``model`` (with their configuration,
     unless the model already has matching ones) and load their values; returns the
     file's description."""
-    import json
-
     try:
         stored = read_safetensors(path)
-        document = json.loads(stored.metadata[ADAPTERS_KEY])
+        document = loads_strict(stored.metadata[ADAPTERS_KEY])
     except (ContainerError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{path}: not a riftco adapters file ({exc})") from None
     if document.get("format") != ADAPTERS_FORMAT or document.get("format_version") != 1:

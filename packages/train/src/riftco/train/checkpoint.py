@@ -24,7 +24,6 @@ returning anything, so a corrupted or truncated file is refused before any state
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from riftco.core import JSONError, loads_strict
 from riftco.interchange import (
     ContainerError,
     canonical_json,
@@ -182,9 +182,9 @@ def _parse_manifest(metadata: dict[str, str]) -> dict[str, Any]:
             "(a .rift bundle or plain safetensors file, not a checkpoint?)"
         )
     try:
-        manifest = json.loads(text, parse_constant=_no_constant)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise CheckpointError(f"manifest: expected JSON; {exc}") from None
+        manifest = loads_strict(text)
+    except JSONError as exc:
+        raise CheckpointError(f"manifest: {exc}") from None
     if not isinstance(manifest, dict):
         raise CheckpointError("manifest: expected a JSON object")
     if manifest.get("format") != FORMAT:
@@ -205,10 +205,6 @@ def _parse_manifest(metadata: dict[str, str]) -> dict[str, Any]:
             "(the manifest was changed after it was written)"
         )
     return manifest
-
-
-def _no_constant(name: str) -> Any:
-    raise CheckpointError(f"manifest: expected standard JSON; found {name}")
 
 
 def restore(trainer: Trainer, checkpoint: Checkpoint) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from riftco.tensor import RiftcoError
-from riftco.text import TokenizerError
 
 if TYPE_CHECKING:
     from riftco.train.stage import TrainingOptions
@@ -369,10 +368,19 @@ def _adapter_options(args: argparse.Namespace):  # -> AdapterOptions
     )
 
 
+def _require_sampling(prompt: str) -> None:
+    """The sample printed after training decodes incrementally: check for that up front."""
+    if prompt:
+        import riftco.tensor as rt
+        from riftco.train.capabilities import DECODING
+
+        rt.require_capabilities(None, DECODING, job="the sample printed after training")
+
+
 def _run(name: str, args: argparse.Namespace, work) -> int:  # work: (DataParallel) -> StageResult
     from riftco.train.distributed.cli import run_parallel
 
-    status, result = run_parallel(name, args, work, (RiftcoError, TokenizerError, OSError))
+    status, result = run_parallel(name, args, work, (RiftcoError, OSError))
     if status or result is None:
         return status
     if result.outcome == "interrupted":
@@ -429,6 +437,7 @@ def pretrain_main(argv: list[str]) -> int:
     def work(parallel):
         from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
 
+        _require_sampling(args.sample)
         options = PretrainOptions(
             data=args.data,
             tokenizer=args.tokenizer,
@@ -473,6 +482,7 @@ def post_train_main(argv: list[str]) -> int:
     def work(parallel):
         from riftco.train.post_training import PostTrainOptions, post_train
 
+        _require_sampling(args.sample)
         options = PostTrainOptions(
             data=args.data,
             loss_on=args.loss_on,

@@ -47,7 +47,9 @@ class Optimizer(Protocol):
 
     def zero_grad(self) -> None: ...
 
-    def step(self) -> Any: ...
+    def measure(self, values: Sequence[rt.Tensor] = ()) -> tuple[float, list[float]]: ...
+
+    def step(self, gradient_norm: float | None = None) -> Any: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -120,18 +122,21 @@ class Trainer:
         started = time.perf_counter()
         if self._parallel_step is not None:
             value, tokens = self._parallel_step.accumulate()
+            norm = None
         else:
             batch = self.source.next_batch()
             self.optimizer.zero_grad()
             loss = self._loss(batch)
-            value = float(loss.item())
+            loss.backward()
+            # The loss and the gradient norm come to the host in one read: on an
+            # accelerator, the only device round trip of the step.
+            norm, (value,) = self.optimizer.measure([loss.value])
             if not math.isfinite(value):
                 raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
-            loss.backward()
             tokens = batch.tokens
         lr = self.schedule.lr_at(self.step + 1)
         self.optimizer.set_lr(lr)
-        stats = self.optimizer.step()
+        stats = self.optimizer.step(gradient_norm=norm)
         elapsed = time.perf_counter() - started
         self.step += 1
         self.tokens += tokens

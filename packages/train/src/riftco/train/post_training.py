@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from riftco.interchange import load_bundle
+from riftco.interchange import load_bundle, original_kind
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import tokenizer_from_state
 from riftco.train.adapters import (
@@ -34,6 +34,7 @@ from riftco.train.adapters import (
     save_adapters,
 )
 from riftco.train.batches import ExampleSampler, fixed_examples
+from riftco.train.capabilities import require_training_backend
 from riftco.train.checkpoint import read_checkpoint
 from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.engine import Callback
@@ -105,6 +106,14 @@ def split_examples(
     return train, validation
 
 
+_JOBS = {"full": "full post-training", "lora": "LoRA post-training", "qlora": "QLoRA post-training"}
+
+
+def _require_backend(config: TransformerConfig, options: PostTrainOptions) -> None:
+    method = options.adapters.method
+    require_training_backend(config, method, job=_JOBS[method])
+
+
 def post_train(
     options: PostTrainOptions,
     base: str | os.PathLike[str] | None,
@@ -133,15 +142,24 @@ def post_train(
             PostTrainOptions.from_dict(checkpoint.run["options"]), data=options.data
         )
         config = TransformerConfig.from_dict(checkpoint.run["config"])
+        _require_backend(config, options)
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
         parent_id = checkpoint.run["parent_id"]
         model = DecoderOnlyTransformer(config)
     else:
         if base is None:
             raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
+        if original_kind(base) is not None:
+            raise DataError(
+                f"{base}: a model of the original riftco-transformer; post-training needs a "
+                "tokenizer with an end-of-text token and a chat template, which its tokenizers "
+                "do not have (its own runs continue from their .riftckpt with "
+                "riftco.train.continue_original)"
+            )
         runnable = load_bundle(base, trainable=True)
         model, tokenizer, config = runnable.model, runnable.tokenizer, runnable.config
         parent_id = runnable.artifact_id
+        _require_backend(config, options)
     adapters = options.adapters
     packed = None
     if checkpoint is not None and adapters.method == "qlora":

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
 from riftco.text import Tokenizer, tokenizer_from_state
 from riftco.train.batches import DocumentWindows, RandomWindows, fixed_windows
+from riftco.train.capabilities import require_training_backend
 from riftco.train.checkpoint import read_checkpoint
 from riftco.train.corpus import load_text, split_corpus
 from riftco.train.distributed.data_parallel import DataParallel
@@ -126,6 +127,8 @@ def pretrain(
         saved = PretrainOptions.from_dict(checkpoint.run["options"])
         options = dataclasses.replace(saved, data=options.data)
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
+    # Before any data is read; the topology decides the kernels, the vocabulary does not.
+    require_training_backend(options.model.config(vocab_size=256), job=STAGE)
     corpus = load_text(options.data)
     train_text, validation_text = split_corpus(corpus, options.validation_fraction)
     if tokenizer is None:

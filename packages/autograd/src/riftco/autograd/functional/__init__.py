@@ -6,7 +6,7 @@ requires gradients. Comparisons, logical ops and argmax return Variables that ne
 no gradient.
 """
 
-from .binary import (
+from riftco.autograd.functional.binary import (
     add,
     div,
     eq,
@@ -25,8 +25,14 @@ from .binary import (
     sub,
     where,
 )
-from .indexing import embedding, gather, index_add, index_select, scatter_add
-from .layout import (
+from riftco.autograd.functional.indexing import (
+    embedding,
+    gather,
+    index_add,
+    index_select,
+    scatter_add,
+)
+from riftco.autograd.functional.layout import (
     astype,
     broadcast_to,
     concatenate,
@@ -43,9 +49,30 @@ from .layout import (
     transpose,
     unsqueeze,
 )
-from .linalg import matmul
-from .reduction import argmax, log_softmax, max, mean, min, softmax, sum, sum_squares
-from .unary import abs, exp, gelu, log, neg, relu, rsqrt, sigmoid, silu, sqrt, tanh
+from riftco.autograd.functional.linalg import matmul
+from riftco.autograd.functional.reduction import (
+    argmax,
+    log_softmax,
+    max,
+    mean,
+    min,
+    softmax,
+    sum,
+    sum_squares,
+)
+from riftco.autograd.functional.unary import (
+    abs,
+    exp,
+    gelu,
+    log,
+    neg,
+    relu,
+    rsqrt,
+    sigmoid,
+    silu,
+    sqrt,
+    tanh,
+)
 
 __all__ = [
     "abs",

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from riftco.autograd.graph.node import Node, saved_values
+from riftco.autograd.variable import Variable, _make
 from riftco.tensor import Tensor
-
-from ..graph.node import Node, saved_values
-from ..variable import Variable, _make
 
 __all__ = [
     "Node",

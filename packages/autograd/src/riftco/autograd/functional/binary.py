@@ -6,10 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from riftco.autograd.functional._base import (
+    Node,
+    Tensor,
+    Variable,
+    constant,
+    result,
+    saved_values,
+    sum_to,
+    value_of,
+)
+from riftco.autograd.grad_mode import state
 from riftco.tensor import float32, ops
-
-from ..grad_mode import state
-from ._base import Node, Tensor, Variable, constant, result, saved_values, sum_to, value_of
 
 __all__ = [
     "add",

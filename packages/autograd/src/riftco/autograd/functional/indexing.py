@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from riftco.autograd.functional._base import Node, Tensor, Variable, constant, result, value_of
+from riftco.autograd.grad_mode import state
 from riftco.tensor import ops, zeros
-
-from ..grad_mode import state
-from ._base import Node, Tensor, Variable, constant, result, value_of
 
 __all__ = ["embedding", "gather", "index_add", "index_select", "scatter_add"]
 

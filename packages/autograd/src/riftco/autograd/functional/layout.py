@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from riftco.autograd.functional._base import Node, Tensor, Variable, constant, result, value_of
+from riftco.autograd.grad_mode import state
 from riftco.tensor import Backend, DType, from_numpy, ops, zeros
-
-from ..grad_mode import state
-from ._base import Node, Tensor, Variable, constant, result, value_of
 
 __all__ = [
     "astype",
@@ -197,7 +196,7 @@ def getitem(x: Any, index: Any) -> Variable:
     if isinstance(index, Tensor):
         if not (isinstance(x, Variable) and x.requires_grad and state.enabled):
             return constant(out)
-        from .indexing import IndexSelectNode
+        from riftco.autograd.functional.indexing import IndexSelectNode
 
         node = IndexSelectNode()
         node.x_shape, node.axis, node.indices = xt.shape, 0, index

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from riftco.autograd.functional._base import (
+    Node,
+    Tensor,
+    Variable,
+    constant,
+    result,
+    saved_values,
+    sum_to,
+)
+from riftco.autograd.grad_mode import state
 from riftco.tensor import ops
-
-from ..grad_mode import state
-from ._base import Node, Tensor, Variable, constant, result, saved_values, sum_to
 
 __all__ = ["matmul"]
 
@@ -74,7 +81,7 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False)
 
 def _matmul_vectors(a: Any, b: Any, at: Tensor, bt: Tensor, ta: bool, tb: bool) -> Variable:
     """1-D operands through reshapes (which are free), so one node type covers all."""
-    from .layout import reshape
+    from riftco.autograd.functional.layout import reshape
 
     if at.ndim == 1:
         a, ta = reshape(a, 1, -1), False

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from riftco.autograd.functional._base import Node, Tensor, Variable, constant, result, value_of
+from riftco.autograd.functional.binary import mul
+from riftco.autograd.grad_mode import state
+from riftco.autograd.variable import Axis
 from riftco.tensor import float32, ops
-
-from ..grad_mode import state
-from ..variable import Axis
-from ._base import Node, Tensor, Variable, constant, result, value_of
-from .binary import mul
 
 __all__ = ["argmax", "log_softmax", "max", "mean", "min", "softmax", "sum", "sum_squares"]
 

@@ -7,10 +7,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from riftco.autograd.functional._base import Node, Tensor, Variable, constant, result
+from riftco.autograd.grad_mode import state
 from riftco.tensor import float32, ops
-
-from ..grad_mode import state
-from ._base import Node, Tensor, Variable, constant, result
 
 __all__ = ["abs", "exp", "gelu", "log", "neg", "relu", "rsqrt", "sigmoid", "silu", "sqrt", "tanh"]
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from riftco.autograd.errors import GradientError, StaleGraphError
+from riftco.autograd.graph.node import Node
+from riftco.autograd.variable import Variable
 from riftco.tensor import Tensor, ones
-
-from ..errors import GradientError, StaleGraphError
-from ..variable import Variable
-from .node import Node
 
 
 def backward(

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from riftco.autograd.errors import StaleGraphError
+from riftco.autograd.variable import Variable
 from riftco.tensor import Tensor
-
-from ..errors import StaleGraphError
-from ..variable import Variable
 
 
 class Node:

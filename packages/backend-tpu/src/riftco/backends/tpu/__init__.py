@@ -12,7 +12,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import _native
+from riftco.backends.tpu import _native
 
 if _native.__version__ != __version__:
     raise ImportError(
@@ -21,11 +21,10 @@ if _native.__version__ != __version__:
         "come from one build"
     )
 
+from riftco.backends.tpu.backend import API_VERSION, TpuBackend
+from riftco.backends.tpu.errors import PjrtError
+from riftco.backends.tpu.plugin import PluginLocation, find_plugin
 from riftco.tensor.errors import BackendUnavailable
-
-from .backend import API_VERSION, TpuBackend
-from .errors import PjrtError
-from .plugin import PluginLocation, find_plugin
 
 
 def native_build_id() -> str:

@@ -1,8 +1,58 @@
 """Type stubs of the private native module (riftco-pjrt bindings)."""
 
 from collections.abc import Sequence
+from typing import final
 
 import numpy as np
+from typing_extensions import Self
+
+__all__ = [
+    "BUILD_ID",
+    "BUILD_ID_MARKER",
+    "PJRT_API_MAJOR",
+    "PJRT_API_MINOR",
+    "Device",
+    "Storage",
+    "__version__",
+    "activation_backward",
+    "adam_update",
+    "argmax",
+    "assign",
+    "astype",
+    "attention",
+    "attention_backward",
+    "attention_varlen",
+    "binary",
+    "compare",
+    "concat",
+    "copy_strided",
+    "cross_entropy",
+    "cross_entropy_backward",
+    "flash_attention",
+    "flash_attention_backward",
+    "from_numpy",
+    "gather",
+    "index_add",
+    "index_select",
+    "layer_norm",
+    "layer_norm_backward",
+    "matmul",
+    "nf4_dequantize",
+    "nf4_linear",
+    "nf4_linear_backward",
+    "paged_attention",
+    "reduce",
+    "reshape",
+    "rms_norm",
+    "rms_norm_backward",
+    "rotary",
+    "scatter_add",
+    "select",
+    "softmax",
+    "to_numpy",
+    "unary",
+    "write_rows",
+]
 
 __version__: str
 BUILD_ID: str
@@ -10,10 +60,11 @@ BUILD_ID_MARKER: str
 PJRT_API_MAJOR: int
 PJRT_API_MINOR: int
 
+@final
 class Device:
     """An opened PJRT plugin, its client, and the compile cache."""
 
-    def __init__(self, path: str) -> None: ...
+    def __new__(cls, path: str) -> Self: ...
     @property
     def platform(self) -> str: ...
     @property
@@ -35,6 +86,7 @@ class Device:
     def cache_stats(self) -> tuple[int, int, int]: ...
     def clear_cache(self) -> None: ...
 
+@final
 class Storage:
     """A device buffer read under a tensor shape."""
 

@@ -9,12 +9,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from riftco.backends.tpu import _native
+from riftco.backends.tpu.plugin import PluginLocation
 from riftco.tensor import Backend, CapabilityMissing
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
-
-from . import _native
-from .plugin import PluginLocation
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.0 base capabilities, 1.1 adam_update, 1.2 fused kernels, 1.3 paged_attention,
@@ -27,6 +26,9 @@ class TpuBackend(Backend):
 
     name = "tpu"
     api_version = API_VERSION
+    #: auto's ranking among accelerators (higher wins; cpu is 0). A dedicated GPU
+    #: backend ranks above a PJRT device, hence a middle value.
+    priority = 100
 
     def __init__(self, device: _native.Device, location: PluginLocation):
         self.device = device

@@ -5,17 +5,27 @@ them, and ``riftco.tensor`` re-exports this package's ``__all__``: that one list
 per submodule is the only place an op is named for export.
 """
 
-from . import elementwise, fused, indexing, inplace, layout, linalg, paged, quantized, reduction
-from ._common import broadcast_shapes, check_same_backend
-from .elementwise import *  # noqa: F403
-from .fused import *  # noqa: F403
-from .indexing import *  # noqa: F403
-from .inplace import *  # noqa: F403
-from .layout import *  # noqa: F403
-from .linalg import *  # noqa: F403
-from .paged import *  # noqa: F403
-from .quantized import *  # noqa: F403
-from .reduction import *  # noqa: F403
+from riftco.tensor.ops import (
+    elementwise,
+    fused,
+    indexing,
+    inplace,
+    layout,
+    linalg,
+    paged,
+    quantized,
+    reduction,
+)
+from riftco.tensor.ops._common import broadcast_shapes, check_same_backend
+from riftco.tensor.ops.elementwise import *  # noqa: F403
+from riftco.tensor.ops.fused import *  # noqa: F403
+from riftco.tensor.ops.indexing import *  # noqa: F403
+from riftco.tensor.ops.inplace import *  # noqa: F403
+from riftco.tensor.ops.layout import *  # noqa: F403
+from riftco.tensor.ops.linalg import *  # noqa: F403
+from riftco.tensor.ops.paged import *  # noqa: F403
+from riftco.tensor.ops.quantized import *  # noqa: F403
+from riftco.tensor.ops.reduction import *  # noqa: F403
 
 __all__: list[str] = []
 __all__ += elementwise.__all__

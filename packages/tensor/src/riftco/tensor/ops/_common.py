@@ -6,9 +6,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import BackendMismatch, DTypeError, ShapeError
-from ..tensor import Tensor
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import BackendMismatch, DTypeError, ShapeError
+from riftco.tensor.tensor import Tensor
 
 Shape = tuple[int, ...]
 

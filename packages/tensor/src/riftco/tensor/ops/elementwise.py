@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from ..dtypes import DType
-from ..errors import DTypeError
-from ..tensor import Tensor
-from ._common import broadcast_shapes, check_same_backend, require_dtype, scalar_like
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import DTypeError
+from riftco.tensor.ops._common import (
+    broadcast_shapes,
+    check_same_backend,
+    require_dtype,
+    scalar_like,
+)
+from riftco.tensor.tensor import Tensor
 
 F32, I64, BOOL = DType.float32, DType.int64, DType.bool
 

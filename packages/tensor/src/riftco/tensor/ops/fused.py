@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..dtypes import DType
-from ..errors import ShapeError
-from ..tensor import Tensor
-from ._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import ShapeError
+from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.tensor import Tensor
 
 F32, I64 = DType.float32, DType.int64
 

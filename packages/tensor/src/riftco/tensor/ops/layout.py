@@ -7,10 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dtypes import DType, as_dtype
-from ..errors import IndexOutOfRange, ShapeError
-from ..tensor import Tensor
-from ._common import (
+from riftco.tensor.dtypes import DType, as_dtype
+from riftco.tensor.errors import IndexOutOfRange, ShapeError
+from riftco.tensor.ops._common import (
     Shape,
     broadcast_shapes,
     check_same_backend,
@@ -18,6 +17,7 @@ from ._common import (
     normalize_axis,
     require_tensor,
 )
+from riftco.tensor.tensor import Tensor
 
 
 def _shape_arg(op: str, shape: tuple) -> tuple[int, ...]:
@@ -98,7 +98,7 @@ def getitem(x: Tensor, index) -> Tensor:
     """Basic indexing: ints, slices with positive steps, ``...`` and ``None``;
     a 1-D int64 Tensor selects along the first axis."""
     if isinstance(index, Tensor):
-        from .indexing import index_select
+        from riftco.tensor.ops.indexing import index_select
 
         return index_select(x, 0, index)
     items = list(index) if isinstance(index, tuple) else [index]
@@ -154,7 +154,7 @@ def broadcast_to(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
 
 def sum_to_shape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """Sum ``x`` down to ``shape``, the inverse of broadcasting ``shape`` to ``x.shape``."""
-    from .reduction import sum as reduce_sum
+    from riftco.tensor.ops.reduction import sum as reduce_sum
 
     target = _shape_arg("sum_to_shape", shape)
     if broadcast_shapes("sum_to_shape", target, x.shape) != x.shape:
@@ -194,7 +194,7 @@ def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     axis = normalize_axis("concatenate", axis, first.ndim)
     for t in tensors[1:]:
         if t.dtype is not first.dtype:
-            from ..errors import DTypeError
+            from riftco.tensor.errors import DTypeError
 
             raise DTypeError(f"concatenate: dtypes {first.dtype.value} and {t.dtype.value}")
         if t.ndim != first.ndim or any(

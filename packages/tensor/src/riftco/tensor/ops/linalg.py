@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from ..dtypes import DType
-from ..errors import ShapeError
-from ..tensor import Tensor
-from ._common import broadcast_shapes, check_same_backend, require_dtype, require_tensor
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import ShapeError
+from riftco.tensor.ops._common import (
+    broadcast_shapes,
+    check_same_backend,
+    require_dtype,
+    require_tensor,
+)
+from riftco.tensor.tensor import Tensor
 
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:

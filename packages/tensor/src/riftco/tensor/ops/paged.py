@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..dtypes import DType
-from ..errors import BackendMismatch, DTypeError, ShapeError
-from ..tensor import Tensor
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import BackendMismatch, DTypeError, ShapeError
+from riftco.tensor.tensor import Tensor
 
 
 def paged_attention(

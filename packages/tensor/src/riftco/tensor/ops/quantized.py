@@ -37,8 +37,6 @@ Byte layout (``NF4Weight.to_bytes``, what ``identity`` hashes)
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -46,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Backend
-from ..dtypes import DType
-from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor
-from ._common import check_same_backend, require_dtype, require_tensor
+from riftco.core import records_digest
+from riftco.tensor.backend import Backend
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import DTypeError, ShapeError
+from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.tensor import Tensor
 
 #: The 16 NF4 values (bitsandbytes' table), in code order.
 NF4_CODEBOOK = np.array(
@@ -298,8 +297,7 @@ class NF4Weight:
     @cached_property
     def identity(self) -> str:
         """SHA-256 (hex) of the canonical metadata JSON, a zero byte, and the bytes."""
-        header = json.dumps(self.metadata(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(header.encode() + b"\0" + self.to_bytes()).hexdigest()
+        return records_digest([(self.metadata(), b"\0" + self.to_bytes())])
 
     @classmethod
     def from_arrays(
@@ -310,7 +308,7 @@ class NF4Weight:
         backend: str | Backend | None = None,
     ) -> NF4Weight:
         """A packed weight from ``arrays()`` output (checked against the shape)."""
-        from ..creation import from_numpy
+        from riftco.tensor.creation import from_numpy
 
         def put(name: str, dtype: np.dtype) -> Tensor:
             a = np.asarray(arrays[name])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..dtypes import DType
-from ..errors import ShapeError
-from ..tensor import Tensor
-from ._common import normalize_axis, require_dtype
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import ShapeError
+from riftco.tensor.ops._common import normalize_axis, require_dtype
+from riftco.tensor.tensor import Tensor
 
 F32, I64 = DType.float32, DType.int64
 

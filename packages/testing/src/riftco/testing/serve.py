@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from .channel import EventChannel
-from .engine import EngineStats, Finished, GenerationRequest, TextDelta
-from .errors import Overloaded, RequestError
+from riftco.serve.channel import EventChannel
+from riftco.serve.engine import EngineStats, Finished, GenerationRequest, TextDelta
+from riftco.serve.errors import Overloaded, RequestError
 
 
 def render_prompt(request: GenerationRequest) -> str:

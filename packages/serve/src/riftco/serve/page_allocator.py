@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .errors import CacheError, PoolExhausted
+from riftco.serve.errors import CacheError, PoolExhausted
 
 PrefixKey = bytes
 

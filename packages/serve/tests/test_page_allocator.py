@@ -3,7 +3,7 @@
 import pytest
 
 from riftco.serve import CacheError, PoolExhausted
-from riftco.serve.pages import PageAllocator, prefix_keys
+from riftco.serve.page_allocator import PageAllocator, prefix_keys
 
 
 def test_prefix_keys_identify_whole_prefixes():

@@ -1,4 +1,4 @@
-"""Test support shared by every riftco package (imports pytest; not for production).
+"""Test support for riftco-tensor and every package built on it (imports pytest).
 
 - ``NumpyReferenceBackend``: a second backend with its own storage type
   (``ReferenceStorage``) whose every capability is a plain numpy formula. It
@@ -8,7 +8,7 @@
   so discovery is tested without installing anything.
 - ``backend``: a pytest fixture yielding every available backend (cpu, the
   reference backend, and any installed plugin); use it from a conftest.py with
-  ``from riftco.tensor.testing import backend  # noqa: F401``.
+  ``from riftco.testing.tensor import backend  # noqa: F401``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from . import registry
-from .backend import Backend
-from .dtypes import DType
-from .errors import KernelError
+from riftco.tensor import registry
+from riftco.tensor.backend import Backend
+from riftco.tensor.dtypes import DType
+from riftco.tensor.errors import KernelError
 
 
 class ReferenceStorage:
@@ -435,7 +435,7 @@ class NumpyReferenceBackend(Backend):
 
 
 def _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size) -> np.ndarray:
-    from .ops.quantized import dequantize_nf4_array
+    from riftco.tensor.ops.quantized import dequantize_nf4_array
 
     ranges = None if group_range is None else _a(group_range)
     return dequantize_nf4_array(_a(codes), _a(absmax), ranges, offset, w_shape, block_size)
@@ -546,7 +546,7 @@ def create_reference_backend() -> NumpyReferenceBackend:
 
 
 REFERENCE_ENTRY_POINT = EntryPoint(
-    name="reference", value="riftco.tensor.testing:create_reference_backend", group=registry.GROUP
+    name="reference", value="riftco.testing.tensor:create_reference_backend", group=registry.GROUP
 )
 
 

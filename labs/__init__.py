@@ -1,0 +1,1 @@
+"""Research labs of Riftco Transformer, run from a source checkout (never in a wheel)."""

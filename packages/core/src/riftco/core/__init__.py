@@ -1,0 +1,36 @@
+"""riftco.core: the plumbing every riftco package shares, standard library only.
+
+- :class:`RiftcoError`, the root of every typed riftco error, and :class:`JSONError`;
+- atomic, durable writes: :func:`atomic_write`, :func:`write_bytes_atomic`,
+  :func:`staged_files`, :func:`fsync_folder`;
+- strict JSON reading: :func:`loads_strict` (duplicate keys, NaN and infinity refused;
+  nesting depth and integer digits bounded);
+- canonical JSON and identities: :func:`canonical_json`, :func:`canonical_hash`,
+  :func:`content_id`, :func:`records_digest`.
+"""
+
+from __future__ import annotations
+
+from riftco.core.atomic import atomic_write, fsync_folder, staged_files, write_bytes_atomic
+from riftco.core.errors import JSONError, RiftcoError
+from riftco.core.hashing import canonical_hash, canonical_json, content_id, records_digest
+from riftco.core.strict_json import MAX_DEPTH, MAX_INT_DIGITS
+from riftco.core.strict_json import loads as loads_strict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "JSONError",
+    "RiftcoError",
+    "atomic_write",
+    "canonical_hash",
+    "canonical_json",
+    "content_id",
+    "fsync_folder",
+    "loads_strict",
+    "records_digest",
+    "staged_files",
+    "write_bytes_atomic",
+]

@@ -1,0 +1,47 @@
+"""The backend capabilities a training job needs, checked before the job starts.
+
+A job on a backend that lacks one of them stops at once with
+``riftco.tensor.JobUnsupported`` naming every missing capability, rather than
+failing mid-run or falling back to another backend.
+"""
+
+from __future__ import annotations
+
+import riftco.tensor as rt
+from riftco.nn import TransformerConfig
+
+#: Incremental decoding over riftco-nn's contiguous cache (the sample after training).
+DECODING = ("attention_varlen", "write_rows")
+#: QLoRA's frozen base: NF4 linears forward and backward, dequantized when merged.
+NF4 = ("nf4_dequantize", "nf4_linear", "nf4_linear_backward")
+
+
+def training_capabilities(config: TransformerConfig, method: str = "full") -> tuple[str, ...]:
+    """What one training step (forward, loss, backward, Adam) of ``config`` needs, with
+    ``method`` ``full``, ``lora`` or ``qlora``, in CAPABILITIES order."""
+    needs = {
+        *rt.BASE_CAPABILITIES,
+        "activation_backward",
+        "cross_entropy",
+        "cross_entropy_backward",
+        "adam_update",
+    }
+    norm = "layer_norm" if config.norm == "layer" else "rms_norm"
+    attention = "flash_attention" if config.attention == "flash" else "attention"
+    needs |= {norm, f"{norm}_backward", attention, f"{attention}_backward"}
+    if config.positions == "rotary":
+        needs.add("rotary")
+    if method == "qlora":
+        needs.update(NF4)
+    return tuple(name for name in rt.CAPABILITIES if name in needs)
+
+
+def require_training_backend(
+    config: TransformerConfig, method: str = "full", *, job: str
+) -> rt.Backend:
+    """The default backend (RIFTCO_BACKEND or auto), once it has every capability that
+    training ``config`` with ``method`` needs; ``JobUnsupported`` otherwise."""
+    return rt.require_capabilities(None, training_capabilities(config, method), job=job)
+
+
+__all__ = ["DECODING", "NF4", "require_training_backend", "training_capabilities"]

@@ -1,0 +1,157 @@
+"""new_package.py: packages made from the templates, wired into Cargo and tox; and the
+repository's own wiring (every package has its test env, every crate its workspace entry)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+import shutil
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import new_package
+
+ROOT = new_package.ROOT
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A copy of what new_package reads: the templates, tox.ini, Cargo.toml and the
+    backend API version (set ahead of the template's, to see it substituted)."""
+    shutil.copytree(ROOT / "templates", tmp_path / "templates")
+    for name in ("tox.ini", "Cargo.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    api = tmp_path / "packages/tensor/src/riftco/tensor/backend.py"
+    api.parent.mkdir(parents=True)
+    api.write_text("BACKEND_API_VERSION = (1, 99)\n")
+    return tmp_path
+
+
+def tox_envs(text: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """(env_list, the generated envs' factors, factor -> TOX_PACKAGE) of a tox.ini."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string(text)
+    env_list = [e.strip() for e in ini["tox"]["env_list"].replace("\n", " ").split(",")]
+    (section,) = [s for s in ini.sections() if s.startswith("testenv:test-{")]
+    factors = section[len("testenv:test-{") : -1].split(",")
+    folders = dict(re.findall(r"^([\w-]+): TOX_PACKAGE = ([\w-]+)$", ini[section]["set_env"], re.M))
+    return env_list, factors, folders
+
+
+def every_file(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_pure_python_package(repo, capsys):
+    cargo = (repo / "Cargo.toml").read_text()
+    assert new_package.main(["--root", str(repo), "widgets"]) == 0
+    assert "tox -e test-widgets" in capsys.readouterr().out
+    dest = repo / "packages" / "widgets"
+    files = every_file(dest)
+    assert set(files) == {
+        "README.md",
+        "pyproject.toml",
+        "src/riftco/widgets/__init__.py",
+        "src/riftco/widgets/py.typed",
+        "tests/test_import.py",
+    }
+    assert tomllib.loads(files["pyproject.toml"])["project"]["name"] == "riftco-widgets"
+    assert "import riftco.widgets" in files["tests/test_import.py"]
+    assert not any("NAME" in text for text in files.values())
+    env_list, factors, folders = tox_envs((repo / "tox.ini").read_text())
+    assert env_list[-1] == "test-widgets" and factors[-1] == "widgets"
+    assert folders["widgets"] == "widgets"
+    assert (repo / "Cargo.toml").read_text() == cargo
+
+
+def test_a_native_backend(repo):
+    assert new_package.main(["--root", str(repo), "--native", "my_dev"]) == 0
+    dest = repo / "packages" / "backend-my_dev"
+    files = every_file(dest)
+    package = "src/riftco/backends/my_dev"
+    assert {
+        "pyproject.toml",
+        "README.md",
+        "kernels/Cargo.toml",
+        "kernels/src/lib.rs",
+        "native/Cargo.toml",
+        "native/build.rs",
+        "native/src/lib.rs",
+        f"{package}/__init__.py",
+        f"{package}/backend.py",
+        f"{package}/_native.pyi",
+        f"{package}/py.typed",
+        "tests/conftest.py",
+        "tests/shared_suite.py",
+        "tests/test_plugin.py",
+        "tests/test_shared_suite.py",
+    } <= set(files)
+    assert not any("NAME" in t or "PLUGINCLASS" in t for t in files.values())
+    project = tomllib.loads(files["pyproject.toml"])
+    assert project["project"]["name"] == "riftco-backend-my_dev"
+    assert project["project"]["entry-points"]["riftco.backends"] == {
+        "my_dev": "riftco.backends.my_dev:create_backend"
+    }
+    assert project["tool"]["maturin"]["module-name"] == "riftco.backends.my_dev._native"
+    binding = tomllib.loads(files["native/Cargo.toml"])
+    assert binding["lib"]["name"] == "riftco_backend_my_dev_native"
+    assert "riftco-backend-my_dev-kernels" in binding["dependencies"]
+    assert binding["build-dependencies"]["riftco-build-id"]["path"] == "../../../tools/build-id"
+    assert (
+        'emit("riftco.backends.my_dev._native", &["src", "../kernels/src"])'
+        in files["native/build.rs"]
+    )
+    assert "use riftco_backend_my_dev_kernels as kernels;" in files["native/src/lib.rs"]
+    assert "pyo3" not in files["kernels/Cargo.toml"]
+    backend = files[f"{package}/backend.py"]
+    assert "class MyDevBackend(Backend):" in backend and 'name = "my_dev"' in backend
+    assert "API_VERSION = (1, 99)" in backend  # riftco-tensor's, not the template's
+    for path, text in files.items():
+        if path.endswith(".py"):
+            compile(text, path, "exec")
+    members = tomllib.loads((repo / "Cargo.toml").read_text())["workspace"]["members"]
+    crates = ["packages/backend-my_dev/kernels", "packages/backend-my_dev/native"]
+    at = members.index(crates[0])
+    # After the other packages' crates, before the shared tools/ crates.
+    assert members[at : at + 2] == crates
+    assert members[at + 2 :] and all(m.startswith("tools/") for m in members[at + 2 :])
+    env_list, factors, folders = tox_envs((repo / "tox.ini").read_text())
+    assert "test-backend-my_dev" in env_list and factors[-1] == "backend-my_dev"
+    assert folders["backend-my_dev"] == "backend-my_dev"
+
+
+@pytest.mark.parametrize("name", ["Widgets", "1x", "class", "a-b", ""])
+def test_a_bad_name_writes_nothing(repo, name, capsys):
+    before = every_file(repo)
+    assert new_package.main(["--root", str(repo), "--native", name]) == 1
+    assert "is not a package name" in capsys.readouterr().err
+    assert every_file(repo) == before
+
+
+def test_an_existing_package_or_an_unexpected_tox_ini_writes_nothing(repo, capsys):
+    assert new_package.main(["--root", str(repo), "--native", "dev"]) == 0
+    before = every_file(repo)
+    assert new_package.main(["--root", str(repo), "--native", "dev"]) == 1
+    assert "already exists" in capsys.readouterr().err
+    (repo / "tox.ini").write_text("[tox]\nenv_list =\n    lint\n")
+    before = every_file(repo)
+    assert new_package.main(["--root", str(repo), "other"]) == 1
+    assert "no generated [testenv:test-{...}] section" in capsys.readouterr().err
+    assert every_file(repo) == before and not (repo / "packages" / "other").exists()
+
+
+def test_every_package_of_the_repository_has_its_test_env_and_crates():
+    env_list, factors, folders = tox_envs((ROOT / "tox.ini").read_text())
+    members = set(tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"])
+    for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
+        folder = pyproject.parent.name
+        assert folder in factors and folders[folder] == folder, folder
+        assert f"test-{folder}" in env_list, folder
+        for crate in pyproject.parent.glob("*/Cargo.toml"):
+            assert f"packages/{folder}/{crate.parent.name}" in members, crate
+    assert set(factors) == set(folders)
