@@ -101,7 +101,7 @@ def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
         for name in sorted(arrays):
             array = _little_endian(name, arrays[name])
             header = [name, dtype_code(name, array), list(array.shape)]
-            yield header, memoryview(array.reshape(-1)).cast("B")
+            yield header, array.reshape(-1).data.cast("B")
 
     return core.records_digest(records())
 

@@ -33,6 +33,7 @@ from riftco.interchange.onnx_export import export_onnx
 from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.safetensors_io import save_safetensors
+from riftco.text import Tokenizer
 
 Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
@@ -55,6 +56,7 @@ def convert(
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
     lineage: dict = {}
+    tokenizer: Tokenizer | None
     original = original_kind(src)
     if original is not None:
         imported_original = read_original(src, original)
