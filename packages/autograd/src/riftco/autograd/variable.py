@@ -14,7 +14,7 @@ import numpy as np
 from riftco.tensor import Backend, DType, DTypeError, Tensor
 
 if TYPE_CHECKING:
-    from .graph.node import Node
+    from riftco.autograd.graph.node import Node
 
 Axis = int | Sequence[int] | None
 
