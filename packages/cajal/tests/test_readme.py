@@ -5,5 +5,5 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_readme_example_runs():
-    (block,) = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)[0]
     exec(compile(block, str(README), "exec"), {})

@@ -79,3 +79,19 @@ class EncodingError(CajalError):
 
 class ShapeError(CajalError):
     """A tensor or argument whose shape is not the one a multilinear map expects."""
+
+
+class LoweringError(CajalError):
+    """A map that cannot be lowered as asked (strategy, size or precision)."""
+
+
+class UnsupportedStrategyError(LoweringError):
+    """A lowering strategy that does not exist, does not fit the map, or is refused."""
+
+
+class CoefficientLimitError(LoweringError):
+    """A map with more coefficients than the lowering's limit allows."""
+
+
+class LossyLoweringError(LoweringError):
+    """An exact lowering of a map whose coefficients float32 cannot hold exactly."""

@@ -11,8 +11,10 @@ backend can load it: ``shape`` and ``data`` are all a lowering needs.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -113,6 +115,14 @@ class MultilinearMap:
                 for start in range(0, len(data), width)
             ]
         return tuple(data)
+
+    def digest(self) -> str:
+        """The map's identity: SHA-256 over its shape and its entries as little-endian
+        float64, so two maps share a digest exactly when they are equal."""
+        h = hashlib.sha256()
+        h.update(struct.pack(f"<{len(self.shape) + 1}q", len(self.shape), *self.shape))
+        h.update(struct.pack(f"<{len(self.data)}d", *self.data))
+        return h.hexdigest()
 
     def allclose(self, other: MultilinearMap, tolerance: float = 1e-9) -> bool:
         return self.shape == other.shape and all(
