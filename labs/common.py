@@ -22,8 +22,8 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import no_grad
+from riftco.core import write_bytes_atomic
 from riftco.interchange import read_bundle
-from riftco.interchange.container import write_bytes_atomic
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig, weight_memory
 from riftco.text import tokenizer_from_state
 from riftco.train import (

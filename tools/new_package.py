@@ -7,8 +7,9 @@ A pure-Python package is ``riftco-NAME`` (import ``riftco.NAME``); a native back
 ``riftco-backend-NAME`` (import ``riftco.backends.NAME``, entry point ``NAME`` in
 ``riftco.backends``) with a pure-Rust kernel crate and a PyO3 binding crate, both added
 to the root Cargo workspace. Either way the package's folder joins the factor list of
-tox.ini's generated ``test-*`` envs and ``env_list``. Every file is checked before any
-is written, and each is replaced atomically.
+tox.ini's generated ``test-*`` envs and ``env_list``, and its ``src`` joins mypy's
+``mypy_path`` in the root pyproject.toml. Every file is checked before any is written,
+and each is replaced atomically.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ TEXT_SUFFIXES = {".py", ".pyi", ".toml", ".md", ".rs"}
 #: tox.ini's generated per-package section: ``[testenv:test-{a,b,...}]``.
 TOX_SECTION = re.compile(r"^\[testenv:test-\{([^}]*)\}\]$", re.M)
 API_LINE = re.compile(r"^API_VERSION = \(\d+, \d+\)$", re.M)
+#: The root pyproject.toml's ``mypy_path = [...]``, one quoted folder a line.
+MYPY_PATH = re.compile(r'^mypy_path = \[\n((?:    "[^"\n]*",\n)*)\]$', re.M)
 
 
 class NewPackageError(Exception):
@@ -94,6 +97,17 @@ def with_tox_env(text: str, folder: str) -> str:
     return text[:end] + f",\n    test-{folder}" + text[end:]
 
 
+def with_mypy_path(text: str, folder: str) -> str:
+    """pyproject.toml with ``packages/<folder>/src`` last in ``[tool.mypy]``'s mypy_path."""
+    block = MYPY_PATH.search(text)
+    if block is None:
+        raise NewPackageError("pyproject.toml: no multi-line mypy_path = [...] to extend")
+    entry = f'    "packages/{folder}/src",\n'
+    if entry in block.group(1):
+        raise NewPackageError(f"pyproject.toml: mypy_path already has packages/{folder}/src")
+    return text[: block.end(1)] + entry + text[block.end(1) :]
+
+
 def write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -118,6 +132,8 @@ def create(name: str, *, native: bool, root: Path = ROOT) -> Path:
     replacements = {"PLUGINCLASS": class_name(name), "NAME": name}
     # Every edit is computed, and can fail, before anything is written.
     edits = {root / "tox.ini": with_tox_env((root / "tox.ini").read_text(), folder)}
+    pyproject = root / "pyproject.toml"
+    edits[pyproject] = with_mypy_path(pyproject.read_text(), folder)
     if native:
         crates = [f"packages/{folder}/kernels", f"packages/{folder}/native"]
         cargo = root / "Cargo.toml"

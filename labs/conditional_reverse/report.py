@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from riftco.interchange.container import write_bytes_atomic
+from riftco.core import write_bytes_atomic
 
 ORIGINAL = {"quick": {"F": 0.885, "P": 0.766, "T": 0.854, "I": 0.677}}
 """The original system's quick-profile token accuracies (one seed each)."""

@@ -24,7 +24,7 @@ from labs.conditional_reverse.programs import VARIANTS
 from labs.conditional_reverse.report import write_report
 from labs.conditional_reverse.task import PROFILES, SPLITS, make_splits
 from labs.conditional_reverse.train import train_variant
-from riftco.interchange.container import write_bytes_atomic
+from riftco.core import write_bytes_atomic
 
 PACKAGES = (
     "riftco-cajal",

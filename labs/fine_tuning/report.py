@@ -217,7 +217,7 @@ Measured on {env["cpus"]} CPU(s), RAYON_NUM_THREADS={env["rayon_threads"]}; the 
 
 
 def write_report(document: dict[str, Any], out: Path) -> list[Path]:
-    from riftco.interchange.container import write_bytes_atomic
+    from riftco.core import write_bytes_atomic
 
     rows = summarize(document)
     plots = [

@@ -165,7 +165,7 @@ RAYON_NUM_THREADS={env["rayon_threads"]}; the whole sweep took {document["second
 
 def write_report(document: dict[str, Any], out: Path) -> list[Path]:
     """Write ``report.md`` and the two PNGs into ``out``; returns their paths."""
-    from riftco.interchange.container import write_bytes_atomic
+    from riftco.core import write_bytes_atomic
 
     rows = summarize(document)
     plots = [

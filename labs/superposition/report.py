@@ -73,7 +73,7 @@ decoded exactly, by the number of active features:
 
 
 def write_report(record: dict[str, Any], out: Path) -> Path:
-    from riftco.interchange.container import write_bytes_atomic
+    from riftco.core import write_bytes_atomic
 
     path = out / "report.md"
     write_bytes_atomic(path, markdown(record).encode("utf-8"))

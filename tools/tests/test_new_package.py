@@ -21,10 +21,10 @@ ROOT = new_package.ROOT
 
 @pytest.fixture
 def repo(tmp_path):
-    """A copy of what new_package reads: the templates, tox.ini, Cargo.toml and the
+    """A copy of what new_package reads: the templates, tox.ini, Cargo.toml, pyproject.toml and the
     backend API version (set ahead of the template's, to see it substituted)."""
     shutil.copytree(ROOT / "templates", tmp_path / "templates")
-    for name in ("tox.ini", "Cargo.toml"):
+    for name in ("tox.ini", "Cargo.toml", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     api = tmp_path / "packages/tensor/src/riftco/tensor/backend.py"
     api.parent.mkdir(parents=True)
@@ -41,6 +41,10 @@ def tox_envs(text: str) -> tuple[list[str], list[str], dict[str, str]]:
     factors = section[len("testenv:test-{") : -1].split(",")
     folders = dict(re.findall(r"^([\w-]+): TOX_PACKAGE = ([\w-]+)$", ini[section]["set_env"], re.M))
     return env_list, factors, folders
+
+
+def mypy_path(text: str) -> list[str]:
+    return tomllib.loads(text)["tool"]["mypy"]["mypy_path"]
 
 
 def every_file(folder: Path) -> dict[str, str]:
@@ -66,6 +70,7 @@ def test_a_pure_python_package(repo, capsys):
     env_list, factors, folders = tox_envs((repo / "tox.ini").read_text())
     assert env_list[-1] == "test-widgets" and factors[-1] == "widgets"
     assert folders["widgets"] == "widgets"
+    assert mypy_path((repo / "pyproject.toml").read_text())[-1] == "packages/widgets/src"
     assert (repo / "Cargo.toml").read_text() == cargo
 
 
@@ -114,6 +119,11 @@ def test_a_native_backend(repo):
     for path, text in files.items():
         if path.endswith(".py"):
             compile(text, path, "exec")
+    # The package's own modules are imported by their full name.
+    for path in (f"{package}/__init__.py", f"{package}/backend.py"):
+        imported = re.findall(r"^from ([\w.]+) import", files[path], re.M)
+        assert all(m in ("__future__",) or m.startswith("riftco.") for m in imported), path
+        assert "riftco.backends.my_dev" in imported, path
     members = tomllib.loads((repo / "Cargo.toml").read_text())["workspace"]["members"]
     crates = ["packages/backend-my_dev/kernels", "packages/backend-my_dev/native"]
     at = members.index(crates[0])
@@ -148,9 +158,11 @@ def test_an_existing_package_or_an_unexpected_tox_ini_writes_nothing(repo, capsy
 def test_every_package_of_the_repository_has_its_test_env_and_crates():
     env_list, factors, folders = tox_envs((ROOT / "tox.ini").read_text())
     members = set(tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"])
+    checked = mypy_path((ROOT / "pyproject.toml").read_text())
     for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
         folder = pyproject.parent.name
         assert folder in factors and folders[folder] == folder, folder
+        assert f"packages/{folder}/src" in checked, folder
         assert f"test-{folder}" in env_list, folder
         for crate in pyproject.parent.glob("*/Cargo.toml"):
             assert f"packages/{folder}/{crate.parent.name}" in members, crate

@@ -101,6 +101,21 @@ def test_attention_layer(name):
     check_module(WithPositions(), x)
 
 
+def test_rotary_attention_needs_positions():
+    config = nn.TransformerConfig.preset(
+        "llama", vocab_size=8, context_length=8, d_model=8, n_heads=2, n_layers=1, d_ff=8
+    )
+    layer = nn.CausalSelfAttention(config)
+    x = var((1, 3, 8), 13)
+    with pytest.raises(nn.ConfigError, match="rotary model needs positions"):
+        layer(x)
+    # The adapted-projection path checks too (it used to fail inside rotary).
+    nn.quantize_model(layer)
+    with pytest.raises(nn.ConfigError, match="rotary model needs positions"):
+        layer(x)
+    assert layer(x, F.positions_for(1, 3, "cpu")).shape == (1, 3, 8)
+
+
 @pytest.mark.parametrize("rotary", [False, True])
 @pytest.mark.parametrize("bias", [True, False])
 def test_projected_attention_is_the_composition(backend, rotary, bias):

@@ -98,8 +98,8 @@ def checkpoint(fn: Callable[..., Any], *inputs: Any) -> Variable | tuple[Variabl
         x if kind == _DIFFERENTIABLE else None for x, (kind, _) in zip(inputs, args)
     ) + tuple(captured)
     if not any(out.requires_grad for out in outputs) or all(t is None for t in targets):
-        results = tuple(_make(out.value, None) for out in outputs)
-        return results[0] if single else results
+        plain = tuple(_make(out.value, None) for out in outputs)
+        return plain[0] if single else plain
     node = CheckpointNode()
     node.fn, node.args, node.captured = fn, args, tuple(captured)
     node.n_outputs = len(outputs)

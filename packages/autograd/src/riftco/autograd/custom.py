@@ -38,9 +38,10 @@ class CustomNode(Node):
                 f"custom_gradient: the vjp returned {len(grads)} gradients for {len(specs)} inputs"
             )
         out: list[Tensor | None] = []
+        assert self.inputs is not None  # a vjp runs only while its graph is alive
         for i, (grad, (shape, dtype, backend, label), v) in enumerate(
             zip(grads, specs, self.inputs)
-        ):  # type: ignore[arg-type]
+        ):
             if grad is None:
                 out.append(None)
                 continue

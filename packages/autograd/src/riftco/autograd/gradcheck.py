@@ -98,6 +98,7 @@ def gradcheck(
         values[~counted] = 0.0
         return float(np.sum(values * weights64))
 
+    worst: tuple[float, int, tuple[int, ...], float, float, float]
     worst = (-1.0, 0, (), 0.0, 0.0, 0.0)  # ratio, input, index, analytic, numeric, tol
     count = 0
     for position, g in zip(checked, analytic):

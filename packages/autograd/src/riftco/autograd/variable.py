@@ -7,11 +7,14 @@ the same name in ``riftco.autograd.functional``, where each is defined once.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from riftco.tensor import Backend, DType, DTypeError, Tensor
+
+if TYPE_CHECKING:
+    from riftco.autograd.graph.node import Node
 
 Axis = int | Sequence[int] | None
 
@@ -43,6 +46,9 @@ class Variable:
     grad: Tensor | None
     requires_grad: bool
     name: str | None
+    _node: Node | None
+    _index: int
+    _retain: bool
 
     def __init__(self, value: Tensor, requires_grad: bool = False, name: str | None = None):
         if isinstance(value, Variable):
@@ -100,7 +106,7 @@ class Variable:
     def __iter__(self) -> Iterator[Variable]:
         """The slices along the first axis (each one a recorded ``getitem``)."""
         for i in range(len(self)):
-            yield self[i]  # type: ignore[index]
+            yield self[i]
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", threshold=64, edgeitems=3)

@@ -80,10 +80,10 @@ def _evaluate(expression: Expression, env: dict[str, Value]) -> Value:
         case ast.Dictionary(dictionary_type, entries):
             built: list[tuple[Value, Value]] = []
             for key_expression, value_expression in entries:
-                key = _evaluate(key_expression, env)
-                if any(key == seen for seen, _ in built):
-                    raise _fail("dictionary: expected unique keys", key, expression)
-                built.append((key, _evaluate(value_expression, env)))
+                entry_key = _evaluate(key_expression, env)
+                if any(entry_key == seen for seen, _ in built):
+                    raise _fail("dictionary: expected unique keys", entry_key, expression)
+                built.append((entry_key, _evaluate(value_expression, env)))
             try:
                 return DictionaryValue(dictionary_type, tuple(built))
             except InvalidValueError as error:

@@ -101,7 +101,7 @@ def tensors_digest(arrays: Mapping[str, np.ndarray]) -> str:
         for name in sorted(arrays):
             array = _little_endian(name, arrays[name])
             header = [name, dtype_code(name, array), list(array.shape)]
-            yield header, memoryview(array.reshape(-1)).cast("B")
+            yield header, array.reshape(-1).data.cast("B")
 
     return core.records_digest(records())
 
@@ -160,7 +160,7 @@ def write_safetensors(
     with atomic_write(path) as handle:
         handle.write(header)
         for array in ordered.values():
-            handle.write(memoryview(array.reshape(-1)).cast("B"))
+            handle.write(array.reshape(-1).data.cast("B"))
 
 
 def _little_endian(name: str, array: Any) -> np.ndarray:

@@ -37,6 +37,7 @@ from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.plain_safetensors import import_plain_safetensors
 from riftco.interchange.safetensors_io import save_safetensors
+from riftco.text import Tokenizer
 
 Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
 TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
@@ -67,6 +68,7 @@ def convert(
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
     lineage: dict = {}
+    tokenizer: Tokenizer | None
     original = original_kind(src)
     if original is not None:
         imported_original = read_original(src, original)
@@ -97,13 +99,13 @@ def convert(
             )
         fields = dict(plain.origin(src), stage=stage or "imported")
     elif src.is_dir():
-        imported = import_huggingface(src)
-        config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
+        hf = import_huggingface(src)
+        config, arrays, tokenizer = hf.model_config, hf.arrays, hf.tokenizer
         assert tokenizer is not None  # import_huggingface requires one by default
         fields = {
             "stage": stage or "imported",
             "parent_id": None,
-            "metadata": huggingface_origin(imported.config),
+            "metadata": huggingface_origin(hf.config),
         }
     else:
         bundle = read_bundle(src)

@@ -199,7 +199,7 @@ def config_from_gguf(
                 f"{arch}.{key}={value!r} is not supported (riftco needs "
                 f"embedding_length / head_count = {head_dim})"
             )
-    sizes = dict(
+    sizes: dict[str, Any] = dict(
         vocab_size=vocab_size,
         context_length=_count(metadata, f"{arch}.context_length"),
         d_model=d_model,

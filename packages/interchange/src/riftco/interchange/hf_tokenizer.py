@@ -132,9 +132,10 @@ def tokenizer_from_hf_json(document: Mapping[str, Any], config: Mapping[str, Any
                 eos_token=eos,
                 chat_template=template,
             )
-        if all(isinstance(b, int) for b in by_id) and by_id == sorted(by_id):
+        ints = [b for b in by_id if isinstance(b, int)]
+        if len(ints) == len(by_id) and ints == sorted(ints):
             return ByteTokenizer(
-                by_id, special_tokens=special, eos_token=eos, chat_template=template
+                ints, special_tokens=special, eos_token=eos, chat_template=template
             )
     except TokenizerError as exc:
         raise ConversionError(f"tokenizer.json: {exc}") from None

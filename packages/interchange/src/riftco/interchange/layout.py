@@ -32,6 +32,7 @@ def expected_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     if c.positions == "learned":
         shapes["position_embedding.weight"] = (c.context_length, c.d_model)
     q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    feed_forward: tuple[tuple[str, int, int], ...]
     if c.feed_forward == "gelu":
         feed_forward = (("expand", c.d_ff, c.d_model), ("project", c.d_model, c.d_ff))
     else:
@@ -83,7 +84,7 @@ def check_shapes(config: TransformerConfig, shapes: Mapping[str, tuple[int, ...]
 
 
 def _norm(prefix: str, c: TransformerConfig) -> dict[str, tuple[int, ...]]:
-    shapes = {f"{prefix}.weight": (c.d_model,)}
+    shapes: dict[str, tuple[int, ...]] = {f"{prefix}.weight": (c.d_model,)}
     if c.norm == "layer":
         shapes[f"{prefix}.bias"] = (c.d_model,)
     return shapes
@@ -92,7 +93,7 @@ def _norm(prefix: str, c: TransformerConfig) -> dict[str, tuple[int, ...]]:
 def _linear(
     prefix: str, out_features: int, in_features: int, c: TransformerConfig
 ) -> dict[str, tuple[int, ...]]:
-    shapes = {f"{prefix}.weight": (out_features, in_features)}
+    shapes: dict[str, tuple[int, ...]] = {f"{prefix}.weight": (out_features, in_features)}
     if c.linear_bias:
         shapes[f"{prefix}.bias"] = (out_features,)
     return shapes

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from riftco.core import JSONError, loads_strict
 from riftco.interchange.container import canonical_json, content_id
@@ -166,5 +166,5 @@ def _check_keys(where: str, found: Mapping[str, Any], expected: set[str]) -> Non
         )
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

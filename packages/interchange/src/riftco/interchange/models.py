@@ -89,7 +89,8 @@ def build_model(
     check_shapes(config, {name: tuple(array.shape) for name, array in arrays.items()})
     model = DecoderOnlyTransformer(config, backend=backend)
     model.load_state_dict(arrays, strict=True)
-    return model.train(trainable)
+    model.train(trainable)
+    return model
 
 
 def load_bundle(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,10 @@ MAX_ONNX_BYTES = 2 << 30
 def original_parameters(config: TransformerConfig) -> list[tuple[str, tuple[int, ...]]]:
     """The original's parameter names and shapes, in its order (the model's registration)."""
     d, f, v, t = config.d_model, config.d_ff, config.vocab_size, config.context_length
-    specs = [("token_embedding.weight", (v, d)), ("position_embedding.weight", (t, d))]
+    specs: list[tuple[str, tuple[int, ...]]] = [
+        ("token_embedding.weight", (v, d)),
+        ("position_embedding.weight", (t, d)),
+    ]
     for i in range(config.n_layers):
         b = f"blocks.{i}."
         specs += [(b + "attention_norm.scale", (d,)), (b + "attention_norm.bias", (d,))]
@@ -436,7 +440,7 @@ KINDS = {
 }
 
 
-def original_kind(path: str | Path) -> str | None:
+def original_kind(path: str | os.PathLike[str]) -> str | None:
     """Which of the original's formats ``path`` holds, judged by content (a zip whose
     first member is ``manifest.json``, a ``config.json`` of ``model_type``
     ``riftco_decoder``, a GGUF file whose first key says architecture ``riftco``, an
@@ -465,7 +469,7 @@ def original_kind(path: str | Path) -> str | None:
     return None
 
 
-def read_original(path: str | Path, kind: str | None = None) -> OriginalModel:
+def read_original(path: str | os.PathLike[str], kind: str | None = None) -> OriginalModel:
     """Any of the original's model files, fully checked (see :func:`original_kind`)."""
     from riftco.interchange.original import read_original_bundle
 
@@ -478,7 +482,7 @@ def read_original(path: str | Path, kind: str | None = None) -> OriginalModel:
     }
     if kind not in readers:
         raise ManifestError(f"{path}: expected a file the original riftco-transformer wrote")
-    return readers[kind](path)
+    return readers[kind](Path(path))
 
 
 def _gguf_architecture(path: Path) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 from riftco.nn import functional as F
 from riftco.nn.cache import DecodeStep, KVCache
 from riftco.nn.config import TransformerConfig
+from riftco.nn.errors import ConfigError
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
 from riftco.tensor import Backend, Tensor
@@ -37,6 +38,10 @@ class CausalSelfAttention(Module):
     def forward(self, x: Any, positions: Tensor | None = None) -> Any:
         """``x [B, T, d_model]``; ``positions [B, T]`` (int64) for rotary models."""
         b, t = x.shape[0], x.shape[1]
+        if self.rotary and positions is None:
+            raise ConfigError(
+                "CausalSelfAttention: a rotary model needs positions [B, T] (int64), found None"
+            )
         if all(type(p) is Linear for p in (self.query, self.key, self.value)):
             projections = (self.query, self.key, self.value)
             a = F.projected_attention(
@@ -57,7 +62,7 @@ class CausalSelfAttention(Module):
         q = self.query(x).reshape(b, t, self.heads, self.head_dim)
         k = self.key(x).reshape(b, t, self.kv_heads, self.head_dim)
         v = self.value(x).reshape(b, t, self.kv_heads, self.head_dim)
-        if self.rotary:
+        if self.rotary and positions is not None:
             q = F.rotary(q, positions, self.rope_theta)
             k = F.rotary(k, positions, self.rope_theta)
         a = F.attention(q, k, v, window=self.window, method=self.method, scale=self.scale)

@@ -84,7 +84,7 @@ def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e
 
     def vjp(g: Tensor) -> list[Tensor | None]:
         dx, dw, db = rt.layer_norm_backward(g, xv, w, mean, rstd, with_bias=b is not None)
-        return [dx] + [d for d in (dw, db) if d is not None]
+        return [dx, *[d for d in (dw, db) if d is not None]]
 
     return custom_gradient(y, [_variable(x), *map(_variable, params)], vjp)
 
@@ -163,7 +163,7 @@ def attention(
     keeps per-row statistics and recomputes in backward, ``materialized`` keeps the
     probabilities."""
     qv, kv, vv = _value(q), _value(k), _value(v)
-    kw = {"causal": causal, "window": window, "method": method, "scale": scale}
+    kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
     if not _record(q, k, v):
         return _plain(q, rt.attention(qv, kv, vv, **kw))
     out, stats = rt.attention_with_stats(qv, kv, vv, **kw)
@@ -212,7 +212,7 @@ def projected_attention(
     )
     if positions is not None:
         q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
-    kw = {"causal": causal, "window": window, "method": method, "scale": scale}
+    kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
     params = list(weights) + ([] if biases is None else list(biases))
     if not _record(x, *params):
         return _plain(x, rt.attention(q, k, v, **kw).reshape(batch, steps, sizes[0]))

@@ -140,6 +140,7 @@ class LoraAdapter:
     """What every adapted layer adds: ``lora_a``, ``lora_b`` and the update."""
 
     is_lora_adapted = True
+    _buffers: dict[str, Tensor | None]  # the adapted Module's
     rank: int
     alpha: float
     scaling: float
@@ -342,6 +343,7 @@ def merge_lora(model: Module) -> list[str]:
         if isinstance(m, QuantizedLinear):
             merged = m.dequantized_weight() + m.delta_weight()
         else:
+            assert isinstance(m, (Linear, LanguageModelHead))  # the float32 adapted kinds
             merged = m.weight.value + m.delta_weight()
         if not np.isfinite(merged.numpy()).all():
             raise AdapterError(
@@ -353,6 +355,7 @@ def merge_lora(model: Module) -> list[str]:
         if isinstance(base, QuantizedLinear):
             replace_module(model, name, to_linear(base, merged))
         else:
+            assert isinstance(base, (Linear, LanguageModelHead))
             base.weight.value.assign_(merged)
             replace_module(model, name, base)
     _restore_flags(model, state)

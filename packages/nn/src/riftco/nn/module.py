@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -30,6 +30,10 @@ class Module:
     in assignment order; calling the module runs :meth:`forward`."""
 
     training: bool
+    _parameters: dict[str, Parameter | None]
+    _buffers: dict[str, Tensor | None]
+    _transient: set[str]
+    _modules: dict[str, Module | None]
 
     def __init__(self) -> None:
         d = self.__dict__
@@ -279,26 +283,29 @@ def _as_tensor(name: str, value: Any, like: Tensor) -> Tensor:
     return value
 
 
-class ModuleList(Module):
+M = TypeVar("M", bound=Module)
+
+
+class ModuleList(Module, Generic[M]):
     """Modules held in order, named ``0``, ``1``, ..."""
 
-    def __init__(self, modules: Iterable[Module] = ()) -> None:
+    def __init__(self, modules: Iterable[M] = ()) -> None:
         super().__init__()
         for m in modules:
             self.append(m)
 
-    def append(self, module: Module) -> ModuleList:
+    def append(self, module: M) -> ModuleList[M]:
         self.add_module(str(len(self._modules)), module)
         return self
 
-    def __getitem__(self, index: int) -> Module:
-        return list(self._modules.values())[index]
+    def __getitem__(self, index: int) -> M:
+        return cast(M, list(self._modules.values())[index])
 
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self) -> Iterator[Module]:
-        return iter(list(self._modules.values()))
+    def __iter__(self) -> Iterator[M]:
+        return iter(cast(list[M], list(self._modules.values())))
 
 
 class ParameterList(Module):
@@ -314,13 +321,13 @@ class ParameterList(Module):
         return self
 
     def __getitem__(self, index: int) -> Parameter:
-        return list(self._parameters.values())[index]
+        return cast(Parameter, list(self._parameters.values())[index])
 
     def __len__(self) -> int:
         return len(self._parameters)
 
     def __iter__(self) -> Iterator[Parameter]:
-        return iter(list(self._parameters.values()))
+        return iter(cast(list[Parameter], list(self._parameters.values())))
 
     def extra_repr(self) -> str:
         return ", ".join(str(p.shape) for p in self)

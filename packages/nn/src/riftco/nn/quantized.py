@@ -11,9 +11,9 @@ reports what the linear weights cost.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class QuantizedLinear(Module):
     double-quantized, else float32), ``weight_group_range`` and ``weight_offset``
     (float32, double-quantized only). The bias, if any, is a Parameter (``from_linear``
     shares the linear's and freezes it)."""
+
+    bias: Parameter | None
 
     def __init__(self, weight: NF4Weight, bias: Parameter | None = None) -> None:
         super().__init__()
@@ -107,10 +109,10 @@ class QuantizedLinear(Module):
         return packed
 
     def _payload_buffers(self) -> Iterator[Tensor]:
-        return (self._buffers[n] for n in PAYLOAD if self._buffers.get(n) is not None)
+        return (b for n in PAYLOAD if (b := self._buffers.get(n)) is not None)
 
     def _build_packed(self) -> NF4Weight:
-        b = self._buffers
+        b: Mapping[str, Any] = self._buffers  # NF4Weight checks every part
         double = b.get("weight_group_range") is not None
         offset = float(b["weight_offset"].numpy()[0]) if double else 0.0
         return NF4Weight(
@@ -162,7 +164,7 @@ def replace_module(model: Module, name: str, new: Module) -> None:
     object.__setattr__(parent, attr, new)
 
 
-def _is_plain_linear(m: Module) -> bool:
+def _is_plain_linear(m: Module) -> TypeGuard[Linear]:
     return type(m) is Linear
 
 
@@ -175,8 +177,9 @@ def quantize_model(
     if any(getattr(m, "is_lora_adapted", False) for m in model.modules()):
         raise ConfigError("quantize_model: the model has LoRA adapters; quantize before attaching")
     modules = dict(model.named_modules())
-    names = [n for n, m in modules.items() if n and _is_plain_linear(m)]
-    made = [QuantizedLinear.from_linear(modules[n], block_size, double_quant) for n in names]
+    linears = [(n, m) for n, m in modules.items() if n and _is_plain_linear(m)]
+    names = [n for n, _ in linears]
+    made = [QuantizedLinear.from_linear(m, block_size, double_quant) for _, m in linears]
     for name, q in zip(names, made):
         replace_module(model, name, q)
     return names
@@ -186,12 +189,13 @@ def dequantize_model(model: Module) -> list[str]:
     """Replace every ``QuantizedLinear`` by a float32 ``Linear`` holding its dequantized
     weight (and the same bias); returns the names replaced."""
     modules = dict(model.named_modules())
-    names = [n for n, m in modules.items() if n and type(m) is QuantizedLinear]
-    made = [to_linear(modules[n]) for n in names]
-    for name, linear in zip(names, made):
+    quantized = [(n, m) for n, m in modules.items() if n and type(m) is QuantizedLinear]
+    names = [n for n, _ in quantized]
+    made = [to_linear(m) for _, m in quantized]
+    for (name, q), linear in zip(quantized, made):
         replace_module(model, name, linear)
         if linear.bias is not None:
-            linear.bias.requires_grad = modules[name].bias_requires_grad
+            linear.bias.requires_grad = q.bias_requires_grad
     return names
 
 

@@ -379,7 +379,9 @@ class Adam:
             arrays.append(np.ascontiguousarray(a))
         if (arrays[1] < 0).any():
             raise OptimizerStateError(f"{where}: parameter {index}: exp_avg_sq has negative values")
-        return _ParamState(p_step, Moments.from_arrays(*arrays, value.backend, page_size))
+        return _ParamState(
+            p_step, Moments.from_arrays(arrays[0], arrays[1], value.backend, page_size)
+        )
 
 
 class AdamW(Adam):

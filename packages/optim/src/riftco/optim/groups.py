@@ -51,7 +51,8 @@ def make_groups(
         raise TypeError(f"{where}: expected parameters or group dicts, found a mix")
     else:
         specs = [{"params": items}]
-    groups, seen = [], set()
+    groups: list[dict[str, Any]] = []
+    seen: set[int] = set()
     for i, spec in enumerate(specs):
         unknown = set(spec) - {"params", *GROUP_KEYS}
         if unknown or "params" not in spec:
@@ -96,7 +97,8 @@ def weight_decay_groups(
     Parameters with fewer than two axes (norm weights, biases) are never decayed;
     with ``exclude_embeddings``, neither is any whose name contains "embedding".
     """
-    decay, keep = [], []
+    decay: list[Any] = []
+    keep: list[Any] = []
     for name, p in named_parameters:
         skip = p.value.ndim < 2 or (exclude_embeddings and "embedding" in name)
         (keep if skip else decay).append(p)

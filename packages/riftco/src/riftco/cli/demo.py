@@ -100,6 +100,7 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
     if base.outcome != "finished":
         print(f"interrupted; resume with: riftco pretrain --resume {base.checkpoint}")
         return 130
+    assert base.bundle is not None and base.artifact_id is not None  # a finished stage's
     baseline, loss = base.summary["unigram_validation_loss"], base.summary["validation_loss"]
     print(f"      unigram baseline validation loss: {baseline:.4f} nats/token")
     print(
@@ -119,6 +120,7 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
     if chat.outcome != "finished":
         print(f"interrupted; resume with: riftco post-train --resume {chat.checkpoint}")
         return 130
+    assert chat.bundle is not None
     print(f"      validation loss on held-out instructions: {chat.summary['validation_loss']:.4f}")
     command = ["generate", str(chat.bundle), "--chat", "--prompt", prompt, "--max-new-tokens", "60"]
     print(f"[3/3] riftco {' '.join(command[:3])} --prompt {prompt!r}", flush=True)

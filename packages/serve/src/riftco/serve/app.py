@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -53,7 +53,7 @@ class ServerState:
     def load(self) -> None:
         try:
             source = self.source
-            engine = source() if not _is_engine(source) else source
+            engine = source if _is_engine(source) else cast(Callable[[], Engine], source)()
             engine.start()
             self.engine = engine
         except Exception as exc:  # reported by /health, never raised into the host
@@ -74,7 +74,7 @@ class ServerState:
             self.engine.close()
 
 
-def _is_engine(source: EngineSource) -> bool:
+def _is_engine(source: EngineSource) -> TypeGuard[Engine]:
     return hasattr(source, "submit") and hasattr(source, "stats")
 
 

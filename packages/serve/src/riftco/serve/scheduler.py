@@ -138,9 +138,13 @@ class Scheduler:
         batch = [seq for seq in batch if seq in self._running]
         if not batch:
             return True
+        seq_ids: list[int] = []
+        for seq in batch:
+            assert seq.cache_id is not None  # every running sequence holds a cache entry
+            seq_ids.append(seq.cache_id)
         try:
             logits = self.model.forward_incremental(
-                [seq.pending for seq in batch], self.cache, [seq.cache_id for seq in batch]
+                [seq.pending for seq in batch], self.cache, seq_ids
             )
             rows = np.asarray(logits.numpy() if hasattr(logits, "numpy") else logits)
         except Exception as exc:

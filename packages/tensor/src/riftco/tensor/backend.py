@@ -85,7 +85,8 @@ class Backend:
     def capabilities(self) -> frozenset[str]:
         """The capabilities this backend implements: the CAPABILITIES methods its class
         overrides. A subclass may return fewer (a device lacking a kernel), never more."""
-        return overridden_capabilities(type(self))
+        # A class is hashable; mypy checks Hashable against the instance __hash__.
+        return overridden_capabilities(type(self))  # type: ignore[arg-type]
 
     def _missing(self, capability: str) -> CapabilityMissing:
         return CapabilityMissing(f"backend {self.name!r} does not implement {capability!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 
 import numpy as np
@@ -20,14 +21,14 @@ class DType(enum.Enum):
         return _NUMPY[self]
 
     @property
-    def is_floating(self) -> bool:
+    def is_floating(self) -> builtins.bool:
         return self is DType.float32
 
     def __repr__(self) -> str:
         return f"riftco.tensor.{self.value}"
 
 
-_NUMPY = {
+_NUMPY: dict[DType, np.dtype] = {
     DType.float32: np.dtype(np.float32),
     DType.int64: np.dtype(np.int64),
     DType.bool: np.dtype(np.bool_),

@@ -154,7 +154,8 @@ def _incompatibility(backend: object) -> str | None:
     if not isinstance(claimed, (set, frozenset)):
         return f"capabilities() returned {type(claimed).__name__}; expected a frozenset of names"
     # Names this riftco-tensor does not know come from a newer API minor: not ours to judge.
-    unbacked = sorted((claimed & set(CAPABILITIES)) - overridden_capabilities(type(backend)))
+    own = overridden_capabilities(type(backend))  # type: ignore[arg-type]  # classes hash
+    unbacked = sorted((claimed & set(CAPABILITIES)) - own)
     if unbacked:
         return (
             f"capabilities() claims {', '.join(unbacked)}, which its class does not "
@@ -171,7 +172,7 @@ def _describe(name: str, backend: Backend, source: str) -> BackendInfo:
         "",
         backend.describe(),
         source,
-        tuple(backend.api_version),
+        (backend.api_version[0], backend.api_version[1]),  # two ints, checked on discovery
         backend.runs_on_host,
         backend.priority,
         tuple(c for c in CAPABILITIES if c in claimed),

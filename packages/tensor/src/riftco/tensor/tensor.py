@@ -320,7 +320,7 @@ class Tensor:
         return ops.pow(self, other) if isinstance(other, _OPERANDS) else NotImplemented
 
     def __matmul__(self, other: object) -> Tensor:
-        return ops.matmul(self, other) if isinstance(other, _OPERANDS) else NotImplemented
+        return ops.matmul(self, other) if isinstance(other, Tensor) else NotImplemented
 
     def __radd__(self, other: object) -> Tensor:
         return ops.add(other, self) if isinstance(other, _OPERANDS) else NotImplemented
@@ -338,7 +338,7 @@ class Tensor:
         return ops.pow(other, self) if isinstance(other, _OPERANDS) else NotImplemented
 
     def __rmatmul__(self, other: object) -> Tensor:
-        return ops.matmul(other, self) if isinstance(other, _OPERANDS) else NotImplemented
+        return ops.matmul(other, self) if isinstance(other, Tensor) else NotImplemented
 
     def __eq__(self, other: object) -> Tensor:  # type: ignore[override]
         return ops.eq(self, other) if isinstance(other, _OPERANDS) else NotImplemented

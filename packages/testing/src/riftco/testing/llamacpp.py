@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -29,11 +29,11 @@ import numpy as np
 def llamacpp_logits(path: str | os.PathLike[str], tokens: Sequence[int]) -> np.ndarray:
     """Logits ``[len(tokens), n_vocab]`` (float64) of one sequence at positions 0, 1, ..."""
     file = _Gguf(path)
-    tokens = np.asarray(tokens, dtype=np.int64)
+    ids = np.asarray(tokens, dtype=np.int64)
     if file.arch == "gpt2":
-        return _gpt2(file, tokens)
+        return _gpt2(file, ids)
     if file.arch == "llama":
-        return _llama(file, tokens)
+        return _llama(file, ids)
     raise ValueError(f"{path}: expected architecture gpt2 or llama; found {file.arch!r}")
 
 
@@ -56,6 +56,12 @@ class _Gguf:
             raise KeyError(f"{self.arch}.{name}")
         return value
 
+    @overload
+    def tensor(
+        self, name: str, ne: tuple[int, ...], required: Literal[True] = True
+    ) -> np.ndarray: ...
+    @overload
+    def tensor(self, name: str, ne: tuple[int, ...], required: bool) -> np.ndarray | None: ...
     def tensor(self, name: str, ne: tuple[int, ...], required: bool = True) -> np.ndarray | None:
         """The tensor with ggml dimensions ``ne`` (numpy shape ``ne`` reversed)."""
         if name not in self.tensors:

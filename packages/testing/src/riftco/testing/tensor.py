@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.metadata import EntryPoint
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,7 +49,7 @@ def _box(array) -> ReferenceStorage:
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
-UNARY = {
+UNARY: dict[str, Callable[..., np.ndarray]] = {
     "neg": lambda x: -x,
     "abs": np.abs,
     "exp": np.exp,
@@ -65,7 +66,7 @@ UNARY = {
     "silu": lambda x: x / (1.0 + np.exp(-x)),
     "logical_not": np.logical_not,
 }
-BINARY = {
+BINARY: dict[str, Callable[..., np.ndarray]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
@@ -74,7 +75,7 @@ BINARY = {
     "maximum": np.maximum,
     "minimum": np.minimum,
 }
-COMPARE = {
+COMPARE: dict[str, Callable[..., np.ndarray]] = {
     "eq": np.equal,
     "ne": np.not_equal,
     "lt": np.less,
@@ -163,9 +164,13 @@ class NumpyReferenceBackend(Backend):
         if op == "sum_squares":
             out = np.sum(wide * wide, axis=axis)
         else:
-            out = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[op](
-                wide, axis=axis
-            )
+            reducers: dict[str, Callable[..., Any]] = {
+                "sum": np.sum,
+                "mean": np.mean,
+                "max": np.max,
+                "min": np.min,
+            }
+            out = reducers[op](wide, axis=axis)
         return _box(np.asarray(out).astype(dtype.numpy))
 
     def argmax(self, x, shape, dtype, axis):
@@ -196,7 +201,7 @@ class NumpyReferenceBackend(Backend):
     def scatter_add(self, base, shape, axis, indices, index_shape, src):
         out = _a(base).copy()
         idx = _checked("scatter_add", indices, shape[axis])
-        grids = list(np.indices(idx.shape, sparse=True))
+        grids: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
         grids[axis] = idx
         np.add.at(out, tuple(grids), _a(src))
         return _box(out)
@@ -243,7 +248,7 @@ class NumpyReferenceBackend(Backend):
                     f"adam_update: parameter {i} of {n} elements, pages {got}, step {t}"
                 )
             p0 = _a(p).reshape(-1)
-            g0 = _a(g).reshape(-1) * f(grad_scale)
+            g0: np.ndarray = _a(g).reshape(-1) * f(grad_scale)
             m0 = np.concatenate([_a(x) for x in m[i]])
             v0 = np.concatenate([_a(x) for x in v[i]])
             with np.errstate(all="ignore"):
@@ -258,9 +263,9 @@ class NumpyReferenceBackend(Backend):
             if not (np.isfinite(p1).all() and np.isfinite(m1).all() and np.isfinite(v1).all()):
                 return i
             candidates.append((p1, np.split(m1, bounds[1:]), np.split(v1, bounds[1:])))
-        for i, (p1, m1, v1) in enumerate(candidates):
+        for i, (p1, m_pages, v_pages) in enumerate(candidates):
             _a(params[i])[...] = p1.reshape(_a(params[i]).shape)
-            for page, new in zip([*m[i], *v[i]], [*m1, *v1]):
+            for page, new in zip([*m[i], *v[i]], [*m_pages, *v_pages]):
                 _a(page)[...] = new
         return None
 
@@ -387,7 +392,9 @@ class NumpyReferenceBackend(Backend):
     ):
         # Gather each sequence's pages into contiguous keys, then the varlen formula.
         table, page_size = _a(page_table), pages_shape[1]
-        keys, values, kv_starts = [], [], []
+        keys: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        kv_starts: list[int] = []
         for j, length in enumerate(kv_lengths):
             used = -(-length // page_size)
             if used > table_shape[1]:
@@ -553,7 +560,7 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
         # Listed first, so a patched name wins over an installed plugin of that name.
         return [ep for ep in eps if ep.group == group] + found
 
-    registry.entry_points = patched
+    registry.entry_points = patched  # type: ignore[assignment]  # a stand-in for discovery
     registry.reset_discovery()
     try:
         yield
@@ -563,7 +570,7 @@ def extra_entry_points(*eps: EntryPoint, replace: bool = False) -> Iterator[None
 
 
 def _fixture_params() -> list:
-    params = []
+    params: list[Any] = []
     for info in registry.backends():
         if info.available:
             params.append(info.name)

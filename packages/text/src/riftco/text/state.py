@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from riftco.core import JSONError, loads_strict, write_bytes_atomic
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
@@ -168,5 +168,5 @@ def _check_keys(where: str, found: Mapping[str, Any], expected: set[str]) -> Non
         )
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)

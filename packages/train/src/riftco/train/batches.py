@@ -96,7 +96,7 @@ def _digest(arrays: Sequence[np.ndarray]) -> str:
     for array in arrays:
         array = np.ascontiguousarray(array)
         digest.update(f"{array.dtype.str}{array.shape}".encode())
-        digest.update(memoryview(array).cast("B"))
+        digest.update(array.data.cast("B"))
     return digest.hexdigest()
 
 
@@ -327,6 +327,7 @@ class ExampleSampler(_SequenceSource):
         for name, value in (("epoch", epoch), ("cursor", cursor)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ResumeMismatch(f"batch source: {name} must be an int >= 0, found {value!r}")
+        assert isinstance(cursor, int)  # checked above
         if cursor > len(self.sequences):
             raise ResumeMismatch(
                 f"batch source: cursor {cursor} exceeds {len(self.sequences)} examples"

@@ -12,8 +12,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from riftco.tensor import RiftcoError
+
+if TYPE_CHECKING:
+    from riftco.train.stage import TrainingOptions
 
 INTERRUPTED = 130
 
@@ -22,7 +26,7 @@ def default_out(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _training_flags(parser: argparse.ArgumentParser, defaults: object) -> None:
+def _training_flags(parser: argparse.ArgumentParser, defaults: TrainingOptions) -> None:
     from riftco.train.stage import ATTENTION
 
     g = parser.add_argument_group("training")

@@ -40,7 +40,8 @@ class LanguageModel(Protocol):
 
 
 class Optimizer(Protocol):
-    step_count: int
+    @property
+    def step_count(self) -> int: ...
 
     def set_lr(self, lr: float) -> None: ...
 

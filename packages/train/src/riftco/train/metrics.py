@@ -63,7 +63,9 @@ class MovingAverage:
     def update(self, x: float) -> float:
         self._value = self.decay * self._value + (1.0 - self.decay) * x
         self._count += 1
-        return self.value
+        value = self.value
+        assert value is not None  # one update made
+        return value
 
     @property
     def value(self) -> float | None:

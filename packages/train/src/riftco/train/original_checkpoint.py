@@ -40,7 +40,14 @@ from riftco.interchange.original import (
     parameter_layout,
 )
 from riftco.interchange.original_exports import original_parameters
-from riftco.nn import DecoderOnlyTransformer, LoraConfig, QuantizedLinear, attach_lora
+from riftco.nn import (
+    DecoderOnlyTransformer,
+    LanguageModelHead,
+    Linear,
+    LoraConfig,
+    QuantizedLinear,
+    attach_lora,
+)
 from riftco.nn.quantized import replace_module
 from riftco.optim import Adam
 from riftco.tensor import NF4Weight
@@ -105,6 +112,7 @@ def continue_original(checkpoint: OriginalCheckpoint, backend: Any = None) -> Co
     model.load_state_dict(arrays, strict=True)
     for name, weight in checkpoint.packed.items():
         module = dict(model.named_modules())[name]
+        assert isinstance(module, (Linear, LanguageModelHead))  # the layers NF4 packs
         if name == "language_model_head":
             module.weight.requires_grad = False  # dequantized exactly; riftco keeps heads float32
             continue
@@ -362,6 +370,6 @@ def _block_scales(
     delta = seconds[np.arange(codes.size) // group] * factor
     with np.errstate(over="ignore"):
         scale = base + delta
-    return np.clip(np.nan_to_num(scale, posinf=np.finfo(np.float32).max), 0, None).astype(
+    return np.clip(np.nan_to_num(scale, posinf=float(np.finfo(np.float32).max)), 0, None).astype(
         np.float32
     )

@@ -97,7 +97,8 @@ def split_examples(
     """``(train, validation)`` by a hash of each reply (deterministic, no seed)."""
     if not 0.0 <= validation_fraction < 1.0:
         raise ValueError(f"validation_fraction must lie in [0, 1), found {validation_fraction!r}")
-    train, validation = [], []
+    train: list[ChatExample] = []
+    validation: list[ChatExample] = []
     for e in examples:
         digest = hashlib.sha256(e.response.encode("utf-8")).digest()
         held_out = int.from_bytes(digest[:8], "big") / 2**64 >= 1.0 - validation_fraction
@@ -175,7 +176,9 @@ def post_train(
     source_name = options.data or DEFAULT_INSTRUCTIONS
     train_examples, validation_examples = split_examples(examples, options.validation_fraction)
     t, b = config.context_length, options.training.batch_size
-    encode = dict(loss_on=options.loss_on, overlong=options.overlong, source=source_name)
+    encode: dict[str, Any] = dict(
+        loss_on=options.loss_on, overlong=options.overlong, source=source_name
+    )
     train = encode_examples(tokenizer, train_examples, t, **encode)
     source = ExampleSampler(
         train.sequences,

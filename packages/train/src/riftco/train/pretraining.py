@@ -144,6 +144,7 @@ def pretrain(
     config = execution_config(options.model.config(tokenizer.vocab_size), options.training)
     model = DecoderOnlyTransformer(config, seed=options.model.seed)
     t, b = config.context_length, options.training.batch_size
+    source: DocumentWindows | RandomWindows
     if options.windows == "document":
         source = DocumentWindows(
             train_docs, t, b, seed=options.training.data_seed, pad_id=tokenizer.eos_id

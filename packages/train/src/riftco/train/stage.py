@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from riftco.interchange import write_bundle
-from riftco.nn import TransformerConfig, check_exportable
+from riftco.nn import DecoderOnlyTransformer, TransformerConfig, check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -263,6 +263,7 @@ def finish_stage(
     artifact_id = None
     if outcome == "finished" and parallel.is_root:
         model = trainer.model
+        assert isinstance(model, DecoderOnlyTransformer)  # what both stages train
         check_exportable(model, f"write the {stage} bundle")
         weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
         reproducible = {k: v for k, v in summary.items() if k != "train_seconds"}

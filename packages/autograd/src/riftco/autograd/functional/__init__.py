@@ -6,130 +6,19 @@ requires gradients. Comparisons, logical ops and argmax return Variables that ne
 no gradient.
 """
 
-from riftco.autograd.functional.binary import (
-    add,
-    div,
-    eq,
-    ge,
-    gt,
-    le,
-    logical_and,
-    logical_not,
-    logical_or,
-    lt,
-    maximum,
-    minimum,
-    mul,
-    ne,
-    pow,
-    sub,
-    where,
-)
-from riftco.autograd.functional.indexing import (
-    embedding,
-    gather,
-    index_add,
-    index_select,
-    scatter_add,
-)
-from riftco.autograd.functional.layout import (
-    astype,
-    broadcast_to,
-    concatenate,
-    copy,
-    flatten,
-    getitem,
-    narrow,
-    permute,
-    reshape,
-    squeeze,
-    stack,
-    sum_to_shape,
-    to,
-    transpose,
-    unsqueeze,
-)
-from riftco.autograd.functional.linalg import matmul
-from riftco.autograd.functional.reduction import (
-    argmax,
-    log_softmax,
-    max,
-    mean,
-    min,
-    softmax,
-    sum,
-    sum_squares,
-)
-from riftco.autograd.functional.unary import (
-    abs,
-    exp,
-    gelu,
-    log,
-    neg,
-    relu,
-    rsqrt,
-    sigmoid,
-    silu,
-    sqrt,
-    tanh,
-)
+from riftco.autograd.functional import binary, indexing, layout, linalg, reduction, unary
+from riftco.autograd.functional.binary import *  # noqa: F403
+from riftco.autograd.functional.indexing import *  # noqa: F403
+from riftco.autograd.functional.layout import *  # noqa: F403
+from riftco.autograd.functional.linalg import *  # noqa: F403
+from riftco.autograd.functional.reduction import *  # noqa: F403
+from riftco.autograd.functional.unary import *  # noqa: F403
 
-__all__ = [
-    "abs",
-    "add",
-    "argmax",
-    "astype",
-    "broadcast_to",
-    "concatenate",
-    "copy",
-    "div",
-    "embedding",
-    "eq",
-    "exp",
-    "flatten",
-    "gather",
-    "ge",
-    "gelu",
-    "getitem",
-    "gt",
-    "index_add",
-    "index_select",
-    "le",
-    "log",
-    "log_softmax",
-    "logical_and",
-    "logical_not",
-    "logical_or",
-    "lt",
-    "matmul",
-    "max",
-    "maximum",
-    "mean",
-    "min",
-    "minimum",
-    "mul",
-    "narrow",
-    "ne",
-    "neg",
-    "permute",
-    "pow",
-    "relu",
-    "reshape",
-    "rsqrt",
-    "scatter_add",
-    "sigmoid",
-    "silu",
-    "softmax",
-    "sqrt",
-    "squeeze",
-    "stack",
-    "sub",
-    "sum",
-    "sum_squares",
-    "sum_to_shape",
-    "tanh",
-    "to",
-    "transpose",
-    "unsqueeze",
-    "where",
-]
+# Each submodule's __all__ is the one list its operations are named in.
+__all__: list[str] = []
+__all__ += binary.__all__
+__all__ += indexing.__all__
+__all__ += layout.__all__
+__all__ += linalg.__all__
+__all__ += reduction.__all__
+__all__ += unary.__all__

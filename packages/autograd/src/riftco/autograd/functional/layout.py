@@ -85,7 +85,9 @@ class PermuteNode(_Shaped):
 def permute(x: Any, *axes: int | Sequence[int]) -> Variable:
     xt = value_of(x)
     out = ops.permute(xt, *axes)
-    order = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+    order: tuple[Any, ...] = (
+        tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+    )
     inverse = [0] * len(order)
     for i, a in enumerate(order):
         inverse[int(a) % len(order)] = i

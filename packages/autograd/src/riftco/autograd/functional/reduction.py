@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from riftco.autograd.functional._base import Node, Tensor, Variable, constant, result, value_of
@@ -19,7 +20,7 @@ def _kept_shape(shape: tuple[int, ...], axis: Axis) -> tuple[tuple[int, ...], tu
     ndim = len(shape)
     if axis is None:
         axes = tuple(range(ndim))
-    elif isinstance(axis, (list, tuple)):
+    elif isinstance(axis, Sequence):
         axes = tuple(sorted(int(a) % ndim for a in axis))
     else:
         axes = (int(axis) % ndim,)

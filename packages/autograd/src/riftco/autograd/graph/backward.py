@@ -170,6 +170,7 @@ def _propagate(
         node = ready.pop()
         g = pending.pop(node, None)
         inputs = node.inputs
+        assert inputs is not None  # discovery rejected freed nodes
         if g is None:
             grads: Sequence[Any] = (None,) * len(inputs)
         else:
@@ -197,16 +198,18 @@ def _propagate(
             if not left:
                 ready.append(n)
     if found is not None:
-        for i, t in enumerate(targets):  # type: ignore[arg-type]
-            first = wanted[id(t)]  # type: ignore[index]
+        assert targets is not None and wanted is not None  # found is made for targets
+        for i, t in enumerate(targets):
+            first = wanted[id(t)]
             if first != i:  # the same variable listed twice
                 found[i] = found[first]
     if found is not None and not allow_unused:
+        assert targets is not None
         for i, g in enumerate(found):
             if g is None:
                 raise GradientError(
                     f"grad: the outputs do not depend on input #{i} ({_name(targets[i])})"
-                )  # type: ignore[index]
+                )
     return staged, found, visited
 
 

@@ -33,6 +33,8 @@ class Node:
 
     inputs: tuple[Any, ...] | None
     saved: tuple[Any, ...]
+    #: How many outputs a ``multi`` node has (set by such nodes).
+    n_outputs: int
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -64,7 +64,7 @@ def distribution_library(name: str) -> Path | None:
     except importlib.metadata.PackageNotFoundError:
         return None
     libraries = [
-        Path(dist.locate_file(f))
+        Path(str(dist.locate_file(f)))
         for f in dist.files or []
         if str(f).endswith(_SUFFIXES) and "/nvidia/" not in f"/{f}"
     ]
@@ -110,13 +110,13 @@ def find_plugin(environ: os._Environ[str] | dict[str, str] | None = None) -> Plu
             if not _is_library(path):
                 raise BackendUnavailable(f"{PLUGIN_VAR}={chosen} is not a shared library file")
             return PluginLocation(path, f"{PLUGIN_VAR}")
-        path = distribution_library(chosen)
-        if path is None:
+        packaged = distribution_library(chosen)
+        if packaged is None:
             raise BackendUnavailable(
                 f"{PLUGIN_VAR}={chosen}: no installed distribution of that name ships a "
                 f"plugin library (pip install {chosen}, or give a path)"
             )
-        return PluginLocation(path, f"{PLUGIN_VAR} (package {chosen})")
+        return PluginLocation(packaged, f"{PLUGIN_VAR} (package {chosen})")
     for var in TPU_VARS:
         value = env.get(var, "").strip()
         if value:

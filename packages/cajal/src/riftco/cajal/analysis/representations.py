@@ -34,7 +34,7 @@ class RepresentationMatrix:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.rows.shape  # type: ignore[return-value]
+        return self.rows.shape
 
     def select(self, mask: Sequence[bool] | np.ndarray) -> RepresentationMatrix:
         """The rows where ``mask`` is true (labels kept)."""
@@ -61,17 +61,17 @@ def representation_matrix(
     if trace.ndim == 2:
         if positions is not None:
             raise ShapeError(f"{name}: a [B, d] trace has no positions")
-        return RepresentationMatrix(name, trace, labels)
+        return RepresentationMatrix(name, trace, tuple(labels))
     if trace.ndim != 3:
         raise ShapeError(f"{name}: expected a [B, d] or [B, T, d] trace, found {list(trace.shape)}")
     batch, steps, width = trace.shape
     if positions is None:
-        return RepresentationMatrix(name, trace.reshape(batch * steps, width), labels)
+        return RepresentationMatrix(name, trace.reshape(batch * steps, width), tuple(labels))
     chosen = [positions] if isinstance(positions, int) else list(positions)
     for p in chosen:
         if not 0 <= p < steps:
             raise ShapeError(f"{name}: position {p} is outside 0..{steps - 1}")
-    return RepresentationMatrix(name, trace[:, chosen, :].reshape(batch, -1), labels)
+    return RepresentationMatrix(name, trace[:, chosen, :].reshape(batch, -1), tuple(labels))
 
 
 def _rows_mask(n: int, rows: Sequence[int] | np.ndarray | None) -> np.ndarray:

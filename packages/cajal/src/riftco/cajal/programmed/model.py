@@ -156,7 +156,7 @@ class ProgrammedLayer(Module):
             d_ff=max(config.d_ff, 1),
             attention=config.attention,
         )
-        self.attention = ModuleList()
+        self.attention: ModuleList[CausalSelfAttention] = ModuleList()
         for j in range(config.attention_branches):
             branch = CausalSelfAttention(attention_config, backend=backend)
             _reseed(branch, seed + 10 * j)

@@ -35,7 +35,7 @@ def require_tensor(op: str, value: object) -> Tensor:
     return value
 
 
-def normalize_axis(op: str, axis: int, ndim: int) -> int:
+def normalize_axis(op: str, axis: object, ndim: int) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, found {type(axis).__name__}")
     if not -ndim <= axis < ndim:

@@ -374,7 +374,17 @@ def attention_varlen(
                 f"does not fit q {q.shape} and k {k.shape}"
             )
     data = q.backend.attention_varlen(
-        q._data, k._data, v._data, q.shape, k.shape, *lists, _scale(q, scale), int(window)
+        q._data,
+        k._data,
+        v._data,
+        q.shape,
+        k.shape,
+        lists[0],
+        lists[1],
+        lists[2],
+        lists[3],
+        _scale(q, scale),
+        int(window),
     )
     return _wrap(data, q.shape, q)
 

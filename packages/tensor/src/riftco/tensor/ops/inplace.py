@@ -82,9 +82,9 @@ def adam_update_(
                     f"{expected} elements, found shapes {found}"
                 )
             pages.extend(moment)
-    for i, t in enumerate(step):
-        if not isinstance(t, int) or isinstance(t, bool) or t < 1:
-            raise ShapeError(f"{op}: step of parameter {i} must be an int >= 1, found {t!r}")
+    for i, s in enumerate(step):
+        if not isinstance(s, int) or isinstance(s, bool) or s < 1:
+            raise ShapeError(f"{op}: step of parameter {i} must be an int >= 1, found {s!r}")
     check_same_backend(op, *params, *grads, *pages)
     backend = params[0].backend
     bad = backend.adam_update(

@@ -20,7 +20,7 @@ from riftco.tensor.ops._common import (
 from riftco.tensor.tensor import Tensor
 
 
-def _shape_arg(op: str, shape: tuple) -> tuple:
+def _shape_arg(op: str, shape: tuple) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     for d in shape:
@@ -68,11 +68,11 @@ def permute(x: Tensor, *axes: int | Sequence[int]) -> Tensor:
     axes = _shape_arg("permute", axes)
     if sorted(a % max(x.ndim, 1) for a in axes) != list(range(x.ndim)) or len(axes) != x.ndim:
         raise ShapeError(f"permute: {axes} is not a permutation of the axes of {x.shape}")
-    axes = tuple(a % x.ndim for a in axes)
-    if axes == tuple(range(x.ndim)):
+    order = tuple(a % x.ndim for a in axes)
+    if order == tuple(range(x.ndim)):
         return x
     src = contiguous_strides(x.shape)
-    return _strided(x, tuple(x.shape[a] for a in axes), [src[a] for a in axes])
+    return _strided(x, tuple(x.shape[a] for a in order), [src[a] for a in order])
 
 
 def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:

@@ -101,7 +101,7 @@ def _check_shape(shape: Any) -> tuple[int, int]:
     shape = tuple(int(d) for d in shape)
     if len(shape) != 2 or min(shape) < 0:
         raise ShapeError(f"nf4: expected a weight shape [rows, cols], found {shape}")
-    return shape  # type: ignore[return-value]
+    return shape
 
 
 # -- the numpy definition ---------------------------------------------------------
@@ -247,7 +247,7 @@ class NF4Weight:
     def nbytes(self) -> int:
         """Bytes of the packed payload (codes, scales, ranges and offset)."""
         n = self.codes.size + self.absmax.size * (1 if self.double_quant else 4)
-        if self.double_quant:
+        if self.group_range is not None:
             n += 4 * self.group_range.size + 4
         return n
 
@@ -275,7 +275,7 @@ class NF4Weight:
         """The payload as numpy copies: ``codes``, ``absmax`` and, double-quantized,
         ``group_range`` and ``offset`` (float32 ``[1]``)."""
         out = {"codes": np.array(self.codes.numpy()), "absmax": np.array(self.absmax.numpy())}
-        if self.double_quant:
+        if self.group_range is not None:
             out["group_range"] = np.array(self.group_range.numpy())
             out["offset"] = np.array([self.offset], np.float32)
         return out
@@ -329,7 +329,7 @@ class NF4Weight:
                     f"NF4Weight: offset must be float32 [1], found {o.dtype} {o.shape}"
                 )
             offset = float(o[0])
-        return cls(tuple(shape), block_size, put("codes", _U8), absmax, group_range, offset)
+        return cls(_check_shape(shape), block_size, put("codes", _U8), absmax, group_range, offset)
 
     def to(self, backend: str | Backend) -> NF4Weight:
         r = self.group_range

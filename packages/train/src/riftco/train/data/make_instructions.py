@@ -41,7 +41,8 @@ def sections(text: str) -> list[tuple[str, list[str]]]:
     """``(title, body lines)`` for the topic heading and each ``====`` subsection."""
     lines = text.split("\n")
     found: list[tuple[str, list[str]]] = []
-    title, body = None, []
+    title: str | None = None
+    body: list[str] = []
     i = 0
     while i < len(lines):
         underline = lines[i + 1] if i + 1 < len(lines) else ""

@@ -92,8 +92,8 @@ def run_parallel(
 
     try:
         if args.simulate_world is not None:
-            world = SimulatedWorld(args.simulate_world)
-            return 0, world.run(lambda comm: work(layout(comm)))[0]
+            simulated = SimulatedWorld(args.simulate_world)
+            return 0, simulated.run(lambda comm: work(layout(comm)))[0]
         if not args.distributed:
             return 0, work(layout(SingleProcess()))
         from riftco.train.distributed.mpi import mpi_world

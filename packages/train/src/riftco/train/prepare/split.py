@@ -13,7 +13,7 @@ records keep their input order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +104,7 @@ def assign_splits(records: Sequence[Keyed], options: SplitOptions) -> dict[str, 
     return {name: sorted(part, key=lambda r: r.position) for name, part in out.items()}
 
 
-def stratum_counts(parts: dict[str, Iterable[Keyed]]) -> dict[str, dict[str, int]]:
+def stratum_counts(parts: Mapping[str, Iterable[Keyed]]) -> dict[str, dict[str, int]]:
     """For each stratum value, how many records each split holds."""
     counts: dict[str, dict[str, int]] = {}
     for name, part in parts.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from NAME import _native
+from riftco.backends.NAME import _native
 
 if _native.__version__ != __version__:
     raise ImportError(
@@ -17,7 +17,7 @@ if _native.__version__ != __version__:
         "come from one build"
     )
 
-from NAME.backend import API_VERSION, PLUGINCLASS
+from riftco.backends.NAME.backend import API_VERSION, PLUGINCLASS
 
 
 def native_build_id() -> str:

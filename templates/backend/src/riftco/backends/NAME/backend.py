@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from NAME import _native
+from riftco.backends.NAME import _native
 from riftco.tensor import Backend
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
