@@ -128,7 +128,7 @@ def convert_main(argv: list[str]) -> int:
             stage=args.stage,
             dtype=args.dtype,
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
-            config=args.config,
+            config_source=args.config,
             tokenizer_source=args.tokenizer,
         )
     except RiftcoError as exc:

@@ -55,13 +55,13 @@ def convert(
     stage: str | None = None,
     dtype: Literal["f32", "f16"] = "f32",
     allow_tokenizer_mismatch: bool = False,
-    config: str | os.PathLike[str] | None = None,
+    config_source: str | os.PathLike[str] | None = None,
     tokenizer_source: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``.
 
     ``dtype`` (``f32`` or ``f16``) and ``allow_tokenizer_mismatch`` apply to GGUF;
-    ``config`` and ``tokenizer_source`` to a plain ``.safetensors`` source."""
+    ``config_source`` and ``tokenizer_source`` to a plain ``.safetensors`` source."""
     src, dst = Path(src), Path(dst)
     if to not in TARGETS:
         raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
@@ -90,7 +90,7 @@ def convert(
         fields = dict(imported.origin(), stage=stage or "imported")
         lineage = imported.lineage
     elif src.is_file() and src.suffix == ".safetensors" and not is_bundle_file(src):
-        plain = import_plain_safetensors(src, config, tokenizer_source)
+        plain = import_plain_safetensors(src, config_source, tokenizer_source)
         config, arrays, tokenizer = plain.model_config, plain.arrays, plain.tokenizer
         if tokenizer is None and to != "safetensors":
             raise ConversionError(

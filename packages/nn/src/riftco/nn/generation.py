@@ -217,7 +217,7 @@ def generate(
             if cache.length(ids[j]) >= cache.capacity:
                 cache.remove(ids[j])
                 ids[j] = cache.add_sequence()
-                feed.append((prompts[j] + out[j])[-replay:])
+                feed.append([*prompts[j], *out[j]][-replay:])
             else:
                 feed.append([token])
         active = still

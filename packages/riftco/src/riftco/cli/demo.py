@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 PROMPT = "Explain the while statement."
 
@@ -63,7 +64,7 @@ def _options(seed: int, quick: bool):
         model = ModelOptions(
             context_length=64, d_model=32, n_layers=1, n_heads=2, d_ff=64, seed=seed
         )
-        small = dict(
+        small: dict[str, Any] = dict(
             steps=4, batch_size=4, eval_every=0, eval_batches=1, checkpoint_every=0, warmup_steps=1
         )
         pretraining = dataclasses.replace(
