@@ -26,6 +26,7 @@ pub mod reduce;
 pub mod rotary;
 pub mod softmax;
 pub mod strided;
+pub mod team;
 pub mod unary;
 
 use std::fmt;

@@ -67,7 +67,17 @@ fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out
         }
     };
     if parallel {
-        install(|| out.par_chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece));
+        // The team, not the rayon pool: these products are too short for a
+        // futex handoff each (see `team`).
+        let pieces = n.div_ceil(GEMV_COLUMNS);
+        let dst = Shared::new(out);
+        crate::team::team().run(pieces, &|i| {
+            let first = i * GEMV_COLUMNS;
+            let width = GEMV_COLUMNS.min(n - first);
+            // SAFETY: piece i writes only columns first..first + width of `out`.
+            let chunk = unsafe { std::slice::from_raw_parts_mut(dst.at(first), width) };
+            piece((i, chunk));
+        });
     } else {
         out.chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece);
     }
