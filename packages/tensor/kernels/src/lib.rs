@@ -18,6 +18,7 @@ pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod nf4;
+mod nf4_vector;
 pub mod norm;
 pub mod packed;
 pub mod paged;
