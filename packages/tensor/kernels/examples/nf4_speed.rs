@@ -17,6 +17,28 @@ fn main() {
         block,
     };
     let x: Vec<f32> = (0..k).map(|i| i as f32 / k as f32).collect();
+    let qs: Vec<u8> = (0..n * k / block).map(|b| (b % 200) as u8).collect();
+    let ranges = vec![0.5f32; (n * k / block).div_ceil(256)];
+    let wd = Nf4Weight {
+        codes: &codes,
+        scales: Scales::Double {
+            codes: &qs,
+            ranges: &ranges,
+            offset: 0.3,
+        },
+        rows: n,
+        cols: k,
+        block,
+    };
+    let mut out = vec![0.0f32; n];
+    let t = Instant::now();
+    for _ in 0..2000 {
+        linear(&wd, &x, 1, None, &mut out).unwrap();
+    }
+    println!(
+        "nf4 double-quantized: {:.1} us",
+        t.elapsed().as_secs_f64() / 2000.0 * 1e6
+    );
     let dense: Vec<f32> = (0..n * k).map(|i| (i % 13) as f32).collect();
     let mut out = vec![0.0f32; n];
     let reps = 2000;
