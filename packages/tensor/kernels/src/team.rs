@@ -85,6 +85,11 @@ fn helper(shared: Arc<Shared>) {
             }
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
+            if spins % 256 == 0 {
+                // Let another runnable thread have the core now and then (this
+                // machine may be shared), and sleep once the spin is over.
+                std::thread::yield_now();
+            }
             if spins % 256 == 0 && start.elapsed() > SPIN {
                 let guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
                 shared.sleepers.fetch_add(1, Ordering::SeqCst);
@@ -167,8 +172,14 @@ impl Team {
         }
         s.work();
         s.state.fetch_and(!OPEN, Ordering::AcqRel);
+        // Helpers still inside finish their last piece (or leave at once).
+        let mut spins = 0u32;
         while s.state.load(Ordering::Acquire) != 0 {
             std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins % 1024 == 0 {
+                std::thread::yield_now();
+            }
         }
         drop(guard);
         if s.panicked.swap(false, Ordering::Relaxed) {
