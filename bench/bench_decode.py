@@ -43,6 +43,10 @@ import llamacpp_peer as peer
 def build_model(args: argparse.Namespace) -> tuple[nn.DecoderOnlyTransformer, BpeTokenizer]:
     text = "".join(pydoc_data.topics.topics.values())[: args.corpus_bytes]
     tokenizer = BpeTokenizer.train(text, vocab_size=args.vocab, pretokenize="gpt2")
+    extra = tokenizer.vocab_size - args.vocab  # the special tokens come on top
+    if extra > 0:
+        size = args.vocab - extra
+        tokenizer = BpeTokenizer.train(text, vocab_size=size, pretokenize="gpt2")
     config = nn.TransformerConfig.preset(
         "gpt2",
         vocab_size=args.vocab,

@@ -61,8 +61,9 @@ def build(cache: Path, jobs: int = 2) -> None:
                 "download",
                 "-q",
                 "--no-deps",
+                # The sdist only (its build backend may come as wheels).
                 "--no-binary",
-                ":all:",
+                "llama-cpp-python",
                 SDIST,
                 "-d",
                 str(work),
