@@ -5,7 +5,7 @@ TOOLS  := .venv-tools
 VENV   := .venv
 export PATH := $(abspath $(TOOLS))/bin:$(PATH)
 
-.PHONY: demo test wheels dev lint bench clean
+.PHONY: demo test wheels dev lint bench bench-peers clean
 
 $(TOOLS)/.ready: tools/requirements.txt
 	$(PYTHON) -m venv $(TOOLS)
@@ -39,6 +39,12 @@ dev: wheels $(VENV)/.ready
 
 bench: dev
 	for b in bench/*.py; do $(VENV)/bin/python "$$b" || exit 1; done
+
+## Decode and prefill side by side with llama.cpp (built once into
+## ~/.cache/riftco/llamacpp from the llama-cpp-python sdist; minutes of compiling).
+bench-peers: dev
+	$(VENV)/bin/python -m pip install --quiet gguf
+	$(VENV)/bin/python bench/bench_decode.py --build-peer
 
 clean:
 	rm -rf build target .tox $(VENV) $(TOOLS)

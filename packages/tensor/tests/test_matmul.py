@@ -51,3 +51,25 @@ def test_matmul_operator_and_errors(backend):
         on(backend, rand((2, 3, 4))) @ on(backend, rand((3, 4, 5)))
     with pytest.raises(rt.DTypeError, match="matmul"):
         on(backend, np.ones((2, 2), np.int64)) @ on(backend, np.ones((2, 2), np.int64))
+
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_vector_products_do_not_depend_on_threads(transpose_b):
+    # One row times a matrix large enough to be shared by the kernel threads (the
+    # decode step's shape), with a column count that is not a multiple of a piece.
+    k, n = 384, 1000
+    x = rand((1, k), 1)
+    w = rand((n, k) if transpose_b else (k, n), 2)
+    expected = x.astype(np.float64) @ (w.T if transpose_b else w).astype(np.float64)
+    before = rt.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2, 3, 2):
+            rt.set_num_threads(threads)
+            y = rt.matmul(on("cpu", x), on("cpu", w), transpose_b=transpose_b)
+            results.append(y.numpy().copy())
+    finally:
+        rt.set_num_threads(before)
+    np.testing.assert_allclose(results[0], expected, rtol=1e-4, atol=1e-4)
+    for other in results[1:]:
+        np.testing.assert_array_equal(results[0], other)

@@ -248,6 +248,10 @@ CASES = [
     (130, 257, 128, False, (4,)),
     (3, 4096, 4096, True, (1,)),
     (600, 40, 32, True, (2,)),  # 750 blocks: three scale groups
+    # One input row (the decode step): read from the codes directly.
+    (1536, 384, 64, True, (1,)),
+    (70, 45, 32, False, ()),  # rows start on a high nibble; tails inside blocks
+    (33, 200, 128, True, (1, 1)),
 ]
 
 
@@ -320,6 +324,22 @@ def test_cpu_results_do_not_depend_on_the_thread_count():
         rt.set_num_threads(before)
     for y, dx in results[1:]:
         assert np.array_equal(y, results[0][0]) and np.array_equal(dx, results[0][1])
+
+
+def test_one_row_does_not_depend_on_the_thread_count():
+    w = weight_for("cpu", 1000, 384, 64, True)
+    x = rt.from_numpy(np.random.default_rng(2).standard_normal((1, 384)).astype(np.float32))
+    before = rt.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            rt.set_num_threads(threads)
+            results.append(rt.nf4_linear(x, w).numpy().copy())
+    finally:
+        rt.set_num_threads(before)
+    np.testing.assert_allclose(results[0], x.numpy() @ dense(w).T, rtol=1e-4, atol=1e-4)
+    for y in results[1:]:
+        assert np.array_equal(y, results[0])
 
 
 def test_identity_follows_the_content():

@@ -18,6 +18,7 @@ pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod nf4;
+mod nf4_vector;
 pub mod norm;
 pub mod packed;
 pub mod paged;
@@ -26,6 +27,7 @@ pub mod reduce;
 pub mod rotary;
 pub mod softmax;
 pub mod strided;
+pub mod team;
 pub mod unary;
 
 use std::fmt;

@@ -57,7 +57,8 @@ const GEMV_COLUMNS: usize = 64;
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
 /// split over output columns, each column accumulated in a fixed order.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
-    let parallel = parallel(k * n, 1 << 16);
+    // Below about 1 MiB of weights a product measured faster on the caller alone.
+    let parallel = parallel(k * n, 1 << 18);
     let piece = |(i, dst): (usize, &mut [f32])| {
         let first = i * GEMV_COLUMNS;
         if transposed {
@@ -67,7 +68,17 @@ fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out
         }
     };
     if parallel {
-        install(|| out.par_chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece));
+        // The team, not the rayon pool: these products are too short for a
+        // futex handoff each (see `team`).
+        let pieces = n.div_ceil(GEMV_COLUMNS);
+        let dst = Shared::new(out);
+        crate::team::team().run(pieces, &|i| {
+            let first = i * GEMV_COLUMNS;
+            let width = GEMV_COLUMNS.min(n - first);
+            // SAFETY: piece i writes only columns first..first + width of `out`.
+            let chunk = unsafe { std::slice::from_raw_parts_mut(dst.at(first), width) };
+            piece((i, chunk));
+        });
     } else {
         out.chunks_mut(GEMV_COLUMNS).enumerate().for_each(piece);
     }

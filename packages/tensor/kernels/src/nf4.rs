@@ -239,6 +239,10 @@ pub fn linear(
     if out.is_empty() {
         return Ok(());
     }
+    if m == 1 && k > 0 {
+        crate::nf4_vector::linear_vector(w, x, bias, out);
+        return Ok(());
+    }
     let dst = Shared::new(out);
     for_tiles(n.div_ceil(TILE), m * n * k, |t, buf| {
         let r0 = t * TILE;

@@ -3,6 +3,7 @@ the backend's single ``copy_strided`` capability (or ``concat``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,7 +44,7 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
         if known == 0 or size % known:
             raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
         new = tuple(size // known if d == -1 else d for d in new)
-    if any(d < 0 for d in new) or int(np.prod(new, dtype=np.int64)) != size:
+    if any(d < 0 for d in new) or math.prod(new) != size:
         raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
     if new == x.shape:
         return x

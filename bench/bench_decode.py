@@ -1,0 +1,201 @@
+"""Benchmark batch-1 decode and prefill on the CPU, side by side with llama.cpp.
+
+A GPT-2-topology model (``small`` shapes by default: D=384, L=6, H=6, V=512;
+random weights and a BPE tokenizer trained on the embedded corpus) is measured:
+
+- greedy decode of ``--gen`` tokens after a 1-token prompt, float32 weights;
+- the same after a ``--prompt``-token context;
+- prefill of a ``--prompt``-token prompt (one forward);
+- greedy decode with NF4 weights (``riftco.nn.quantize_model``).
+
+With llama.cpp built in the cache folder (``--build-peer`` builds it once from the
+vendored source of the ``llama-cpp-python`` sdist; a few minutes of compiling), the
+model is exported with ``riftco.interchange.export_gguf_model`` (F32 and F16),
+quantized by ``llama-quantize`` (Q8_0, Q4_0), and ``llama-bench -p P -n N`` runs
+alternately with riftco for ``--rounds`` rounds; each figure is the median over
+rounds and is printed with its ratio. Without the peer it prints riftco's figures
+alone. Serving throughput is ``bench/bench_serve.py``'s. Nothing asserts on time.
+
+    python bench/bench_decode.py [--threads 2] [--rounds 3] [--build-peer]
+                                 [--peer-dir ~/.cache/riftco/llamacpp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import pydoc_data.topics
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import riftco.nn as nn
+import riftco.tensor as rt
+from riftco.text import BpeTokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llamacpp_peer as peer
+
+
+def build_model(args: argparse.Namespace) -> tuple[nn.DecoderOnlyTransformer, BpeTokenizer]:
+    text = "".join(pydoc_data.topics.topics.values())[: args.corpus_bytes]
+    tokenizer = BpeTokenizer.train(text, vocab_size=args.vocab, pretokenize="gpt2")
+    extra = tokenizer.vocab_size - args.vocab  # the special tokens come on top
+    if extra > 0:
+        size = args.vocab - extra
+        tokenizer = BpeTokenizer.train(text, vocab_size=size, pretokenize="gpt2")
+    config = nn.TransformerConfig.preset(
+        "gpt2",
+        vocab_size=args.vocab,
+        context_length=args.context,
+        d_model=args.d_model,
+        n_layers=args.layers,
+        n_heads=args.heads,
+        d_ff=4 * args.d_model,
+    )
+    return nn.DecoderOnlyTransformer(config, seed=0).eval(), tokenizer
+
+
+def decode(model: nn.DecoderOnlyTransformer, prompt: list[int], steps: int) -> float:
+    """Greedy decode tokens/s after prefilling ``prompt``."""
+    cache = nn.ContiguousKVCache(model.config, max_sequences=1, backend=model.backend)
+    sid = cache.add_sequence()
+    logits = model.forward_incremental([prompt], cache, [sid]).numpy()
+    token = int(np.argmax(logits[0]))
+    start = time.perf_counter()
+    for _ in range(steps):
+        logits = model.forward_incremental([[token]], cache, [sid]).numpy()
+        token = int(np.argmax(logits[0]))
+    return steps / (time.perf_counter() - start)
+
+
+def prefill(model: nn.DecoderOnlyTransformer, prompt: list[int], repeats: int = 5) -> float:
+    """Prefill tokens/s of ``prompt`` (best of ``repeats``, each on a fresh cache)."""
+    best = float("inf")
+    for _ in range(repeats):
+        cache = nn.ContiguousKVCache(model.config, max_sequences=1, backend=model.backend)
+        sid = cache.add_sequence()
+        start = time.perf_counter()
+        model.forward_incremental([prompt], cache, [sid]).numpy()
+        best = min(best, time.perf_counter() - start)
+    return len(prompt) / best
+
+
+def riftco_round(models: dict, prompt: list[int], gen: int) -> dict[str, float]:
+    f32, nf4 = models["f32"], models["nf4"]
+    figures = {
+        "decode f32": decode(f32, prompt[:1], gen),
+        "decode f32 after context": decode(f32, prompt, gen),
+        "prefill f32": prefill(f32, prompt),
+    }
+    if nf4 is not None:
+        figures["decode 4-bit"] = decode(nf4, prompt[:1], gen)
+    return figures
+
+
+def peer_files(args, model, tokenizer, folder: Path) -> dict[str, Path]:
+    from riftco.interchange import export_gguf_model
+
+    files = {
+        "f32": export_gguf_model(model, folder / "model-f32.gguf", tokenizer, "f32"),
+        "f16": export_gguf_model(model, folder / "model-f16.gguf", tokenizer, "f16"),
+    }
+    for kind in ("q8_0", "q4_0"):
+        files[kind] = peer.quantize(
+            args.peer_dir, files["f32"], folder / f"model-{kind}.gguf", kind
+        )
+    return files
+
+
+def peer_round(args, files: dict[str, Path]) -> dict[str, float]:
+    p, n, t = args.prompt, args.gen, args.threads
+    f32 = peer.bench(args.peer_dir, files["f32"], t, prompt=p, gen=n)
+    figures = {"decode f32": f32["decode"], "prefill f32": f32["prefill"]}
+    after = peer.bench(args.peer_dir, files["f32"], t, prompt=0, gen=n, depth=p)
+    figures["decode f32 after context"] = after["decode"]
+    for kind, label in (("f16", "decode f16"), ("q8_0", "decode 8-bit"), ("q4_0", "decode 4-bit")):
+        figures[label] = peer.bench(args.peer_dir, files[kind], t, prompt=0, gen=n)["decode"]
+    return figures
+
+
+ROWS = (
+    ("decode f32", "greedy decode, F32 weights (tok/s)"),
+    ("decode f32 after context", "decode after the context (tok/s)"),
+    ("prefill f32", "prefill of the prompt, F32 (tok/s)"),
+    ("decode f16", "decode, F16 weights (tok/s)"),
+    ("decode 8-bit", "decode, 8-bit weights (its Q8_0) (tok/s)"),
+    ("decode 4-bit", "decode, 4-bit (our NF4 / its Q4_0) (tok/s)"),
+)
+
+
+def report(ours: list[dict], theirs: list[dict]) -> None:
+    def median(rounds: list[dict], key: str) -> float | None:
+        values = [r[key] for r in rounds if key in r]
+        return statistics.median(values) if values else None
+
+    width = max(len(label) for _, label in ROWS)
+    header = f"{'figure':<{width}}  {'riftco':>9}  {'llama.cpp':>9}  {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for key, label in ROWS:
+        a, b = median(ours, key), median(theirs, key)
+        fa = f"{a:9.0f}" if a is not None else f"{'—':>9}"
+        fb = f"{b:9.0f}" if b is not None else f"{'—':>9}"
+        ratio = f"{a / b:5.2f}x" if a is not None and b else f"{'—':>6}"
+        print(f"{label:<{width}}  {fa}  {fb}  {ratio}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--d-model", type=int, default=384)
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--vocab", type=int, default=512)
+    parser.add_argument("--context", type=int, default=256)
+    parser.add_argument("--prompt", type=int, default=64, help="context / prefill tokens")
+    parser.add_argument("--gen", type=int, default=128, help="decoded tokens per figure")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--corpus-bytes", type=int, default=60_000)
+    parser.add_argument("--skip-nf4", action="store_true")
+    parser.add_argument("--build-peer", action="store_true", help="build llama.cpp if missing")
+    parser.add_argument("--no-peer", action="store_true", help="riftco's figures alone")
+    parser.add_argument("--peer-dir", type=Path, default=peer.DEFAULT_CACHE)
+    args = parser.parse_args()
+    rt.set_num_threads(args.threads)
+    model, tokenizer = build_model(args)
+    nf4 = None
+    if not args.skip_nf4:
+        nf4, _ = build_model(args)
+        nn.quantize_model(nf4)
+    models = {"f32": model, "nf4": nf4}
+    rng = np.random.default_rng(0)
+    prompt = [int(t) for t in rng.integers(0, args.vocab, args.prompt)]
+    if args.build_peer and not args.no_peer:
+        peer.build(args.peer_dir, jobs=args.threads)
+    use_peer = not args.no_peer and peer.available(args.peer_dir)
+    c = model.config
+    print(
+        f"GPT-2 topology D={c.d_model} L={c.n_layers} H={c.n_heads} V={c.vocab_size}, "
+        f"{model.num_parameters():,} parameters; batch 1; {args.threads} threads; "
+        f"prompt {args.prompt}, {args.gen} decoded tokens; {args.rounds} alternating rounds"
+    )
+    if not use_peer:
+        print(f"llama.cpp: not built in {args.peer_dir} (--build-peer builds it): riftco alone")
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = peer_files(args, model, tokenizer, Path(tmp)) if use_peer else {}
+        riftco_round(models, prompt, 8)  # warm-up: the pool, malloc, the caches
+        for _ in range(args.rounds):
+            ours.append(riftco_round(models, prompt, args.gen))
+            if use_peer:
+                theirs.append(peer_round(args, files))
+    report(ours, theirs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
