@@ -166,3 +166,10 @@ def test_jinja_template_names_every_role():
     for role in ("system", "user", "assistant"):
         assert f"message['role'] == \"{role}\"" in text
     assert "add_generation_prompt" in text
+
+
+def test_tokenizer_files_go_into_a_folder_made_for_them(tmp_path, tokenizer):
+    folder = tmp_path / "new" / "model"
+    write_tokenizer_files(tokenizer, folder, context_length=32)
+    back = read_tokenizer_files(folder)
+    assert back.encode("def f(x): return x") == tokenizer.encode("def f(x): return x")

@@ -59,6 +59,8 @@ def write_tokenizer_files(tokenizer: Tokenizer, folder: Path, context_length: in
     if tokenizer.chat_template is not None:
         config["chat_template"] = jinja_chat_template(tokenizer.chat_template)
     config[STATE_KEY] = tokenizer.to_state()
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "tokenizer.json", document)
     write_json(folder / "tokenizer_config.json", config)
 
