@@ -124,7 +124,9 @@ class LoweredProgram(Module):
         return lead or (), flat
 
     def forward(self, *arguments: Any) -> Variable:
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__name__} defines no forward (a lowering strategy does)"
+        )
 
     def extra_repr(self) -> str:
         state = "trainable" if self.trainable else "frozen"

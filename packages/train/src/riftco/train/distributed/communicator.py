@@ -61,13 +61,13 @@ class Communicator:
     name: str = "?"
 
     def reduce_scatter(self, array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement reduce_scatter")
 
     def allgather(self, chunk: np.ndarray, out: np.ndarray) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement allgather")
 
     def allreduce_sum(self, array: np.ndarray) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement allreduce_sum")
 
     def allreduce_ordered(self, array: np.ndarray) -> None:
         """In place: the sum in rank order (reduce_scatter, then allgather)."""
@@ -75,13 +75,13 @@ class Communicator:
         self.allgather(chunk, array)
 
     def broadcast(self, obj: Any, root: int = 0) -> Any:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement broadcast")
 
     def barrier(self) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement barrier")
 
     def abort(self, code: int = 1) -> None:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement abort")
 
     @property
     def is_root(self) -> bool:
