@@ -93,6 +93,7 @@ def main() -> int:
                         "--no-color",
                     ],
                     check=False,
+                    cwd=folder,
                 )
                 cases = _cases(events) if events.exists() else 0
             print(f"schemathesis {mode}: {cases} cases, exit status {run.returncode}")

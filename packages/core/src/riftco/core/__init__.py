@@ -5,6 +5,8 @@
   :func:`staged_files`, :func:`fsync_folder`;
 - strict JSON reading: :func:`loads_strict` (duplicate keys, NaN and infinity refused;
   nesting depth and integer digits bounded);
+- bounded reading: :func:`read_bounded`, :func:`require_regular_file` (FIFOs and
+  devices refused before a byte is read);
 - canonical JSON and identities: :func:`canonical_json`, :func:`canonical_hash`,
   :func:`content_id`, :func:`records_digest`.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from riftco.core.atomic import atomic_write, fsync_folder, staged_files, write_bytes_atomic
 from riftco.core.errors import JSONError, RiftcoError
+from riftco.core.files import read_bounded, require_regular_file
 from riftco.core.hashing import canonical_hash, canonical_json, content_id, records_digest
 from riftco.core.strict_json import MAX_DEPTH, MAX_INT_DIGITS
 from riftco.core.strict_json import loads as loads_strict
@@ -30,7 +33,9 @@ __all__ = [
     "content_id",
     "fsync_folder",
     "loads_strict",
+    "read_bounded",
     "records_digest",
+    "require_regular_file",
     "staged_files",
     "write_bytes_atomic",
 ]

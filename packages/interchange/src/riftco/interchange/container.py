@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from riftco import core
-from riftco.core import JSONError, atomic_write, loads_strict
+from riftco.core import JSONError, atomic_write, loads_strict, require_regular_file
 from riftco.interchange.errors import ContainerError
 
 MAX_HEADER_BYTES = 16 << 20
@@ -258,6 +258,7 @@ def read_safetensors(
 ) -> SafetensorsFile:
     """Open and validate ``path``; raises :class:`ContainerError` naming the file and the fault."""
     path = Path(path)
+    require_regular_file(path, ContainerError)
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from riftco.core import require_regular_file
 from riftco.train.errors import DataError
 
 FORMATS = ("jsonl", "json", "csv", "parquet", "hf")
@@ -126,6 +127,7 @@ def open_source(
 
 
 def _file_digest(path: Path) -> tuple[int, str]:
+    require_regular_file(path, DataError)  # a FIFO or /dev/zero would never end
     try:
         size = path.stat().st_size
         if size > MAX_SOURCE_BYTES:
