@@ -21,7 +21,13 @@ from riftco.train.distributed.data_parallel import DataParallel, check_same_para
 from riftco.train.engine import Callback, Trainer
 from riftco.train.errors import ResumeMismatch
 from riftco.train.interrupt import StopOnInterrupt
-from riftco.train.metrics import MetricsLog, ProgressBar, TrainingMetric, plot_loss_curve
+from riftco.train.metrics import (
+    MetricsLog,
+    ProgressBar,
+    TrainingMetric,
+    plot_loss_curve,
+    read_metrics,
+)
 
 #: The attention kernels a stage can train with (riftco-nn's ``TransformerConfig.attention``).
 ATTENTION = ("flash", "materialized")
@@ -234,8 +240,6 @@ def run_stage(
             bar.close()
             log.close()
     if plot and root:
-        from riftco.train.metrics import read_metrics
-
         plot_loss_curve(read_metrics(files.metrics), files.plot, title=f"{stage} loss")
     return trainer, outcome, files
 
@@ -266,6 +270,11 @@ def finish_stage(
         assert isinstance(model, DecoderOnlyTransformer)  # what both stages train
         check_exportable(model, f"write the {stage} bundle")
         weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
+        if "validation_loss" in summary and files.metrics.exists():
+            # The log holds the whole run (a resume keeps its earlier lines), so a run
+            # resumed after its last evaluation still reports that evaluation.
+            logged = [m.loss for m in read_metrics(files.metrics) if m.phase == "validation"]
+            summary = {**summary, "validation_loss": logged[-1] if logged else None}
         reproducible = {k: v for k, v in summary.items() if k != "train_seconds"}
         manifest = write_bundle(
             bundle,
