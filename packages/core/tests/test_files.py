@@ -1,6 +1,7 @@
 import os
 
 import pytest
+
 from riftco.core import RiftcoError, read_bounded, require_regular_file
 
 

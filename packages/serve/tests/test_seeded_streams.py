@@ -29,6 +29,28 @@ async def replies(engine, requests):
     return await asyncio.gather(*(one(r) for r in requests))
 
 
+@pytest.fixture
+def batch_engine():
+    """Engines over a model built here, on the backend current now (other tests swap it)."""
+    import riftco.nn as nn
+    import riftco.text as text
+    from riftco.serve import BatchEngine
+    from riftco.serve.scheduler import SchedulerLimits
+
+    tokenizer = text.BpeTokenizer.train("the quick brown fox jumps over the lazy dog. " * 4, 290)
+    config = nn.TransformerConfig.preset(
+        "gpt2", size="tiny", vocab_size=tokenizer.vocab_size, context_length=96
+    )
+    model = nn.DecoderOnlyTransformer(config, seed=5)
+
+    def make(**limits):
+        return BatchEngine(
+            model, tokenizer, model_id="tiny", page_size=8, limits=SchedulerLimits(**limits)
+        )
+
+    return make
+
+
 def test_seeded_replies_alone_equal_replies_in_a_batch(batch_engine):
     n = 12
     batched = batch_engine(max_running=n)

@@ -299,6 +299,13 @@ def _parse_header(raw: bytes) -> tuple[dict[str, TensorInfo], dict[str, str]]:
         raise ContainerError("__metadata__: expected an object of strings")
     if len(document) > MAX_TENSORS:
         raise ContainerError(f"expected at most {MAX_TENSORS} tensors; found {len(document)}")
+    for name in document:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ContainerError(
+                f"tensor names: expected valid Unicode; found a lone surrogate in {name!r}"
+            ) from None
     return {name: _tensor_info(name, entry) for name, entry in document.items()}, metadata
 
 

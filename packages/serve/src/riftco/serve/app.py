@@ -187,8 +187,13 @@ async def read_json(request: Request, config: ServerConfig) -> Any:
         if size > limit:
             raise RequestError(f"The body exceeds {limit} bytes", code="body_too_large", status=413)
         chunks.append(chunk)
+    return decode_json_body(b"".join(chunks))
+
+
+def decode_json_body(raw: bytes) -> Any:
+    """A request body's JSON value; 400 (``invalid_json``) for anything else."""
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RequestError(f"The body is not valid JSON: {exc}", code="invalid_json") from None
     except RecursionError:
@@ -259,4 +264,4 @@ async def _events(stream: GenerationStream, shapes: Shapes, parsed: ParsedReques
     yield SSE_DONE
 
 
-__all__ = ["DROPPED_HEADER", "ServerState", "create_app", "read_json"]
+__all__ = ["DROPPED_HEADER", "ServerState", "create_app", "decode_json_body", "read_json"]
