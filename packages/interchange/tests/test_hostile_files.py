@@ -286,3 +286,43 @@ def test_lone_surrogate_tensor_name(tmp_path):
         read_safetensors(path)
     with pytest.raises(ContainerError, match="surrogate"):
         load_bundle(path)
+
+
+# -- convert and inspect ----------------------------------------------------------------
+
+
+def test_convert_refuses_a_tokenizer_larger_than_the_vocabulary(tmp_path, tokenizer, random_arrays):
+    from riftco.interchange import convert
+    from riftco.interchange.cli import convert_main
+
+    small = GPT.replace(vocab_size=tokenizer.vocab_size - 1)
+    export_huggingface(tmp_path / "hf", small, random_arrays(small), None)
+    from riftco.text import save_hf_tokenizer_json
+
+    save_hf_tokenizer_json(tokenizer, tmp_path / "hf" / "tokenizer.json")
+    with pytest.raises(ConversionError, match="nothing was written"):
+        convert(tmp_path / "hf", tmp_path / "out.rift", "rift")
+    assert not (tmp_path / "out.rift").exists()
+    assert convert_main([str(tmp_path / "hf"), str(tmp_path / "out.rift"), "--to", "rift"]) != 0
+
+
+def test_inspect_says_plain_safetensors_are_not_checksummed(tmp_path, capsys):
+    from riftco.interchange import write_safetensors
+    from riftco.interchange.cli_inspect import describe, main
+
+    path = tmp_path / "plain.safetensors"
+    write_safetensors(path, {"x": np.ones(3, np.float32)})
+    report = describe(path)
+    assert report["integrity"].startswith("not verified") and report["values"] == "all finite"
+    assert main([str(path)]) == 0
+    write_safetensors(path, {"x": np.array([1.0, np.nan], np.float32)})
+    assert describe(path)["values"].startswith("FAILED: NaN or infinity in x")
+    assert main([str(path)]) == 1
+
+
+def test_inspect_says_what_a_bundle_check_covers(small_bundle):
+    from riftco.interchange.cli_inspect import describe
+
+    report = describe(small_bundle)
+    assert report["integrity"] == "ok" and report["values"] == "all finite"
+    assert "SHA-256" in report["verified"]
