@@ -197,6 +197,8 @@ def test_ten_million_layers_beside_real_tensors_are_refused_fast(random_arrays):
     shapes = {n: a.shape for n, a in random_arrays(GPT).items()}
     start = time.monotonic()
     with pytest.raises(WeightsError, match="implies"):
+        check_shapes(GPT.replace(n_layers=3000), shapes)
+    with pytest.raises(WeightsError, match="past the supported"):
         check_shapes(GPT.replace(n_layers=10**7), shapes)
     assert time.monotonic() - start < 1
 
@@ -212,6 +214,20 @@ def test_bundle_with_ten_million_layers_is_refused(tmp_path, tokenizer, random_a
     with pytest.raises(WeightsError):
         load_bundle(path)
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("family", [GPT, LLAMA])
+def test_bundle_with_a_huge_context_length_is_refused_before_building(
+    tmp_path, tokenizer, random_arrays, family
+):
+    config = family.replace(vocab_size=tokenizer.vocab_size)
+    path = tmp_path / "context.rift"
+    write_bundle(path, config.to_dict(), random_arrays(config), tokenizer.to_state())
+    stored = read_bundle(path)
+    hostile = dict(stored.config, context_length=2**40)
+    write_bundle(path, hostile, dict(stored.tensors), stored.tokenizer_state)
+    with pytest.raises(WeightsError, match="context_length"):
+        load_bundle(path)
 
 
 # -- config.json field types ----------------------------------------------------------

@@ -35,9 +35,33 @@ def tensor_count(config: TransformerConfig) -> int:
     return fixed + c.n_layers * per_block
 
 
+#: Sizes no file of ours may claim: far past any model this stack runs, and small
+#: enough that what a configuration allocates on its own (rotary tables, caches sized
+#: by the context) stays bounded.
+LIMITS = {
+    "context_length": 1 << 20,
+    "vocab_size": 1 << 24,
+    "d_model": 1 << 16,
+    "d_ff": 1 << 18,
+    "n_layers": 1 << 12,
+    "n_heads": 1 << 12,
+}
+
+
+def check_limits(config: TransformerConfig) -> None:
+    """Refuse sizes past `LIMITS` (a ``context_length`` of 2**40 would otherwise
+    allocate terabytes of rotary table before a token is read)."""
+    for name, limit in LIMITS.items():
+        value = getattr(config, name)
+        if value > limit:
+            raise WeightsError(f"config: {name} {value} is past the supported {limit}")
+
+
 def check_tensor_count(config: TransformerConfig, found: int) -> None:
     """Refuse a configuration that implies far more tensors than a file holds (say
-    ``n_layers = 10**7`` beside 37 tensors) before anything is listed or allocated."""
+    ``n_layers = 10**7`` beside 37 tensors), or sizes past `LIMITS`, before anything
+    is listed or allocated."""
+    check_limits(config)
     expected = tensor_count(config)
     if expected > found + 64:
         raise WeightsError(
