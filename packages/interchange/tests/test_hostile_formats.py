@@ -95,3 +95,22 @@ def test_onnx_truncations_and_bit_flips(tmp_path, tiny):
             (work / name).write_bytes(variant)
             _typed(lambda: import_onnx(work / "tiny.onnx"))
     assert time.monotonic() - start < 180
+
+
+HOSTILE_JSON = ["[" * 100_000 + "]" * 100_000, '{"a": ' + "9" * 5000 + "}", '{"a": 1, "a": 2}']
+
+
+@pytest.mark.parametrize("value", HOSTILE_JSON)
+def test_gguf_riftco_metadata_json_deeply_nested_or_huge(tiny, value):
+    from riftco.interchange import ConversionError
+    from riftco.interchange.gguf_import import _reconcile
+    from riftco.interchange.gguf_tokenizer import _riftco_state
+    from riftco.interchange.lineage import parse_lineage
+
+    model, _ = tiny
+    with pytest.raises(ConversionError, match="riftco.tokenizer"):
+        _riftco_state({"riftco.tokenizer": value})
+    with pytest.raises(ConversionError, match="riftco.config"):
+        _reconcile(model.config, {"riftco.config": value})
+    with pytest.raises(ConversionError, match="riftco.lineage"):
+        parse_lineage(value, "riftco.lineage")
