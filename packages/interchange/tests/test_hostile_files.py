@@ -342,3 +342,11 @@ def test_inspect_says_what_a_bundle_check_covers(small_bundle):
     report = describe(small_bundle)
     assert report["integrity"] == "ok" and report["values"] == "all finite"
     assert "SHA-256" in report["verified"]
+
+
+def test_a_gguf_magic_cut_inside_the_first_key_length(tmp_path):
+    # found by fuzz/harness_bundle.py: 24 header bytes, then fewer than 8
+    path = tmp_path / "short.rift"
+    path.write_bytes(b'GGUF"metc:_{\x01\x00\x00\x00\x00\x00\x00""VRR":[288<')
+    with pytest.raises((BundleError, ContainerError)):
+        load_bundle(path)
