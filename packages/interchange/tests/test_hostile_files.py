@@ -350,3 +350,20 @@ def test_a_gguf_magic_cut_inside_the_first_key_length(tmp_path):
     path.write_bytes(b'GGUF"metc:_{\x01\x00\x00\x00\x00\x00\x00""VRR":[288<')
     with pytest.raises((BundleError, ContainerError)):
         load_bundle(path)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        # found by fuzz/harness_safetensors.py: dimensions whose product has >4,300 digits
+        b'{"x": {"dtype": "F32", "shape": ['
+        + b",".join([b"9" * 4000] * 3)
+        + b'], "data_offsets": [0, 4]}}',
+        b'{"x": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}',
+    ],
+)
+def test_shapes_past_any_file_and_unhashable_dtypes(tmp_path, header):
+    path = tmp_path / "claims.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+    with pytest.raises(ContainerError):
+        read_safetensors(path)

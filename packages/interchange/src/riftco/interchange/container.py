@@ -314,7 +314,7 @@ def _tensor_info(name: str, entry: Any) -> TensorInfo:
     if not isinstance(entry, dict) or set(entry) != _HEADER_KEYS:
         raise ContainerError(f"{name}: expected an object with keys {sorted(_HEADER_KEYS)}")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ContainerError(f"{name}: expected a dtype among {sorted(DTYPES)}; found {dtype!r}")
     if not (isinstance(shape, list) and len(shape) <= MAX_NDIM and all(map(_is_count, shape))):
         raise ContainerError(
@@ -324,6 +324,8 @@ def _tensor_info(name: str, entry: Any) -> TensorInfo:
         raise ContainerError(f"{name}: expected data_offsets [begin, end]; found {offsets!r}")
     begin, end = offsets
     expected = math.prod(shape) * DTYPES[dtype].itemsize
+    if expected > 1 << 62:  # no file holds it (and its decimal form may be past Python's limit)
+        raise ContainerError(f"{name}: the shape claims more than 2**62 bytes")
     if end < begin or end - begin != expected:
         raise ContainerError(
             f"{name}: expected {expected} bytes for {dtype} {shape}; data_offsets give {end - begin}"
