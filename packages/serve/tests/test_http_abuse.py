@@ -12,7 +12,7 @@ import uvicorn
 
 from riftco.serve import ServerConfig, create_app
 from riftco.serve.connections import ConnectionLimits, guarded_protocol, uvicorn_config
-from riftco.serve.testing import ScriptedEngine
+from riftco.testing.serve import ScriptedEngine
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
