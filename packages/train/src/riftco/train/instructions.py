@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from riftco.core import read_bounded
+from riftco.core import JSONError, loads_strict, read_bounded
 from riftco.train.errors import DataError
 
 ROLES = ("system", "user", "assistant")
@@ -123,15 +123,9 @@ def parse_jsonl(text: str, path: str = "<input>") -> list[ChatExample]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"expected JSON; {exc.msg} at column {exc.colno}", path, number
-            ) from None
-        except RecursionError:
-            raise DataError("JSON nested too deeply", path, number) from None
-        except ValueError as exc:  # an integer past Python's digit limit
-            raise DataError(f"expected JSON within bounds; {exc}", path, number) from None
+            record = loads_strict(line)
+        except JSONError as exc:
+            raise DataError(str(exc), path, number) from None
         examples.append(parse_example(record, path, number))
     if not examples:
         raise DataError("expected at least one example; the file holds none", path)
