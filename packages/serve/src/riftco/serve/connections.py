@@ -121,7 +121,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
 
         def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
             super().__init__(config, *args, **kwargs)
-            self.timeout_keep_alive = limits.keep_alive_timeout
+            # uvicorn annotates this as int; it only reaches loop.call_later, which takes a float.
+            self.timeout_keep_alive = limits.keep_alive_timeout  # type: ignore[assignment]
             self._refused = False
             self._deadline: asyncio.TimerHandle | None = None
 
