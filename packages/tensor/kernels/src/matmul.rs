@@ -280,8 +280,12 @@ mod tests {
         // not a multiple of the chains, both layouts of the right operand.
         for &(k, n) in &[(7, 5), (384, 70), (385, 64), (800, 131), (1536, 40)] {
             let m = 9;
-            let a: Vec<f32> = (0..m * k).map(|v| ((v * 37 % 101) as f32 - 50.0) / 7.0).collect();
-            let b: Vec<f32> = (0..k * n).map(|v| ((v * 53 % 89) as f32 - 44.0) / 13.0).collect();
+            let a: Vec<f32> = (0..m * k)
+                .map(|v| ((v * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|v| ((v * 53 % 89) as f32 - 44.0) / 13.0)
+                .collect();
             for transpose_b in [false, true] {
                 let spec = |m| MatmulSpec {
                     m,
@@ -298,7 +302,10 @@ mod tests {
                     let mut one = vec![0.0; n];
                     matmul_f32(&spec(1), &a[row * k..(row + 1) * k], &b, &mut one).unwrap();
                     let want = &all[row * n..(row + 1) * n];
-                    let same = one.iter().zip(want).all(|(x, y)| x.to_bits() == y.to_bits());
+                    let same = one
+                        .iter()
+                        .zip(want)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
                     assert!(same, "k={k} n={n} transpose_b={transpose_b} row={row}");
                 }
             }
