@@ -198,7 +198,13 @@ def rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, inverse: bool =
 def _check_attention(
     op: str, q: Tensor, k: Tensor, v: Tensor, causal: bool, window: int, dense: bool = True
 ) -> None:
-    _floats(op, q, k, v)
+    if dense and isinstance(q, Tensor) and q.dtype is DType.bfloat16:
+        # Mixed precision: bfloat16 operands, float32 scores, statistics and results.
+        for t in (k, v):
+            require_dtype(op, require_tensor(op, t), DType.bfloat16)
+        check_same_backend(op, q, k, v)
+    else:
+        _floats(op, q, k, v)
     rank = 4 if dense else 3
     ok = (
         q.ndim == rank
