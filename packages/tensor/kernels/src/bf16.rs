@@ -120,8 +120,14 @@ mod tests {
 
     #[test]
     fn matmul_accumulates_in_f32() {
-        let a: Vec<u16> = [1.0f32, 2.0, 3.0, 4.0].iter().map(|&x| from_f32(x)).collect();
-        let b: Vec<u16> = [0.5f32, -1.0, 0.25, 2.0].iter().map(|&x| from_f32(x)).collect();
+        let a: Vec<u16> = [1.0f32, 2.0, 3.0, 4.0]
+            .iter()
+            .map(|&x| from_f32(x))
+            .collect();
+        let b: Vec<u16> = [0.5f32, -1.0, 0.25, 2.0]
+            .iter()
+            .map(|&x| from_f32(x))
+            .collect();
         let spec = MatmulSpec {
             m: 2,
             k: 2,

@@ -60,9 +60,7 @@ CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_b
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).
-BASE_DTYPES: frozenset[DType] = frozenset(
-    (DType.float32, DType.int64, DType.bool, DType.uint8)
-)
+BASE_DTYPES: frozenset[DType] = frozenset((DType.float32, DType.int64, DType.bool, DType.uint8))
 
 #: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
 #: softmax), which every model path uses; the later capabilities are fused kernels.
@@ -76,8 +74,7 @@ def require_dtype_support(op: str, backend: Backend, dtype: DType) -> None:
     if dtype not in backend.dtypes:
         held = ", ".join(d.value for d in DType if d in backend.dtypes)
         raise DTypeError(
-            f"{op}: backend {backend.name!r} does not hold {dtype.value} tensors "
-            f"(it holds {held})"
+            f"{op}: backend {backend.name!r} does not hold {dtype.value} tensors (it holds {held})"
         )
 
 

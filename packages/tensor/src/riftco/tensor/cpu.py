@@ -21,7 +21,6 @@ from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import KernelError
 
-
 BF16 = DType.bfloat16
 _BF16_NUMPY = BF16.numpy
 _F32_NUMPY = DType.float32.numpy

@@ -69,6 +69,4 @@ def as_dtype(value: DType | str | np.dtype | type) -> DType:
         return DType.float32
     if np_dtype.kind in "iu" and np_dtype != np.dtype(np.uint8):
         return DType.int64
-    raise DTypeError(
-        f"expected a dtype (float32, int64, bool, uint8, bfloat16), found {np_dtype}"
-    )
+    raise DTypeError(f"expected a dtype (float32, int64, bool, uint8, bfloat16), found {np_dtype}")
