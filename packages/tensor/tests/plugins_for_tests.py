@@ -1,6 +1,6 @@
 """Entry-point targets that the registry tests register by patching discovery."""
 
-from riftco.tensor import Backend, BackendUnavailable
+from riftco.tensor import Backend, BackendUnavailable, DType
 
 
 def broken():
@@ -120,3 +120,21 @@ def capabilities_as_list():
     backend = Partial()
     backend.capabilities = lambda: ["from_numpy"]
     return backend
+
+
+class DtypesAsList(Partial):
+    name = "dtypes_list"
+    dtypes = [DType.float32]  # type: ignore[assignment]
+
+
+def dtypes_as_list():
+    return DtypesAsList()
+
+
+class WithoutInt64(Partial):
+    name = "no_int64"
+    dtypes = frozenset({DType.float32, DType.bool, DType.uint8})
+
+
+def without_int64():
+    return WithoutInt64()
