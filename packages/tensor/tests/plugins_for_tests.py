@@ -1,5 +1,7 @@
 """Entry-point targets that the registry tests register by patching discovery."""
 
+from typing import ClassVar
+
 from riftco.tensor import Backend, BackendUnavailable, DType
 
 
@@ -124,7 +126,7 @@ def capabilities_as_list():
 
 class DtypesAsList(Partial):
     name = "dtypes_list"
-    dtypes = [DType.float32]  # type: ignore[assignment]
+    dtypes: ClassVar = [DType.float32]
 
 
 def dtypes_as_list():

@@ -18,7 +18,6 @@ from riftco.train.commands import post_train_main, pretrain_main
 from riftco.train.pretraining import pretrain
 from riftco.train.stage import TrainingOptions
 
-
 TINY_ARGS = ["--tokenizer", "byte", "--context", "16", "--d-model", "16", "--layers", "1"]
 TINY_ARGS += ["--heads", "2", "--d-ff", "32", "--batch-size", "4", "--eval-batches", "1"]
 

@@ -14,6 +14,8 @@ __all__ = [
     "attention",
     "attention_backward",
     "attention_varlen",
+    "bf16_from_f32",
+    "bf16_to_f32",
     "binary",
     "compare",
     "concat",
