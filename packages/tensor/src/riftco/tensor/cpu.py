@@ -40,8 +40,9 @@ def _narrow(x: np.ndarray) -> np.ndarray:
     return _native.bf16_from_f32(x).view(_BF16_NUMPY)
 
 
-def _widen_all(*xs: np.ndarray) -> list[np.ndarray]:
-    return [_widen(x) if x.itemsize == 2 else x for x in xs]
+def _widen3(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, ...]:
+    # The op layer passes q, k and v all float32 or all bfloat16 (2-byte items).
+    return (_widen(q), _widen(k), _widen(v)) if q.itemsize == 2 else (q, k, v)
 
 
 class CpuBackend(Backend):
@@ -197,21 +198,21 @@ class CpuBackend(Backend):
         return _native.rotary(x, positions, theta, inverse)
 
     def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
-        q, k, v = _widen_all(q, k, v)
+        q, k, v = _widen3(q, k, v)
         return _native.attention(q, k, v, scale, causal, window)
 
     def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
-        q, k, v = _widen_all(q, k, v)
+        q, k, v = _widen3(q, k, v)
         return _native.attention_backward(dout, q, k, v, probs, scale, causal, window)
 
     def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
-        q, k, v = _widen_all(q, k, v)
+        q, k, v = _widen3(q, k, v)
         return _native.flash_attention(q, k, v, scale, causal, window)
 
     def flash_attention_backward(
         self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
     ):
-        q, k, v = _widen_all(q, k, v)
+        q, k, v = _widen3(q, k, v)
         return _native.flash_attention_backward(
             dout, q, k, v, out, row_max, row_sum, scale, causal, window
         )

@@ -12,6 +12,8 @@ from riftco.tensor.ops._common import (
 )
 from riftco.tensor.tensor import Tensor
 
+F32 = DType.float32
+
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
     """``a @ b`` over the last two axes, batch axes broadcasting. ``transpose_a`` /
@@ -23,8 +25,8 @@ def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = 
     operand do not mix."""
     a, b = require_tensor("matmul", a), require_tensor("matmul", b)
     check_same_backend("matmul", a, b)
-    if a.dtype is not DType.float32 or b.dtype is not DType.float32:
-        require_dtype("matmul", a, DType.float32, DType.bfloat16)
+    if a.dtype is not F32 or b.dtype is not F32:
+        require_dtype("matmul", a, F32, DType.bfloat16)
         require_dtype("matmul", b, a.dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: 0-d operand ({a.shape} @ {b.shape})")
