@@ -133,7 +133,9 @@ def pretrain(
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
     # Before any data is read; the topology decides the kernels, the vocabulary does not.
     require_training_backend(
-        execution_config(options.model.config(vocab_size=256), options.training), job=STAGE
+        execution_config(options.model.config(vocab_size=256), options.training),
+        job=STAGE,
+        precision=options.training.precision,
     )
     corpus = load_text(options.data)
     train_text, validation_text = split_corpus(corpus, options.validation_fraction)

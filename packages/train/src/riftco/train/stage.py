@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from riftco.interchange import write_bundle
-from riftco.nn import DecoderOnlyTransformer, TransformerConfig, check_exportable
+from riftco.nn import PRECISIONS, DecoderOnlyTransformer, TransformerConfig, check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -39,7 +39,10 @@ class TrainingOptions:
     evaluation and checkpoint cadence, the data order's seed, and how the model
     executes: ``attention`` (``flash`` or ``materialized``; None keeps the model's)
     and ``activation_checkpointing`` (drop each block's activations after forward
-    and recompute them in backward: less memory, about a third more compute)."""
+    and recompute them in backward: less memory, about a third more compute), and
+    ``precision``: ``f32`` (float32 throughout) or ``bf16`` (matrix products and
+    attention read bfloat16 operands and accumulate in float32; parameters, Adam's
+    moments, norms, softmax statistics and the loss stay float32)."""
 
     steps: int = 300
     batch_size: int = 16
@@ -54,8 +57,13 @@ class TrainingOptions:
     checkpoint_every: int = 100
     attention: str | None = None
     activation_checkpointing: bool = False
+    precision: str = "f32"
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {', '.join(PRECISIONS)}, found {self.precision!r}"
+            )
         if self.attention not in (None, *ATTENTION):
             raise ValueError(
                 f"attention must be one of {', '.join(ATTENTION)}, found {self.attention!r}"
@@ -208,6 +216,7 @@ def run_stage(
         eval_every=options.eval_every,
         callbacks=[c for c in (log, bar) if c is not None] + list(callbacks),
         parallel=parallel,
+        precision=options.precision,
     )
     try:
         if resume is not None:
