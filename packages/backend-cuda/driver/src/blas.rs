@@ -47,6 +47,28 @@ pub struct Operand<'a> {
     pub transpose: bool,
 }
 
+/// An operand read as `rows x cols` (after its transpose) must lie inside its buffer.
+fn check_extent(name: &str, o: &Operand<'_>, rows: i64, cols: i64, batch: i64, size: usize) -> Result<()> {
+    let (stored_rows, stored_cols) = if o.transpose { (cols, rows) } else { (rows, cols) };
+    if rows <= 0 || cols <= 0 {
+        return Ok(());
+    }
+    if o.ld < stored_rows || o.stride < 0 {
+        return Err(error(format!(
+            "gemm: operand {name} has leading dimension {} for {stored_rows} rows",
+            o.ld
+        )));
+    }
+    let last = o.offset as i64 + (batch - 1) * o.stride + (stored_cols - 1) * o.ld + stored_rows;
+    let held = (o.buffer.bytes() / size) as i64;
+    if last > held {
+        return Err(error(format!(
+            "gemm: operand {name} reaches element {last} of a buffer of {held}"
+        )));
+    }
+    Ok(())
+}
+
 /// Batched column-major `C[m, n] = op(A)[m, k] op(B)[k, n]` (cuBLAS's own
 /// convention; callers map row-major products onto it). `C` is float32.
 #[allow(clippy::too_many_arguments)]
@@ -64,6 +86,9 @@ pub fn gemm(
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
     }
+    check_extent("A", &a, m, k, batch, element.size())?;
+    check_extent("B", &b, k, n, batch, element.size())?;
+    check_extent("C", &c, m, n, batch, 4)?;
     let (alpha, beta) = (1.0f32, 0.0f32);
     let op = |t: bool| {
         if t {
@@ -74,8 +99,8 @@ pub fn gemm(
     };
     let addr = |o: &Operand<'_>, size: usize| (o.buffer.ptr() + (o.offset * size) as u64) as *mut c_void;
     device.with_blas(|h| {
-        // SAFETY: the operands' extents were checked by the caller against
-        // their buffers; the call is enqueued on the device's stream.
+        // SAFETY: the operands' extents were checked above against their
+        // buffers; the call is enqueued on the device's stream.
         let s = unsafe {
             blas::cublasGemmStridedBatchedEx_64(
                 h,

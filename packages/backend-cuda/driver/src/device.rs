@@ -214,6 +214,12 @@ impl Device {
         unsafe { result::stream::synchronize(self.stream) }.map_err(Error::from)
     }
 
+    /// Wait for the stream, then give the pool's cached blocks back to the driver.
+    pub fn trim(&self) -> Result<()> {
+        self.synchronize()?;
+        self.pool.trim()
+    }
+
     /// The function `kernel` of module `module`, compiled (or read from the disk
     /// cache) on first use.
     fn function(&self, module: &str, kernel: &str) -> Result<sys::CUfunction> {
