@@ -307,6 +307,13 @@ fn compile_module<'py>(py: Python<'py>, module: &str, arch: &str) -> PyResult<(B
     Ok((PyBytes::new(py, &out.cubin), out.log))
 }
 
+/// Compile any CUDA C `text` (named `name` in messages) for `arch`: `(cubin, log)`.
+#[pyfunction]
+fn compile_source<'py>(py: Python<'py>, text: String, name: String, arch: String) -> PyResult<(Bound<'py, PyBytes>, String)> {
+    let out = detached(py, move || nvrtc::compile(&text, &name, &arch))?;
+    Ok((PyBytes::new(py, &out.cubin), out.log))
+}
+
 /// The disk-cache key of `module` compiled for `arch` by NVRTC `nvrtc_version`.
 #[pyfunction]
 fn cache_key(module: &str, arch: &str, nvrtc_version: &str) -> PyResult<String> {
@@ -339,6 +346,7 @@ fn riftco_backend_cuda_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kernel_modules, m)?)?;
     m.add_function(wrap_pyfunction!(program_text, m)?)?;
     m.add_function(wrap_pyfunction!(compile_module, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_source, m)?)?;
     m.add_function(wrap_pyfunction!(cache_key, m)?)?;
     m.add_function(wrap_pyfunction!(default_cache_dir, m)?)
 }
