@@ -36,8 +36,15 @@ def _read(flat: np.ndarray, shape, strides, offset=0) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "shape,out_shape",
-    [((3, 4), (3, 4)), ((4,), (3, 4)), ((3, 1), (3, 4)), ((2, 1, 4), (2, 3, 4)), ((), (2, 3)),
-     ((1, 1), (4, 1, 6)), ((5, 1, 2, 3), (5, 7, 2, 3))],
+    [
+        ((3, 4), (3, 4)),
+        ((4,), (3, 4)),
+        ((3, 1), (3, 4)),
+        ((2, 1, 4), (2, 3, 4)),
+        ((), (2, 3)),
+        ((1, 1), (4, 1, 6)),
+        ((5, 1, 2, 3), (5, 7, 2, 3)),
+    ],
 )
 def test_broadcast_strides_merged_read_what_numpy_broadcasts(shape, out_shape):
     x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
@@ -70,7 +77,8 @@ def test_dtypes_have_sizes_and_bfloat16_plugs_in_by_name():
 
 
 @pytest.mark.parametrize(
-    "ba,bb", [((), ()), ((3,), (3,)), ((3,), ()), ((), (2, 3)), ((2, 1), (1, 3)), ((4, 1, 2), (3, 1))]
+    "ba,bb",
+    [((), ()), ((3,), (3,)), ((3,), ()), ((), (2, 3)), ((2, 1), (1, 3)), ((4, 1, 2), (3, 1))],
 )
 def test_matmul_batch_plans_cover_each_product_once(ba, bb):
     batch = tuple(np.broadcast_shapes(ba, bb))

@@ -48,8 +48,19 @@ pub struct Operand<'a> {
 }
 
 /// An operand read as `rows x cols` (after its transpose) must lie inside its buffer.
-fn check_extent(name: &str, o: &Operand<'_>, rows: i64, cols: i64, batch: i64, size: usize) -> Result<()> {
-    let (stored_rows, stored_cols) = if o.transpose { (cols, rows) } else { (rows, cols) };
+fn check_extent(
+    name: &str,
+    o: &Operand<'_>,
+    rows: i64,
+    cols: i64,
+    batch: i64,
+    size: usize,
+) -> Result<()> {
+    let (stored_rows, stored_cols) = if o.transpose {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
     if rows <= 0 || cols <= 0 {
         return Ok(());
     }
@@ -97,7 +108,8 @@ pub fn gemm(
             blas::cublasOperation_t::CUBLAS_OP_N
         }
     };
-    let addr = |o: &Operand<'_>, size: usize| (o.buffer.ptr() + (o.offset * size) as u64) as *mut c_void;
+    let addr =
+        |o: &Operand<'_>, size: usize| (o.buffer.ptr() + (o.offset * size) as u64) as *mut c_void;
     device.with_blas(|h| {
         // SAFETY: the operands' extents were checked above against their
         // buffers; the call is enqueued on the device's stream.

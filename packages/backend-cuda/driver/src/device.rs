@@ -85,8 +85,10 @@ impl Device {
             result::ctx::set_current(ctx)?;
             let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
             use sys::CUdevice_attribute::*;
-            let major = result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-            let minor = result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let major =
+                result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor =
+                result::device::get_attribute(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
             Ok(Arc::new(Device {
                 ordinal,
                 name: result::device::get_name(dev)?,
@@ -174,7 +176,14 @@ impl Device {
     }
 
     /// Enqueue a copy of `bytes` bytes between two buffers (offsets in bytes).
-    pub fn copy(&self, dst: &Buffer, dst_offset: usize, src: &Buffer, src_offset: usize, bytes: usize) -> Result<()> {
+    pub fn copy(
+        &self,
+        dst: &Buffer,
+        dst_offset: usize,
+        src: &Buffer,
+        src_offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
         if dst_offset + bytes > dst.bytes || src_offset + bytes > src.bytes {
             return Err(error(format!(
                 "copying {bytes} bytes from {src_offset} of a {}-byte buffer to {dst_offset} of a {}-byte one",
@@ -252,9 +261,13 @@ impl Device {
         self.bind()?;
         let load = |image: &[u8]| -> Result<sys::CUmodule> {
             // SAFETY: a CUBIN image, read by the driver before this returns.
-            unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(Error::from)
+            unsafe { result::module::load_data(image.as_ptr() as *const c_void) }
+                .map_err(Error::from)
         };
-        let cached = self.cache.load(module, &self.arch, &key).and_then(|img| load(&img).ok());
+        let cached = self
+            .cache
+            .load(module, &self.arch, &key)
+            .and_then(|img| load(&img).ok());
         let handle = match cached {
             Some(h) => {
                 self.disk_hits.fetch_add(1, Ordering::Relaxed);
@@ -340,7 +353,10 @@ impl Device {
     }
 
     /// Run `f` with the cuBLAS handle (created on first use, bound to the stream).
-    pub(crate) fn with_blas<T>(&self, f: impl FnOnce(cudarc::cublas::sys::cublasHandle_t) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_blas<T>(
+        &self,
+        f: impl FnOnce(cudarc::cublas::sys::cublasHandle_t) -> Result<T>,
+    ) -> Result<T> {
         use cudarc::cublas::sys as blas;
         self.bind()?;
         let mut slot = self.blas.lock().unwrap();

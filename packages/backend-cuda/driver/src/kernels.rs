@@ -148,11 +148,17 @@ mod tests {
     #[test]
     fn every_module_is_the_header_and_a_source_with_kernels() {
         let header = SOURCES[0].1;
-        assert!(!header.contains("__global__"), "the header defines no kernel");
+        assert!(
+            !header.contains("__global__"),
+            "the header defines no kernel"
+        );
         for module in modules() {
             let text = program_text(module).unwrap();
             assert!(text.starts_with(header));
-            assert!(text.contains("extern \"C\" __global__"), "{module} defines no kernel");
+            assert!(
+                text.contains("extern \"C\" __global__"),
+                "{module} defines no kernel"
+            );
         }
         assert_eq!(modules().count(), SOURCES.len() - 1);
         assert!(program_text("common").is_err());
@@ -179,11 +185,20 @@ mod tests {
         let cache = CubinCache::new(Some(dir.clone()));
         assert!(cache.load("m", "sm_90", "00").is_none());
         assert!(cache.store("m", "sm_90", "00", b"image"));
-        assert_eq!(cache.load("m", "sm_90", "00").as_deref(), Some(&b"image"[..]));
+        assert_eq!(
+            cache.load("m", "sm_90", "00").as_deref(),
+            Some(&b"image"[..])
+        );
         assert!(cache.load("m", "sm_80", "00").is_none());
         let leftovers: Vec<_> = fs::read_dir(&dir)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".tmp")
+            })
             .collect();
         assert!(leftovers.is_empty());
         fs::remove_dir_all(&dir).unwrap();

@@ -42,7 +42,10 @@ pub fn supported_archs() -> Result<Vec<String>> {
     let mut n: c_int = 0;
     // SAFETY: out-pointer, then a buffer of the size NVRTC reported.
     unsafe {
-        check("nvrtcGetNumSupportedArchs", sys::nvrtcGetNumSupportedArchs(&mut n))?;
+        check(
+            "nvrtcGetNumSupportedArchs",
+            sys::nvrtcGetNumSupportedArchs(&mut n),
+        )?;
         let mut archs = vec![0 as c_int; n.max(0) as usize];
         check(
             "nvrtcGetSupportedArchs",
@@ -62,7 +65,8 @@ pub fn compile(text: &str, name: &str, arch: &str) -> Result<Compiled> {
     }
     let src = CString::new(text).map_err(|_| error("a kernel source holds a NUL byte"))?;
     let cname = CString::new(format!("{name}.cu")).unwrap();
-    let mut options: Vec<CString> = vec![CString::new(format!("--gpu-architecture={arch}")).unwrap()];
+    let mut options: Vec<CString> =
+        vec![CString::new(format!("--gpu-architecture={arch}")).unwrap()];
     options.extend(OPTIONS.iter().map(|o| CString::new(*o).unwrap()));
     let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
     let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
@@ -80,7 +84,8 @@ pub fn compile(text: &str, name: &str, arch: &str) -> Result<Compiled> {
                 std::ptr::null(),
             ),
         )?;
-        let compiled = sys::nvrtcCompileProgram(prog, option_ptrs.len() as c_int, option_ptrs.as_ptr());
+        let compiled =
+            sys::nvrtcCompileProgram(prog, option_ptrs.len() as c_int, option_ptrs.as_ptr());
         let log = program_log(prog);
         let result = if compiled != sys::nvrtcResult::NVRTC_SUCCESS {
             Err(error(format!(
@@ -97,11 +102,14 @@ pub fn compile(text: &str, name: &str, arch: &str) -> Result<Compiled> {
 
 unsafe fn program_log(prog: sys::nvrtcProgram) -> String {
     let mut size = 0usize;
-    if sys::nvrtcGetProgramLogSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+    if sys::nvrtcGetProgramLogSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS || size == 0
+    {
         return String::new();
     }
     let mut buf = vec![0u8; size];
-    if sys::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char) != sys::nvrtcResult::NVRTC_SUCCESS {
+    if sys::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char)
+        != sys::nvrtcResult::NVRTC_SUCCESS
+    {
         return String::new();
     }
     while buf.last() == Some(&0) {
@@ -114,7 +122,10 @@ unsafe fn cubin(prog: sys::nvrtcProgram) -> Result<Vec<u8>> {
     let mut size = 0usize;
     check("nvrtcGetCUBINSize", sys::nvrtcGetCUBINSize(prog, &mut size))?;
     let mut buf = vec![0u8; size];
-    check("nvrtcGetCUBIN", sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char))?;
+    check(
+        "nvrtcGetCUBIN",
+        sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char),
+    )?;
     Ok(buf)
 }
 
@@ -125,7 +136,10 @@ mod tests {
     #[test]
     fn an_architecture_is_checked_before_nvrtc_is_asked() {
         if !Library::Nvrtc.present() {
-            assert!(compile("", "m", "sm_90").unwrap_err().0.contains("libnvrtc.so"));
+            assert!(compile("", "m", "sm_90")
+                .unwrap_err()
+                .0
+                .contains("libnvrtc.so"));
             return;
         }
         assert!(compile("", "m", "90").unwrap_err().0.contains("sm_90"));
@@ -146,7 +160,11 @@ mod tests {
                 assert!(out.log.is_empty(), "{module} for {arch}: {}", out.log);
             }
         }
-        let broken = compile("extern \"C\" __global__ void k() { undefined_name; }", "b", "sm_90");
+        let broken = compile(
+            "extern \"C\" __global__ void k() { undefined_name; }",
+            "b",
+            "sm_90",
+        );
         assert!(broken.unwrap_err().0.contains("undefined_name"));
     }
 }

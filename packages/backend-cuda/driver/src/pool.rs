@@ -17,7 +17,11 @@ const LARGE_STEP: usize = 2 << 20;
 
 /// The size of the block that holds `bytes`.
 pub fn rounded(bytes: usize) -> usize {
-    let step = if bytes < (1 << 20) { SMALL_STEP } else { LARGE_STEP };
+    let step = if bytes < (1 << 20) {
+        SMALL_STEP
+    } else {
+        LARGE_STEP
+    };
     bytes.div_ceil(step).max(1) * step
 }
 

@@ -109,7 +109,9 @@ impl Device {
     #[new]
     #[pyo3(signature = (ordinal, cache_dir))]
     fn new(py: Python<'_>, ordinal: i32, cache_dir: Option<PathBuf>) -> PyResult<Self> {
-        let inner = detached(py, || riftco_cuda::Device::open(ordinal, CubinCache::new(cache_dir)))?;
+        let inner = detached(py, || {
+            riftco_cuda::Device::open(ordinal, CubinCache::new(cache_dir))
+        })?;
         Ok(Device { inner })
     }
 
@@ -171,7 +173,12 @@ impl Device {
     }
 
     /// Device memory holding `data` (the bytes of an array of `dtype`).
-    fn upload(&self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>, dtype: &str) -> PyResult<Buffer> {
+    fn upload(
+        &self,
+        py: Python<'_>,
+        data: PyReadonlyArray1<'_, u8>,
+        dtype: &str,
+    ) -> PyResult<Buffer> {
         let bytes = data.as_slice().map_err(|e| error(e.to_string()))?;
         let d = self.inner.clone();
         let b = detached(py, move || d.upload(bytes))?;
@@ -179,7 +186,13 @@ impl Device {
     }
 
     /// `nbytes` bytes of `src` from `offset`, as uint8 (waits for the stream).
-    fn download<'py>(&self, py: Python<'py>, src: &Buffer, offset: usize, nbytes: usize) -> PyResult<Bound<'py, PyArray1<u8>>> {
+    fn download<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Buffer,
+        offset: usize,
+        nbytes: usize,
+    ) -> PyResult<Bound<'py, PyArray1<u8>>> {
         let d = self.inner.clone();
         let s = src.inner.clone();
         let out = detached(py, move || d.download(&s, offset, nbytes))?;
@@ -187,7 +200,15 @@ impl Device {
     }
 
     /// Enqueue a copy of `nbytes` bytes from `src` at `src_offset` to `dst` at `dst_offset`.
-    fn copy(&self, py: Python<'_>, dst: &Buffer, dst_offset: usize, src: &Buffer, src_offset: usize, nbytes: usize) -> PyResult<()> {
+    fn copy(
+        &self,
+        py: Python<'_>,
+        dst: &Buffer,
+        dst_offset: usize,
+        src: &Buffer,
+        src_offset: usize,
+        nbytes: usize,
+    ) -> PyResult<()> {
         let (d, a, b) = (self.inner.clone(), dst.inner.clone(), src.inner.clone());
         detached(py, move || d.copy(&a, dst_offset, &b, src_offset, nbytes))
     }
@@ -199,6 +220,7 @@ impl Device {
     }
 
     /// Enqueue `module::kernel` over `grid` blocks of `block` threads.
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (module, kernel, grid, block, shared_bytes, args))]
     fn launch(
         &self,
@@ -213,7 +235,9 @@ impl Device {
         let args: Vec<Arg> = args.iter().map(|a| argument(&a)).collect::<PyResult<_>>()?;
         let d = self.inner.clone();
         let (module, kernel) = (module.to_string(), kernel.to_string());
-        detached(py, move || d.launch(&module, &kernel, grid, block, shared_bytes, &args))
+        detached(py, move || {
+            d.launch(&module, &kernel, grid, block, shared_bytes, &args)
+        })
     }
 
     /// Enqueue a batched column-major product `c[m, n] = op(a)[m, k] op(b)[k, n]`
@@ -236,11 +260,19 @@ impl Device {
         let element = match element {
             "float32" => Element::F32,
             "bfloat16" => Element::Bf16,
-            other => return Err(error(format!("gemm: expected float32 or bfloat16 operands, found {other}"))),
+            other => {
+                return Err(error(format!(
+                    "gemm: expected float32 or bfloat16 operands, found {other}"
+                )))
+            }
         };
         let d = self.inner.clone();
         let (ab, bb, cb) = (a.0.inner.clone(), b.0.inner.clone(), c.0.inner.clone());
-        let (a, b, c) = ((a.1, a.2, a.3, a.4), (b.1, b.2, b.3, b.4), (c.1, c.2, c.3, c.4));
+        let (a, b, c) = (
+            (a.1, a.2, a.3, a.4),
+            (b.1, b.2, b.3, b.4),
+            (c.1, c.2, c.3, c.4),
+        );
         detached(py, move || {
             fn op(buf: &riftco_cuda::Buffer, o: (usize, i64, i64, bool)) -> Operand<'_> {
                 Operand {
@@ -251,7 +283,17 @@ impl Device {
                     transpose: o.3,
                 }
             }
-            blas::gemm(&d, element, m, n, k, op(&ab, a), op(&bb, b), op(&cb, c), batch)
+            blas::gemm(
+                &d,
+                element,
+                m,
+                n,
+                k,
+                op(&ab, a),
+                op(&bb, b),
+                op(&cb, c),
+                batch,
+            )
         })
     }
 }
@@ -300,7 +342,11 @@ fn program_text(module: &str) -> PyResult<String> {
 
 /// Compile `module` for `arch` with the options the device uses: `(cubin, log)`.
 #[pyfunction]
-fn compile_module<'py>(py: Python<'py>, module: &str, arch: &str) -> PyResult<(Bound<'py, PyBytes>, String)> {
+fn compile_module<'py>(
+    py: Python<'py>,
+    module: &str,
+    arch: &str,
+) -> PyResult<(Bound<'py, PyBytes>, String)> {
     let text = program_text(module)?;
     let (module, arch) = (module.to_string(), arch.to_string());
     let out = detached(py, move || nvrtc::compile(&text, &module, &arch))?;
@@ -309,7 +355,12 @@ fn compile_module<'py>(py: Python<'py>, module: &str, arch: &str) -> PyResult<(B
 
 /// Compile any CUDA C `text` (named `name` in messages) for `arch`: `(cubin, log)`.
 #[pyfunction]
-fn compile_source<'py>(py: Python<'py>, text: String, name: String, arch: String) -> PyResult<(Bound<'py, PyBytes>, String)> {
+fn compile_source<'py>(
+    py: Python<'py>,
+    text: String,
+    name: String,
+    arch: String,
+) -> PyResult<(Bound<'py, PyBytes>, String)> {
     let out = detached(py, move || nvrtc::compile(&text, &name, &arch))?;
     Ok((PyBytes::new(py, &out.cubin), out.log))
 }
@@ -318,7 +369,12 @@ fn compile_source<'py>(py: Python<'py>, text: String, name: String, arch: String
 #[pyfunction]
 fn cache_key(module: &str, arch: &str, nvrtc_version: &str) -> PyResult<String> {
     let text = program_text(module)?;
-    Ok(kernels::cache_key(&text, arch, nvrtc_version, nvrtc::OPTIONS))
+    Ok(kernels::cache_key(
+        &text,
+        arch,
+        nvrtc_version,
+        nvrtc::OPTIONS,
+    ))
 }
 
 /// The default CUBIN cache folder (`RIFTCO_CUDA_CACHE`, else under `~/.cache`).

@@ -45,7 +45,9 @@ def test_forward_backward_and_adam_step_match_cpu(attention):
         np.testing.assert_allclose(grads_g[name], grads_c[name], rtol=1e-3, atol=1e-5, err_msg=name)
     assert stats_g.gradient_norm == pytest.approx(stats_c.gradient_norm, rel=1e-4)
     for name in params_c:
-        np.testing.assert_allclose(params_g[name], params_c[name], rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            params_g[name], params_c[name], rtol=1e-4, atol=1e-5, err_msg=name
+        )
     np.testing.assert_allclose(logits_g, logits_c, rtol=1e-3, atol=1e-4)
 
 

@@ -4,6 +4,25 @@ from os import PathLike
 from pathlib import Path
 from typing import final
 
+__all__ = [
+    "BUILD_ID",
+    "BUILD_ID_MARKER",
+    "NVRTC_OPTIONS",
+    "Buffer",
+    "Device",
+    "__version__",
+    "cache_key",
+    "compile_module",
+    "compile_source",
+    "default_cache_dir",
+    "device_count",
+    "kernel_modules",
+    "nvrtc_archs",
+    "nvrtc_version",
+    "probe_libraries",
+    "program_text",
+]
+
 import numpy as np
 import numpy.typing as npt
 

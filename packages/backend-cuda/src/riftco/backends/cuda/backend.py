@@ -21,9 +21,7 @@ from riftco.tensor import Backend, CapabilityMissing
 API_VERSION = (1, 4)
 
 
-class CudaBackend(
-    BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, Backend
-):
+class CudaBackend(BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, Backend):
     """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""
 
     name = "cuda"
@@ -45,8 +43,7 @@ class CudaBackend(
         )
         return (
             f"CUDA device {self.device.ordinal}: {self.device.name} ({self.device.arch}, "
-            f"{gib:.0f} GiB), NVRTC {_native.nvrtc_version()}"
-            + (f"; {found}" if found else "")
+            f"{gib:.0f} GiB), NVRTC {_native.nvrtc_version()}" + (f"; {found}" if found else "")
         )
 
     def _missing(self, capability: str) -> CapabilityMissing:

@@ -53,7 +53,9 @@ class LibrarySearch:
 def wheel_library_dirs() -> list[Path]:
     """``RIFTCO_CUDA_LIBRARY_PATH``, then every ``nvidia/*/lib`` under the import path
     and the site-packages folders, in order, without repeats."""
-    dirs: list[Path] = [Path(p) for p in os.environ.get(LIBRARY_PATH_VAR, "").split(os.pathsep) if p]
+    dirs: list[Path] = [
+        Path(p) for p in os.environ.get(LIBRARY_PATH_VAR, "").split(os.pathsep) if p
+    ]
     roots: list[str] = list(sys.path)
     try:
         roots += site.getsitepackages() + [site.getusersitepackages()]

@@ -25,7 +25,9 @@ def _dims(q_shape: Shape, kv_shape: Shape) -> tuple[int, int, int, int, int, int
     b, t, h, dh = (int(x) for x in q_shape)
     s, hkv = int(kv_shape[1]), int(kv_shape[2])
     if dh > MAX_HEAD_DIM:
-        raise CudaError(f"attention on cuda takes a head dimension up to {MAX_HEAD_DIM}, found {dh}")
+        raise CudaError(
+            f"attention on cuda takes a head dimension up to {MAX_HEAD_DIM}, found {dh}"
+        )
     return b, t, s, h, hkv, dh
 
 
@@ -42,7 +44,24 @@ class AttentionOps:
         self.kernels.rows(
             _FORWARD,
             b * h * t,
-            [q, k, v, out, probs, row_max, row_sum, b, t, s, h, hkv, dh, float(scale), int(causal), int(window)],
+            [
+                q,
+                k,
+                v,
+                out,
+                probs,
+                row_max,
+                row_sum,
+                b,
+                t,
+                s,
+                h,
+                hkv,
+                dh,
+                float(scale),
+                int(causal),
+                int(window),
+            ],
             block=TILE,
         )
         return out, probs, row_max, row_sum
@@ -52,24 +71,35 @@ class AttentionOps:
         return out, probs
 
     def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
-        out, _, row_max, row_sum = self._forward(q, k, v, q_shape, kv_shape, scale, causal, window, False)
+        out, _, row_max, row_sum = self._forward(
+            q, k, v, q_shape, kv_shape, scale, causal, window, False
+        )
         return out, row_max, row_sum
 
-    def _backward(self, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window):
+    def _backward(
+        self, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dq = self.kernels.alloc(q_shape, "float32")
         dk = self.kernels.alloc(kv_shape, "float32")
         dv = self.kernels.alloc(kv_shape, "float32")
         delta = self.kernels.alloc((b, h, t), "float32")
         common = [b, t, s, h, hkv, dh, float(scale), int(causal), int(window)]
-        self.kernels.rows(_DQ, b * h * t, [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common], block=TILE)
         self.kernels.rows(
-            _DKV, b * hkv * s, [dout, q, k, v, probs, row_max, row_sum, delta, dk, dv, *common], block=TILE
+            _DQ, b * h * t, [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common], block=TILE
+        )
+        self.kernels.rows(
+            _DKV,
+            b * hkv * s,
+            [dout, q, k, v, probs, row_max, row_sum, delta, dk, dv, *common],
+            block=TILE,
         )
         return dq, dk, dv
 
     def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
-        return self._backward(dout, q, k, v, probs, None, None, q_shape, kv_shape, scale, causal, window)
+        return self._backward(
+            dout, q, k, v, probs, None, None, q_shape, kv_shape, scale, causal, window
+        )
 
     def flash_attention_backward(
         self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
@@ -95,7 +125,9 @@ class AttentionOps:
     ):
         n, h, dh = (int(x) for x in q_shape)
         if dh > MAX_HEAD_DIM:
-            raise CudaError(f"attention on cuda takes a head dimension up to {MAX_HEAD_DIM}, found {dh}")
+            raise CudaError(
+                f"attention on cuda takes a head dimension up to {MAX_HEAD_DIM}, found {dh}"
+            )
         out = self.kernels.alloc(q_shape, "float32")
         if n == 0:
             return out
@@ -104,8 +136,22 @@ class AttentionOps:
             _RAGGED,
             n * h,
             [
-                q, k, v, out, self.kernels.upload_i64(meta), table, table_cols, page_size, pages,
-                n, h, hkv, dh, float(scale), int(window), flag,
+                q,
+                k,
+                v,
+                out,
+                self.kernels.upload_i64(meta),
+                table,
+                table_cols,
+                page_size,
+                pages,
+                n,
+                h,
+                hkv,
+                dh,
+                float(scale),
+                int(window),
+                flag,
             ],
             block=TILE,
         )
@@ -137,8 +183,18 @@ class AttentionOps:
         pages, page_size, hkv = (int(x) for x in pages_shape[:3])
         meta = _meta(int(q_shape[0]), q_starts, q_counts, kv_lengths, None)
         return self._ragged(
-            q, q_shape, k_pages, v_pages, hkv, meta, page_table, int(table_shape[1]), page_size, pages,
-            scale, window,
+            q,
+            q_shape,
+            k_pages,
+            v_pages,
+            hkv,
+            meta,
+            page_table,
+            int(table_shape[1]),
+            page_size,
+            pages,
+            scale,
+            window,
         )
 
 

@@ -32,7 +32,10 @@ REDUCE_OPS = "sum mean max min sum_squares".split()
 _UNARY_F32 = kernel("elementwise", "unary_f32")
 _UNARY_I64 = kernel("elementwise", "unary_i64")
 _NOT = kernel("elementwise", "logical_not_b")
-_BINARY = {"float32": kernel("elementwise", "binary_f32"), "int64": kernel("elementwise", "binary_i64")}
+_BINARY = {
+    "float32": kernel("elementwise", "binary_f32"),
+    "int64": kernel("elementwise", "binary_i64"),
+}
 _COMPARE = {
     "float32": kernel("elementwise", "compare_f32"),
     "int64": kernel("elementwise", "compare_i64"),
@@ -111,7 +114,9 @@ class BaseOps:
         for x, shape in zip(xs, shapes):
             outer, rows, inner = outer_inner(shape, axis)
             n = outer * rows * inner
-            self.kernels.launch(_PLACE[itemsize(dtype)], n, [x, out, outer, rows, inner, total, first])
+            self.kernels.launch(
+                _PLACE[itemsize(dtype)], n, [x, out, outer, rows, inner, total, first]
+            )
             first += rows
         return out
 
@@ -130,9 +135,7 @@ class BaseOps:
         return out
 
     def _broadcast_args(self, out_shape: Shape, *shapes: Shape) -> list:
-        merged, strides = coalesce(
-            out_shape, *(broadcast_strides(s, out_shape) for s in shapes)
-        )
+        merged, strides = coalesce(out_shape, *(broadcast_strides(s, out_shape) for s in shapes))
         return [dims(merged, 1), *(dims(s, 0) for s in strides), len(merged)]
 
     def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):

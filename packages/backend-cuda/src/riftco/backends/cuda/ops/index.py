@@ -68,7 +68,9 @@ class IndexOps:
         out = self.kernels.alloc(index_shape, dtype)
         flag = self.kernels.flag()
         total = count(index_shape)
-        self.kernels.launch(_GATHER[itemsize(dtype)], total, [x, indices, out, outer, n, m, inner, flag])
+        self.kernels.launch(
+            _GATHER[itemsize(dtype)], total, [x, indices, out, outer, n, m, inner, flag]
+        )
         self.kernels.check_index(flag, indices, "gather", n)
         return out
 
@@ -79,7 +81,9 @@ class IndexOps:
         out = self._copy_of(base, shape, "float32")
         total = count(index_shape)
         flag = self._check_all(indices, total, n, "scatter_add")
-        self.kernels.launch(_SCATTER_ADD, outer * inner, [indices, src, out, outer, n, m, inner, flag])
+        self.kernels.launch(
+            _SCATTER_ADD, outer * inner, [indices, src, out, outer, n, m, inner, flag]
+        )
         self.kernels.check_index(flag, indices, "scatter_add", n)
         return out
 
@@ -89,6 +93,8 @@ class IndexOps:
         rows_count = rows.nbytes // 8
         flag = self._check_all(rows, rows_count, n_rows, "write_rows")
         self.kernels.launch(
-            _WRITE_ROWS[itemsize(dtype)], rows_count * width, [dst, rows, src, rows_count, width, flag]
+            _WRITE_ROWS[itemsize(dtype)],
+            rows_count * width,
+            [dst, rows, src, rows_count, width, flag],
         )
         self.kernels.check_index(flag, rows, "write_rows", n_rows)

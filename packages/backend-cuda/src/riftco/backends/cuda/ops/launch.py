@@ -106,9 +106,7 @@ def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[in
     return [0 if n == 1 and o != 1 else s for n, o, s in zip(full, out_shape, strides)]
 
 
-def coalesce(
-    shape: Sequence[int], *strides: Sequence[int]
-) -> tuple[list[int], list[list[int]]]:
+def coalesce(shape: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], list[list[int]]]:
     """Merge adjacent axes that every operand walks contiguously, so that most
     views fit in MAX_DIMS axes; drops size-1 axes."""
     keep = [d for d, n in enumerate(shape) if n != 1]
@@ -130,8 +128,7 @@ def coalesce(
 def dims(values: Sequence[int], fill: int) -> tuple[int, ...]:
     if len(values) > MAX_DIMS:
         raise CudaError(
-            f"cuda kernels take views of at most {MAX_DIMS} axes after merging, found "
-            f"{len(values)}"
+            f"cuda kernels take views of at most {MAX_DIMS} axes after merging, found {len(values)}"
         )
     return tuple(int(v) for v in values) + (fill,) * (MAX_DIMS - len(values))
 

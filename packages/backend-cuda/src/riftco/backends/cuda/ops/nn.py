@@ -54,7 +54,19 @@ class NnOps:
         self.kernels.rows(
             _LAYER_NORM,
             rows,
-            [x, weight, bias, y, mean, rstd, rows, d, float(eps), int(weight is not None), int(bias is not None)],
+            [
+                x,
+                weight,
+                bias,
+                y,
+                mean,
+                rstd,
+                rows,
+                d,
+                float(eps),
+                int(weight is not None),
+                int(bias is not None),
+            ],
         )
         return y, mean, rstd
 
@@ -80,13 +92,17 @@ class NnOps:
     def rms_norm_backward(self, dy, x, shape: Shape, weight, rstd):
         rows, d = _rows(shape)
         dx = self.kernels.alloc(shape, "float32")
-        self.kernels.rows(_RMS_NORM_DX, rows, [dy, x, weight, rstd, dx, rows, d, int(weight is not None)])
+        self.kernels.rows(
+            _RMS_NORM_DX, rows, [dy, x, weight, rstd, dx, rows, d, int(weight is not None)]
+        )
         dw = self._param_grad(dy, x, None, rstd, rows, d, 0) if weight is not None else None
         return dx, dw
 
     def activation_backward(self, op: str, x, dy, shape: Shape):
         if op not in ACTIVATIONS:
-            raise CudaError(f"activation_backward on cuda has {', '.join(ACTIVATIONS)}, found {op!r}")
+            raise CudaError(
+                f"activation_backward on cuda has {', '.join(ACTIVATIONS)}, found {op!r}"
+            )
         n = count(shape)
         dx = self.kernels.alloc(shape, "float32")
         self.kernels.launch(_ACTIVATION_BACKWARD, n, [x, dy, dx, n, ACTIVATIONS.index(op)])
@@ -98,7 +114,9 @@ class NnOps:
         lse = self.kernels.alloc((rows,), "float32")
         flag = self.kernels.flag()
         self.kernels.rows(
-            _CROSS_ENTROPY, rows, [logits, targets, losses, lse, rows, classes, int(ignore_index), flag]
+            _CROSS_ENTROPY,
+            rows,
+            [logits, targets, losses, lse, rows, classes, int(ignore_index), flag],
         )
         row = self.kernels.first_bad(flag)
         if row is not None:
@@ -123,7 +141,9 @@ class NnOps:
         rows, heads, dh = count(shape[:-2]), int(shape[-2]), int(shape[-1])
         y = self.kernels.alloc(shape, "float32")
         self.kernels.launch(
-            _ROTARY, rows * heads * (dh // 2), [x, positions, y, rows, heads, dh, float(theta), int(inverse)]
+            _ROTARY,
+            rows * heads * (dh // 2),
+            [x, positions, y, rows, heads, dh, float(theta), int(inverse)],
         )
         return y
 

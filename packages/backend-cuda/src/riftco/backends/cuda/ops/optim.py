@@ -17,8 +17,14 @@ _COMMIT = kernel("optim", "adam_commit")
 
 
 def coefficients(
-    lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, decoupled: bool,
-    step: int, grad_scale: float,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+    decoupled: bool,
+    step: int,
+    grad_scale: float,
 ) -> list[float]:
     """The float32 coefficients of one parameter, computed in float64 as the CPU
     kernel does (Python's ``beta ** step``)."""
@@ -63,8 +69,7 @@ class OptimOps:
         lists = (grads, m, v, sizes, lr, beta1, beta2, eps, weight_decay, step)
         if any(len(x) != n for x in lists):
             raise CudaError(
-                f"adam_update: expected {n} entries everywhere, found "
-                f"{[len(x) for x in lists]}"
+                f"adam_update: expected {n} entries everywhere, found {[len(x) for x in lists]}"
             )
         if n == 0:
             return None
@@ -83,8 +88,14 @@ class OptimOps:
                 if buf.nbytes < 4 * size:
                     raise CudaError(f"adam_update: parameter {i} holds fewer than {size} elements")
             coef[i] = coefficients(
-                float(lr[i]), float(beta1[i]), float(beta2[i]), float(eps[i]),
-                float(weight_decay[i]), bool(decoupled), int(step[i]), float(grad_scale),
+                float(lr[i]),
+                float(beta1[i]),
+                float(beta2[i]),
+                float(eps[i]),
+                float(weight_decay[i]),
+                bool(decoupled),
+                int(step[i]),
+                float(grad_scale),
             )
             for j, (pm, pv) in enumerate(zip(pages_m, pages_v)):
                 first = j * page_size
@@ -94,7 +105,14 @@ class OptimOps:
                 if pm.nbytes < 4 * elements or pv.nbytes < 4 * elements:
                     raise CudaError(f"adam_update: moment page {j} of parameter {i} is too small")
                 segments.append(
-                    [params[i].ptr + 4 * first, grads[i].ptr + 4 * first, pm.ptr, pv.ptr, elements, i]
+                    [
+                        params[i].ptr + 4 * first,
+                        grads[i].ptr + 4 * first,
+                        pm.ptr,
+                        pv.ptr,
+                        elements,
+                        i,
+                    ]
                 )
         flags = self.device.alloc(4 * n, "uint32")
         self.device.zero(flags)
@@ -104,9 +122,27 @@ class OptimOps:
             coef_buf = self.kernels.upload(coef, "float32")
             longest = max(s[4] for s in segments)
             grid = (min(-(-longest // BLOCK), 1024), min(len(segments), MAX_BLOCKS - 1), 1)
-            self.device.launch(_CHECK.module, _CHECK.name, grid, (BLOCK, 1, 1), 0, [table, coef_buf, flags, len(segments)])
-            self.device.launch(_FIRST_BAD.module, _FIRST_BAD.name, (1, 1, 1), (1, 1, 1), 0, [flags, n, bad])
-            self.device.launch(_COMMIT.module, _COMMIT.name, grid, (BLOCK, 1, 1), 0, [table, coef_buf, bad, len(segments)])
+            self.device.launch(
+                _CHECK.module,
+                _CHECK.name,
+                grid,
+                (BLOCK, 1, 1),
+                0,
+                [table, coef_buf, flags, len(segments)],
+            )
+            self.device.launch(
+                _FIRST_BAD.module, _FIRST_BAD.name, (1, 1, 1), (1, 1, 1), 0, [flags, n, bad]
+            )
+            self.device.launch(
+                _COMMIT.module,
+                _COMMIT.name,
+                grid,
+                (BLOCK, 1, 1),
+                0,
+                [table, coef_buf, bad, len(segments)],
+            )
         else:
-            self.device.launch(_FIRST_BAD.module, _FIRST_BAD.name, (1, 1, 1), (1, 1, 1), 0, [flags, n, bad])
+            self.device.launch(
+                _FIRST_BAD.module, _FIRST_BAD.name, (1, 1, 1), (1, 1, 1), 0, [flags, n, bad]
+            )
         return self.kernels.first_bad(bad)

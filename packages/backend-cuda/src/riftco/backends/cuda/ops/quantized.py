@@ -16,7 +16,9 @@ class QuantizedOps:
     kernels: Launcher
     device: _native.Device
 
-    def nf4_dequantize(self, codes, absmax, group_range, offset: float, w_shape: Shape, block_size: int):
+    def nf4_dequantize(
+        self, codes, absmax, group_range, offset: float, w_shape: Shape, block_size: int
+    ):
         n = count(w_shape)
         out = self.kernels.alloc(w_shape, "float32")
         self.kernels.launch(
@@ -25,8 +27,16 @@ class QuantizedOps:
         return out
 
     def nf4_linear(
-        self, x, x_shape: Shape, codes, absmax, group_range, offset: float, w_shape: Shape,
-        block_size: int, bias,
+        self,
+        x,
+        x_shape: Shape,
+        codes,
+        absmax,
+        group_range,
+        offset: float,
+        w_shape: Shape,
+        block_size: int,
+        bias,
     ):
         rows, cols = int(w_shape[0]), int(w_shape[1])
         m = count(x_shape[:-1])
@@ -39,7 +49,14 @@ class QuantizedOps:
         return y
 
     def nf4_linear_backward(
-        self, dy, dy_shape: Shape, codes, absmax, group_range, offset: float, w_shape: Shape,
+        self,
+        dy,
+        dy_shape: Shape,
+        codes,
+        absmax,
+        group_range,
+        offset: float,
+        w_shape: Shape,
         block_size: int,
     ):
         rows, cols = int(w_shape[0]), int(w_shape[1])
