@@ -51,5 +51,6 @@ def test_shared_tensor_suite_runs_on_cuda():
     _run([str(suite), "-k", "cuda"])
 
 
-def test_tiny_model_matches_cpu():
-    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / "check_model.py")])
+@pytest.mark.parametrize("check", ["check_model.py", "check_jobs.py"])
+def test_models_and_jobs_match_cpu(check):
+    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / check)])
