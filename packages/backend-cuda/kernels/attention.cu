@@ -1,8 +1,8 @@
 // Attention: q [B, T, H, Dh], k and v [B, S, Hkv, Dh]; query head h reads
 // key/value head h / (H / Hkv). With `causal`, query t sits at position
 // S - T + t and sees keys up to it; a `window` w > 0 also hides keys w or more
-// positions back. One block of TILE threads per query row (or key row in the
-// key/value gradient), keys in tiles of TILE with an online softmax, so memory
+// positions back. One block (of at most TILE threads) per query row (or key row in the
+// key/value gradient), keys in tiles of blockDim.x with an online softmax, so memory
 // is linear in the sequence length; every sum has a fixed order.
 
 #define TILE 128
@@ -53,7 +53,7 @@ __device__ void attend_row(const float* qrow, const float* k, const float* v, fl
     __syncthreads();
     float m = NEG_INF;
     double l = 0.0;
-    for (i64 s0 = 0; s0 < len; s0 += TILE) {
+    for (i64 s0 = 0; s0 < len; s0 += blockDim.x) {
         i64 s = s0 + threadIdx.x;
         float score = NEG_INF;
         i64 r = -1;
@@ -71,7 +71,7 @@ __device__ void attend_row(const float* qrow, const float* k, const float* v, fl
         l = l * (double)alpha + tile_sum;
         for (i64 d = threadIdx.x; d < dh; d += blockDim.x) {
             float a = acc[d] * alpha;
-            for (i64 j = 0; j < TILE && s0 + j < len; ++j) {
+            for (i64 j = 0; j < (i64)blockDim.x && s0 + j < len; ++j) {
                 if (ps[j] != 0.0f) a += ps[j] * v[(krow[j] * hkv + g) * dh + d];
             }
             acc[d] = a;
@@ -149,7 +149,7 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
             part += (double)p * (double)dot(dos, v + ((b * s_ + s) * hkv + g) * dh, dh);
         }
         float dl = (float)block_sum(part, dscratch);
-        for (i64 s0 = 0; s0 < s_; s0 += TILE) {
+        for (i64 s0 = 0; s0 < s_; s0 += blockDim.x) {
             i64 s = s0 + threadIdx.x;
             float ds = 0.0f;
             if (s < s_ && sees(pos, s, causal, window)) {
@@ -161,7 +161,7 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
             __syncthreads();
             for (i64 d = threadIdx.x; d < dh; d += blockDim.x) {
                 float a = acc[d];
-                for (i64 j = 0; j < TILE && s0 + j < s_; ++j) {
+                for (i64 j = 0; j < (i64)blockDim.x && s0 + j < s_; ++j) {
                     if (dss[j] != 0.0f) a += dss[j] * k[((b * s_ + s0 + j) * hkv + g) * dh + d];
                 }
                 acc[d] = a;
@@ -194,7 +194,7 @@ extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, 
         for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { ks[d] = k[at + d]; vs[d] = v[at + d]; dka[d] = 0.0f; dva[d] = 0.0f; }
         __syncthreads();
         for (i64 h = g * group; h < (g + 1) * group; ++h) {
-            for (i64 t0 = 0; t0 < t_; t0 += TILE) {
+            for (i64 t0 = 0; t0 < t_; t0 += blockDim.x) {
                 i64 t = t0 + threadIdx.x;
                 float p = 0.0f, ds = 0.0f;
                 if (t < t_ && sees(s_ - t_ + t, s, causal, window)) {
@@ -208,7 +208,7 @@ extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, 
                 __syncthreads();
                 for (i64 d = threadIdx.x; d < dh; d += blockDim.x) {
                     float a = dva[d], c = dka[d];
-                    for (i64 j = 0; j < TILE && t0 + j < t_; ++j) {
+                    for (i64 j = 0; j < (i64)blockDim.x && t0 + j < t_; ++j) {
                         i64 qa = ((b * t_ + t0 + j) * h_ + h) * dh + d;
                         if (pss[j] != 0.0f) a += pss[j] * dout[qa];
                         if (dss[j] != 0.0f) c += dss[j] * q[qa];

@@ -97,12 +97,26 @@ def test_matmul_batch_plans_cover_each_product_once(ba, bb):
 
 
 def test_ragged_rows_know_their_sequence_keys_and_position():
-    meta = _meta(5, [0, 2], [2, 3], [4, 3], [10, 20])
+    meta = _meta(5, [0, 2], [2, 3], [4, 3], [10, 20], 23)
     np.testing.assert_array_equal(
         meta,
         [[0, 10, 4, 2], [0, 10, 4, 3], [1, 20, 3, 0], [1, 20, 3, 1], [1, 20, 3, 2]],
     )
-    assert (_meta(1, [0], [1], [7], None)[0] == [0, 0, 7, 6]).all()
+    assert (_meta(1, [0], [1], [7], None, 8)[0] == [0, 0, 7, 6]).all()
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ((4, [0], [3], [4], [0], 4), "query row 3 belongs to 0"),
+        ((2, [0, 0], [2, 2], [2, 2], [0, 2], 4), "query row 0 belongs to 2"),
+        ((2, [0], [2], [1], [0], 4), "does not fit"),
+        ((2, [0], [2], [3], [2], 4), "does not fit"),
+    ],
+)
+def test_ragged_rows_refuse_what_does_not_fit(args, match):
+    with pytest.raises(CudaError, match=match):
+        _meta(*args)
 
 
 def test_adam_coefficients_follow_the_cpu_kernel():

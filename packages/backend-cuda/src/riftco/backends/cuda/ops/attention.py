@@ -9,7 +9,7 @@ import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import TILE, Launcher, kernel
+from riftco.backends.cuda.ops.launch import Launcher, kernel
 from riftco.tensor.backend import Shape
 
 #: The largest head dimension the kernels hold in shared memory.
@@ -22,6 +22,11 @@ _RAGGED = kernel("attention", "attention_ragged_f32")
 
 
 def _dims(q_shape: Shape, kv_shape: Shape) -> tuple[int, int, int, int, int, int]:
+    if len(q_shape) != 4 or len(kv_shape) != 4:
+        raise CudaError(
+            f"attention: expected q [B, T, H, Dh] and k, v [B, S, Hkv, Dh], found "
+            f"{list(q_shape)} and {list(kv_shape)}"
+        )
     b, t, h, dh = (int(x) for x in q_shape)
     s, hkv = int(kv_shape[1]), int(kv_shape[2])
     if dh > MAX_HEAD_DIM:
@@ -62,7 +67,7 @@ class AttentionOps:
                 int(causal),
                 int(window),
             ],
-            block=TILE,
+            tiled=True,
         )
         return out, probs, row_max, row_sum
 
@@ -86,13 +91,13 @@ class AttentionOps:
         delta = self.kernels.alloc((b, h, t), "float32")
         common = [b, t, s, h, hkv, dh, float(scale), int(causal), int(window)]
         self.kernels.rows(
-            _DQ, b * h * t, [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common], block=TILE
+            _DQ, b * h * t, [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common], tiled=True
         )
         self.kernels.rows(
             _DKV,
             b * hkv * s,
             [dout, q, k, v, probs, row_max, row_sum, delta, dk, dv, *common],
-            block=TILE,
+            tiled=True,
         )
         return dq, dk, dv
 
@@ -123,6 +128,8 @@ class AttentionOps:
         scale: float,
         window: int,
     ):
+        if len(q_shape) != 3:
+            raise CudaError(f"attention: expected q [N, H, Dh], found {list(q_shape)}")
         n, h, dh = (int(x) for x in q_shape)
         if dh > MAX_HEAD_DIM:
             raise CudaError(
@@ -153,7 +160,7 @@ class AttentionOps:
                 int(window),
                 flag,
             ],
-            block=TILE,
+            tiled=True,
         )
         if flag is not None:
             self.kernels.check_index(flag, table, "paged_attention", pages)
@@ -162,7 +169,9 @@ class AttentionOps:
     def attention_varlen(
         self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
     ):
-        meta = _meta(int(q_shape[0]), q_starts, q_counts, kv_lengths, kv_starts)
+        if len(kv_shape) != 3:
+            raise CudaError(f"attention_varlen: expected k, v [M, Hkv, Dh], found {list(kv_shape)}")
+        meta = _meta(int(q_shape[0]), q_starts, q_counts, kv_lengths, kv_starts, int(kv_shape[0]))
         return self._ragged(q, q_shape, k, v, int(kv_shape[1]), meta, None, 0, 1, 0, scale, window)
 
     def paged_attention(
@@ -181,7 +190,9 @@ class AttentionOps:
         window,
     ):
         pages, page_size, hkv = (int(x) for x in pages_shape[:3])
-        meta = _meta(int(q_shape[0]), q_starts, q_counts, kv_lengths, None)
+        meta = _meta(
+            int(q_shape[0]), q_starts, q_counts, kv_lengths, None, page_size * int(table_shape[1])
+        )
         return self._ragged(
             q,
             q_shape,
@@ -204,17 +215,41 @@ def _meta(
     q_counts: Sequence[int],
     kv_lengths: Sequence[int],
     kv_starts: Sequence[int] | None,
+    kv_rows: int,
 ) -> np.ndarray:
-    """Per query row: (sequence, first key row, key count, position)."""
+    """Per query row: (sequence, first key row, key count, position). The query rows
+    must be covered once, and each sequence's keys exist and outnumber its queries."""
+    if not len(q_starts) == len(q_counts) == len(kv_lengths) or (
+        kv_starts is not None and len(kv_starts) != len(q_starts)
+    ):
+        raise CudaError("attention: one start, count and length per sequence")
     meta = np.zeros((n, 4), dtype=np.int64)
+    covered = np.zeros(n, dtype=np.int64)
     for j, (start, rows, length) in enumerate(zip(q_starts, q_counts, kv_lengths)):
-        rows, length = int(rows), int(length)
+        rows, length, start = int(rows), int(length), int(start)
+        first = int(kv_starts[j]) if kv_starts is not None else 0
+        if (
+            rows < 0
+            or start < 0
+            or start + rows > n
+            or rows > length
+            or first < 0
+            or first + length > kv_rows
+        ):
+            raise CudaError(
+                f"attention: sequence {j} (queries {start}:+{rows}, keys {first}:+{length}) does "
+                f"not fit {n} query rows and {kv_rows} key rows"
+            )
+        covered[start : start + rows] += 1
         local = np.arange(rows, dtype=np.int64)
         block = meta[int(start) : int(start) + rows]
         block[:, 0] = j
-        block[:, 1] = int(kv_starts[j]) if kv_starts is not None else 0
+        block[:, 1] = first
         block[:, 2] = length
         block[:, 3] = length - rows + local
+    if (covered != 1).any():
+        row = int(np.flatnonzero(covered != 1)[0])
+        raise CudaError(f"attention: query row {row} belongs to {covered[row]} sequences, not one")
     return meta
 
 

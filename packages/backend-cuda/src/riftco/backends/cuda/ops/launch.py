@@ -80,9 +80,9 @@ def count(shape: Sequence[int]) -> int:
     return n
 
 
-def grid(n: int) -> tuple[int, int, int]:
+def grid(n: int, block: int = BLOCK) -> tuple[int, int, int]:
     """Blocks for a grid-stride loop over n elements (0: nothing runs)."""
-    return (min((n + BLOCK - 1) // BLOCK, MAX_BLOCKS), 1, 1)
+    return (min((n + block - 1) // block, MAX_BLOCKS), 1, 1)
 
 
 def row_grid(rows: int) -> tuple[int, int, int]:
@@ -139,10 +139,13 @@ def outer_inner(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
 
 
 class Launcher:
-    """The device and how ops enqueue work on it."""
+    """The device and how ops enqueue work on it. ``block`` and ``tile`` are the
+    threads of a block (powers of two up to BLOCK and TILE: the kernels size
+    their shared memory for those and loop over blockDim)."""
 
-    def __init__(self, device: _native.Device):
+    def __init__(self, device: _native.Device, block: int = BLOCK, tile: int = TILE):
         self.device = device
+        self.block, self.tile = block, tile
 
     def alloc(self, shape: Sequence[int], dtype: DType | str) -> _native.Buffer:
         name = dtype if isinstance(dtype, str) else dtype.value
@@ -157,10 +160,11 @@ class Launcher:
 
     def launch(self, k: Kernel, n: int, args: list) -> None:
         """A grid-stride launch over n elements."""
-        self.device.launch(k.module, k.name, grid(n), (BLOCK, 1, 1), 0, args)
+        self.device.launch(k.module, k.name, grid(n, self.block), (self.block, 1, 1), 0, args)
 
-    def rows(self, k: Kernel, rows: int, args: list, block: int = BLOCK) -> None:
-        """One block per row (grid-stride over rows)."""
+    def rows(self, k: Kernel, rows: int, args: list, tiled: bool = False) -> None:
+        """One block per row (grid-stride over rows); ``tiled``: an attention kernel."""
+        block = self.tile if tiled else self.block
         self.device.launch(k.module, k.name, row_grid(rows), (block, 1, 1), 0, args)
 
     def flag(self) -> _native.Buffer:

@@ -22,6 +22,8 @@ _ACTIVATION_BACKWARD = kernel("norm", "activation_backward_f32")
 _CROSS_ENTROPY = kernel("loss", "cross_entropy_f32")
 _CROSS_ENTROPY_BACKWARD = kernel("loss", "cross_entropy_backward_f32")
 _ROTARY = kernel("loss", "rotary_f32")
+_CHECK_INDICES = kernel("index", "check_indices")
+_NO_UPPER_BOUND = (1 << 63) - 1
 
 
 def _rows(shape: Shape) -> tuple[int, int]:
@@ -139,6 +141,12 @@ class NnOps:
 
     def rotary(self, x, shape: Shape, positions, theta: float, inverse: bool):
         rows, heads, dh = count(shape[:-2]), int(shape[-2]), int(shape[-1])
+        flag = self.kernels.flag()
+        self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])
+        row = self.kernels.first_bad(flag)
+        if row is not None:
+            position = self.kernels.read_i64(positions, row)
+            raise CudaError(f"rotary: position {position} of row {row} is negative")
         y = self.kernels.alloc(shape, "float32")
         self.kernels.launch(
             _ROTARY,

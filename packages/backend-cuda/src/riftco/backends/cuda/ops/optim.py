@@ -9,7 +9,7 @@ import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import BLOCK, MAX_BLOCKS, Launcher, kernel
+from riftco.backends.cuda.ops.launch import MAX_BLOCKS, Launcher, kernel
 
 _CHECK = kernel("optim", "adam_check")
 _FIRST_BAD = kernel("optim", "adam_first_bad")
@@ -77,8 +77,16 @@ class OptimOps:
         coef = np.zeros((n, 10), dtype=np.float32)
         for i in range(n):
             size = int(sizes[i])
+            if int(step[i]) < 1:
+                raise CudaError(
+                    f"adam_update: step counts from 1, found {step[i]} for parameter {i}"
+                )
+            if page_size < 1:
+                raise CudaError(
+                    f"adam_update: expected a page size of at least 1, found {page_size}"
+                )
             pages_m, pages_v = list(m[i]), list(v[i])
-            expected = max(1, -(-size // page_size)) if page_size > 0 else 1
+            expected = max(1, -(-size // page_size))
             if len(pages_m) != expected or len(pages_v) != expected:
                 raise CudaError(
                     f"adam_update: parameter {i} of {size} elements needs {expected} moment "
@@ -99,11 +107,14 @@ class OptimOps:
             )
             for j, (pm, pv) in enumerate(zip(pages_m, pages_v)):
                 first = j * page_size
-                elements = min(page_size, size - first) if page_size > 0 else size
-                if elements <= 0:
+                elements = max(0, min(page_size, size - first))
+                if pm.nbytes != 4 * elements or pv.nbytes != 4 * elements:
+                    raise CudaError(
+                        f"adam_update: moment page {j} of parameter {i} must hold {elements} "
+                        f"elements, found {pm.nbytes // 4} and {pv.nbytes // 4}"
+                    )
+                if elements == 0:
                     continue
-                if pm.nbytes < 4 * elements or pv.nbytes < 4 * elements:
-                    raise CudaError(f"adam_update: moment page {j} of parameter {i} is too small")
                 segments.append(
                     [
                         params[i].ptr + 4 * first,
@@ -121,12 +132,13 @@ class OptimOps:
             table = self.kernels.upload(np.array(segments, dtype=np.uint64).view(np.int64), "int64")
             coef_buf = self.kernels.upload(coef, "float32")
             longest = max(s[4] for s in segments)
-            grid = (min(-(-longest // BLOCK), 1024), min(len(segments), MAX_BLOCKS - 1), 1)
+            block = self.kernels.block
+            grid = (min(-(-longest // block), 1024), min(len(segments), MAX_BLOCKS - 1), 1)
             self.device.launch(
                 _CHECK.module,
                 _CHECK.name,
                 grid,
-                (BLOCK, 1, 1),
+                (block, 1, 1),
                 0,
                 [table, coef_buf, flags, len(segments)],
             )
@@ -137,7 +149,7 @@ class OptimOps:
                 _COMMIT.module,
                 _COMMIT.name,
                 grid,
-                (BLOCK, 1, 1),
+                (block, 1, 1),
                 0,
                 [table, coef_buf, bad, len(segments)],
             )
