@@ -82,7 +82,9 @@ PYTEST=("$PY" -m pytest -q -p no:cacheprovider --maxfail=25)
 # Every capability against its numpy formula, on cuda.
 run tensor-suite 150 "${PYTEST[@]}" packages/tensor/tests -k cuda
 # This package: discovery, the NVRTC compile check, the tiny model, the jobs.
+# (The host emulation of the kernels, test_on_emulator.py, is CI's; not here.)
 run cuda-tests 170 "${PYTEST[@]}" packages/backend-cuda/tests \
+    --ignore=packages/backend-cuda/tests/test_on_emulator.py \
     --deselect packages/backend-cuda/tests/test_on_gpu.py::test_shared_tensor_suite_runs_on_cuda
 # Throughput next to PyTorch (figures only).
 run bench 150 "$PY" bench/bench_cuda.py --batch 4 --steps 4 --rounds 2 --decode 64
