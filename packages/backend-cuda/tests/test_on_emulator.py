@@ -51,8 +51,9 @@ def test_shared_tensor_suite_runs_on_the_emulated_kernels():
     _run([str(suite), "-k", "cudaemu"])
 
 
-def test_tiny_model_on_the_emulated_kernels_matches_cpu():
-    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / "check_model.py")])
+@pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py"])
+def test_tiny_model_and_bfloat16_on_the_emulated_kernels(check):
+    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / check)])
 
 
 @pytest.mark.skipif(

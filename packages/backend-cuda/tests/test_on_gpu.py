@@ -51,6 +51,6 @@ def test_shared_tensor_suite_runs_on_cuda():
     _run([str(suite), "-k", "cuda"])
 
 
-@pytest.mark.parametrize("check", ["check_model.py", "check_jobs.py"])
+@pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py", "check_jobs.py"])
 def test_models_and_jobs_match_cpu(check):
     _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / check)])

@@ -79,6 +79,11 @@ class BaseOps:
         self.device.copy(dst, 0, src, 0, count(shape) * itemsize(dtype))
 
     def astype(self, x: _native.Buffer, shape: Shape, src: DType, dst: DType) -> _native.Buffer:
+        return self._convert(x, shape, src.value, dst.value)
+
+    def _convert(self, x: _native.Buffer, shape: Shape, src: str, dst: str) -> _native.Buffer:
+        """A converted copy; dtypes by name, so storages riftco-tensor may not name yet
+        (bfloat16) convert too."""
         n = count(shape)
         out = self.kernels.alloc(shape, dst)
         self.kernels.launch(_CONVERT, n, [x, out, n, element(src)[1], element(dst)[1]])
@@ -233,7 +238,7 @@ class BaseOps:
     def _as_dtype(self, out: _native.Buffer, shape: Shape, dtype: str) -> _native.Buffer:
         if dtype == "float32":
             return out
-        return self.astype(out, shape, DType.float32, DType[dtype])
+        return self._convert(out, shape, "float32", dtype)
 
 
 def _batch_plan(
