@@ -119,7 +119,9 @@ def missing_reason(stem: str, dlopen_names: list[str], search: LibrarySearch | N
         parts.append(f"looked for the NVIDIA wheel's copy at: {tried}")
         if search.error:
             parts.append(f"loading failed: {search.error}")
-    parts.append(f"dlopen tried {', '.join(dlopen_names[:6])}, ...")
+    names = list(dict.fromkeys(dlopen_names))
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    parts.append(f"dlopen tried {shown}")
     parts.append(f"fix: {INSTALL_HINT.get(stem, 'install the CUDA libraries')}")
     return "; ".join(parts)
 
