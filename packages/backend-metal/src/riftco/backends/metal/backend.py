@@ -10,7 +10,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from riftco.backends.metal import elementwise, layout, reductions
+from riftco.backends.metal import (
+    attention,
+    elementwise,
+    fused,
+    indexing,
+    layout,
+    linalg,
+    optimizer,
+    quantized,
+    reductions,
+)
 from riftco.backends.metal import _native
 from riftco.backends.metal.discovery import Adapter
 from riftco.backends.metal.runtime import Runtime, Storage
@@ -98,3 +108,142 @@ class WgpuBackend(Backend):
 
     def softmax(self, x, shape, causal, log):
         return reductions.softmax(self.rt, x, shape, causal, log)
+
+    # -- linear algebra -------------------------------------------------------
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        return linalg.matmul(self.rt, a, a_shape, b, b_shape, transpose_a, transpose_b)
+
+    # -- indexing -------------------------------------------------------------
+    def index_select(self, x, shape, dtype, axis, indices, count):
+        return indexing.index_select(self.rt, x, shape, dtype, axis, indices, count)
+
+    def index_add(self, base, shape, axis, indices, src, src_shape):
+        return indexing.index_add(self.rt, base, shape, axis, indices, src, src_shape)
+
+    def gather(self, x, shape, dtype, axis, indices, index_shape):
+        return indexing.gather(self.rt, x, shape, dtype, axis, indices, index_shape)
+
+    def scatter_add(self, base, shape, axis, indices, index_shape, src):
+        return indexing.scatter_add(self.rt, base, shape, axis, indices, index_shape, src)
+
+    def write_rows(self, dst, shape, dtype, rows, src):
+        indexing.write_rows(self.rt, dst, shape, rows, src)
+
+    # -- optimizer ------------------------------------------------------------
+    def adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        grad_scale,
+    ):
+        return optimizer.adam_update(
+            self.rt, params, grads, m, v, sizes, page_size, lr, beta1, beta2, eps,
+            weight_decay, decoupled, step, grad_scale,
+        )  # fmt: skip
+
+    # -- fused neural-network kernels ------------------------------------------
+    def layer_norm(self, x, shape, weight, bias, eps):
+        return fused.norm(self.rt, x, shape, weight, bias, eps, rms=False)
+
+    def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
+        return fused.norm_backward(self.rt, dy, x, shape, weight, [mean, rstd], False, with_bias)
+
+    def rms_norm(self, x, shape, weight, eps):
+        return fused.norm(self.rt, x, shape, weight, None, eps, rms=True)
+
+    def rms_norm_backward(self, dy, x, shape, weight, rstd):
+        dx, dw, _ = fused.norm_backward(self.rt, dy, x, shape, weight, [rstd], True, False)
+        return dx, dw
+
+    def activation_backward(self, op, x, dy, shape):
+        return fused.activation_backward(self.rt, op, x, dy)
+
+    def cross_entropy(self, logits, shape, targets, ignore_index):
+        return fused.cross_entropy(self.rt, logits, shape, targets, int(ignore_index))
+
+    def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
+        return fused.cross_entropy_backward(self.rt, logits, shape, targets, lse, grad, int(ignore_index))
+
+    def rotary(self, x, shape, positions, theta, inverse):
+        return fused.rotary(self.rt, x, shape, positions, float(theta), bool(inverse))
+
+    # -- attention --------------------------------------------------------------
+    def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return attention.attention(self.rt, q, k, v, q_shape, kv_shape, scale, causal, window)
+
+    def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        return attention.backward(
+            self.rt, dout, q, k, v, probs, None, None, q_shape, kv_shape, scale, causal, window
+        )
+
+    def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        out, row_max, row_sum, _ = attention.forward(
+            self.rt, q, k, v, q_shape, kv_shape, scale, causal, window
+        )
+        return out, row_max, row_sum
+
+    def flash_attention_backward(
+        self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
+        return attention.backward(
+            self.rt, dout, q, k, v, None, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+        )
+
+    def attention_varlen(
+        self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
+    ):
+        return attention.varlen(
+            self.rt, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths,
+            float(scale), int(window),
+        )  # fmt: skip
+
+    def paged_attention(
+        self,
+        q,
+        q_shape,
+        k_pages,
+        v_pages,
+        pages_shape,
+        page_table,
+        table_shape,
+        q_starts,
+        q_counts,
+        kv_lengths,
+        scale,
+        window,
+    ):
+        return attention.paged(
+            self.rt, q, q_shape, k_pages, v_pages, pages_shape, page_table, table_shape,
+            q_starts, q_counts, kv_lengths, float(scale), int(window),
+        )  # fmt: skip
+
+    # -- quantized weights (NF4) ------------------------------------------------
+    def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):
+        return quantized.dequantize(
+            self.rt, codes, absmax, group_range, float(offset), w_shape, int(block_size)
+        )
+
+    def nf4_linear(self, x, x_shape, codes, absmax, group_range, offset, w_shape, block_size, bias):
+        return quantized.linear(
+            self.rt, x, x_shape, codes, absmax, group_range, float(offset), w_shape,
+            int(block_size), bias,
+        )  # fmt: skip
+
+    def nf4_linear_backward(
+        self, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+    ):
+        return quantized.linear_backward(
+            self.rt, dy, dy_shape, codes, absmax, group_range, float(offset), w_shape,
+            int(block_size),
+        )  # fmt: skip

@@ -53,11 +53,25 @@ class Storage:
         return f"Storage({self.count} x {self.dtype.value})"
 
 
+def _read(name: str) -> str:
+    return resources.files("riftco.backends.metal").joinpath("kernels", f"{name}.wgsl").read_text()
+
+
 @cache
 def _source(name: str) -> str:
-    common = resources.files("riftco.backends.metal").joinpath("kernels", "common.wgsl")
-    body = resources.files("riftco.backends.metal").joinpath("kernels", f"{name}.wgsl")
-    return common.read_text() + "\n" + body.read_text()
+    """``common.wgsl``, then the file, whose ``#include other`` lines bring in other files."""
+    lines = []
+    for line in _read(name).splitlines():
+        if line.startswith("#include "):
+            lines.append(_read(line.split()[1]))
+        else:
+            lines.append(line)
+    return _read("common") + "\n" + "\n".join(lines)
+
+
+def snippet(name: str) -> str:
+    """The text of ``kernels/<name>.wgsl`` (to fill a placeholder with)."""
+    return _read(name)
 
 
 def f32bits(x: float) -> int:
@@ -138,21 +152,26 @@ class Runtime:
     def copy(self, src: Storage, dst: Storage, count: int, src_at: int = 0, dst_at: int = 0) -> None:
         self.device.copy(src.buffer, 4 * src_at, dst.buffer, 4 * dst_at, 4 * count)
 
-    def check_indices(self, op: str, indices: Storage, size: int, *, allow: int | None = None) -> None:
-        """Raise ``KernelError`` (the CPU backend's message) when an index is outside
-        ``[0, size)`` (``allow``: one more value that is accepted, an ignore index).
-        Reads 4 bytes back: a synchronization."""
+    def first_out_of_range(self, indices: Storage, size: int, *, allow: int | None = None) -> int | None:
+        """The first position of ``indices`` holding a value outside ``[0, size)`` (``allow``:
+        one more accepted value, an ignore index), or None. Reads 4 bytes back: a
+        synchronization."""
         if indices.count == 0:
-            return
+            return None
         flag = self.upload_words([0xFFFFFFFF], DType.bool)
         extra = allow is not None
         params = [indices.count, word(size), int(extra), word(allow if extra else 0)]
         self.run(self.kernel("check"), [indices, flag], params, groups_for(indices.count))
         (pos,) = self.device.read(flag.buffer, 4).view(np.uint32)
-        if pos != 0xFFFFFFFF:
+        return None if pos == 0xFFFFFFFF else int(pos)
+
+    def check_indices(self, op: str, indices: Storage, size: int, *, allow: int | None = None) -> None:
+        """Raise the CPU backend's error when an index is outside ``[0, size)``."""
+        pos = self.first_out_of_range(indices, size, allow=allow)
+        if pos is not None:
             bad = int(self.download(indices)[pos])
             raise GpuError(
-                f"{op}: index {bad} at position {int(pos)} is out of range for an axis of size {size}"
+                f"{op}: index {bad} at position {pos} is out of range for an axis of size {size}"
             )
 
 
