@@ -88,7 +88,11 @@ def test_a_gpu_is_preferred_and_a_software_device_runs_on_the_host(monkeypatch):
 
 def test_the_adapter_variable_chooses_by_index_or_name(monkeypatch):
     found = [LAVAPIPE, NVIDIA]
-    for wanted, name in (("0", LAVAPIPE["name"]), ("llvm", LAVAPIPE["name"]), ("h200", "NVIDIA H200")):
+    for wanted, name in (
+        ("0", LAVAPIPE["name"]),
+        ("llvm", LAVAPIPE["name"]),
+        ("h200", "NVIDIA H200"),
+    ):
         monkeypatch.setenv(discovery.ADAPTER_VAR, wanted)
         assert discovery.choose(discovery._as_adapters("vulkan", found), wanted).name == name
     with pytest.raises(rt.BackendUnavailable, match="names no vulkan adapter.*1: NVIDIA H200"):
@@ -101,7 +105,10 @@ def test_unavailable_backends_are_listed_with_the_reason(monkeypatch):
         infos = {b.name: b for b in rt.backends()}
         assert set(infos) == {"metal", "vulkan"}
         assert not infos["metal"].available and not infos["vulkan"].available
-        assert "Metal needs macOS" in infos["metal"].reason or "no Metal device" in infos["metal"].reason
+        assert (
+            "Metal needs macOS" in infos["metal"].reason
+            or "no Metal device" in infos["metal"].reason
+        )
         assert "Vulkan" in infos["vulkan"].reason
         with pytest.raises(rt.BackendUnavailable, match="vulkan"):
             rt.get_backend("vulkan")
@@ -109,7 +116,9 @@ def test_unavailable_backends_are_listed_with_the_reason(monkeypatch):
 
 def test_a_software_device_is_never_chosen_by_auto(monkeypatch):
     """Where lavapipe is the only adapter, vulkan is usable by name but auto stays on cpu."""
-    monkeypatch.setattr(metal._native, "adapters", lambda api: [LAVAPIPE] if api == "vulkan" else [])
+    monkeypatch.setattr(
+        metal._native, "adapters", lambda api: [LAVAPIPE] if api == "vulkan" else []
+    )
     monkeypatch.setattr(metal, "find_adapter", _fake_find)
     monkeypatch.setattr(metal._native, "Device", lambda api, index, pool: _FakeDevice())
     with extra_entry_points(*ENTRY_POINTS):

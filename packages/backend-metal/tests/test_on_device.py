@@ -32,7 +32,7 @@ def _available() -> str | None:
 def device_present():
     reason = _available()
     if reason is not None:
-        if os.environ.get("RIFTCO_REQUIRE_GPU") == "1":
+        if os.environ.get("RIFTCO_REQUIRE_GPU", "0") not in ("", "0"):
             pytest.fail(f"RIFTCO_REQUIRE_GPU=1 but {BACKEND} is unavailable: {reason}")
         pytest.skip(f"{BACKEND} is unavailable: {reason}")
 
@@ -43,7 +43,10 @@ def run_pytest(args: list[str]) -> tuple[int, str, dict[str, int]]:
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     output = done.stdout + done.stderr
     tail = [line for line in output.strip().splitlines() if _COUNT.search(line)][-1:] or [""]
-    counts = {what.rstrip("s") if what.startswith("error") else what: int(n) for n, what in _COUNT.findall(tail[0])}
+    counts = {
+        what.rstrip("s") if what.startswith("error") else what: int(n)
+        for n, what in _COUNT.findall(tail[0])
+    }
     return done.returncode, output, counts
 
 

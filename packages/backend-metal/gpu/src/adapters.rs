@@ -14,7 +14,9 @@ impl Api {
         match name {
             "vulkan" => Ok(Api::Vulkan),
             "metal" => Ok(Api::Metal),
-            other => error(format!("unknown GPU API {other:?}; expected vulkan or metal")),
+            other => error(format!(
+                "unknown GPU API {other:?}; expected vulkan or metal"
+            )),
         }
     }
 

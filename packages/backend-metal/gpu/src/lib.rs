@@ -156,7 +156,8 @@ impl Context {
                 stats: Stats::default(),
             }),
             description,
-            max_binding: u64::from(limits.max_storage_buffer_binding_size)
+            max_binding: limits
+                .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
             max_groups: limits.max_compute_workgroups_per_dimension,
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
@@ -369,7 +370,10 @@ impl Context {
         }
         let device = &self.shared.device;
         let batch = self.batch(&mut state);
-        let offset = batch.params.len().next_multiple_of(self.param_align as usize);
+        let offset = batch
+            .params
+            .len()
+            .next_multiple_of(self.param_align as usize);
         batch.params.resize(offset, 0);
         batch.params.extend_from_slice(&words);
         let mut entries = vec![wgpu::BindGroupEntry {

@@ -63,11 +63,6 @@ impl Pool {
         self.free_bytes += class;
         self.free.entry(class).or_default().push(buffer);
     }
-
-    pub fn clear(&mut self) {
-        self.free.clear();
-        self.free_bytes = 0;
-    }
 }
 
 #[cfg(test)]

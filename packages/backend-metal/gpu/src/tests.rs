@@ -42,8 +42,13 @@ fn a_chain_of_dispatches_waits_only_on_read() {
     let mut x = ctx.upload(&bytes(&input)).unwrap();
     for _ in 0..300 {
         let y = ctx.alloc(u64::from(n) * 4).unwrap();
-        ctx.dispatch(&kernel, &[&x, &y], &[n, 0.5f32.to_bits()], [n.div_ceil(64), 1, 1])
-            .unwrap();
+        ctx.dispatch(
+            &kernel,
+            &[&x, &y],
+            &[n, 0.5f32.to_bits()],
+            [n.div_ceil(64), 1, 1],
+        )
+        .unwrap();
         x = y;
     }
     let before = ctx.stats();

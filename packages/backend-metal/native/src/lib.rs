@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use riftco_wgpu::{Api, Context};

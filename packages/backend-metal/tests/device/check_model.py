@@ -37,7 +37,9 @@ def test_forward_backward_and_adam_step_match_cpu(gpu, attention):
         np.testing.assert_allclose(grads_g[name], grads_c[name], rtol=1e-3, atol=1e-5, err_msg=name)
     assert stats_g.gradient_norm == pytest.approx(stats_c.gradient_norm, rel=1e-4)
     for name in params_c:
-        np.testing.assert_allclose(params_g[name], params_c[name], rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(
+            params_g[name], params_c[name], rtol=1e-4, atol=1e-5, err_msg=name
+        )
     np.testing.assert_allclose(logits_g, logits_c, rtol=1e-3, atol=1e-4)
 
 
@@ -58,4 +60,6 @@ def test_llama_forward_and_backward_match_cpu(gpu):
         grads[name] = {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
     assert losses[gpu.name] == pytest.approx(losses["cpu"], rel=1e-5)
     for n in grads["cpu"]:
-        np.testing.assert_allclose(grads[gpu.name][n], grads["cpu"][n], rtol=1e-3, atol=1e-5, err_msg=n)
+        np.testing.assert_allclose(
+            grads[gpu.name][n], grads["cpu"][n], rtol=1e-3, atol=1e-5, err_msg=n
+        )

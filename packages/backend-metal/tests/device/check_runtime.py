@@ -45,7 +45,11 @@ def test_reshapes_share_storage_and_assignment_reaches_them(gpu):
     x = rt.tensor(np.zeros((2, 3), np.float32), backend=gpu)
     flat = x.reshape(6)
     assert isinstance(flat._data, Storage) and flat._data.buffer is x._data.buffer
-    rt.write_rows_(x, rt.tensor(np.array([1]), backend=gpu), rt.tensor(np.ones((1, 3), np.float32), backend=gpu))
+    rt.write_rows_(
+        x,
+        rt.tensor(np.array([1]), backend=gpu),
+        rt.tensor(np.ones((1, 3), np.float32), backend=gpu),
+    )
     assert flat.numpy().tolist() == [0, 0, 0, 1, 1, 1]
     out = x.numpy()
     with pytest.raises(ValueError):
@@ -72,7 +76,9 @@ def test_int64_outside_int32_is_refused(gpu):
 
 def test_bad_indices_raise_and_leave_the_backend_usable(gpu):
     table = rt.tensor(np.arange(12, dtype=np.float32).reshape(4, 3), backend=gpu)
-    with pytest.raises(rt.KernelError, match="index 9 at position 1 is out of range for an axis of size 4"):
+    with pytest.raises(
+        rt.KernelError, match="index 9 at position 1 is out of range for an axis of size 4"
+    ):
         rt.index_select(table, 0, rt.tensor(np.array([0, 9]), backend=gpu))
     picked = rt.index_select(table, 0, rt.tensor(np.array([3, 0]), backend=gpu))
     assert picked.numpy().tolist() == [[9, 10, 11], [0, 1, 2]]

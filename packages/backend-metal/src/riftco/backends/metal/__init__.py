@@ -43,7 +43,9 @@ def _pool_bytes() -> int:
     try:
         mb = int(raw)
     except ValueError:
-        raise BackendUnavailable(f"{POOL_VAR} must be a whole number of MiB, found {raw!r}") from None
+        raise BackendUnavailable(
+            f"{POOL_VAR} must be a whole number of MiB, found {raw!r}"
+        ) from None
     return max(mb, 0) << 20
 
 

@@ -20,7 +20,9 @@ MAX_HEAD_DIM = 256
 _F32 = DType.float32
 
 
-def _params(threads, b, t, s, h, hkv, dh, scale, causal, window, page_size=0, max_pages=0, from_probs=False):
+def _params(
+    threads, b, t, s, h, hkv, dh, scale, causal, window, page_size=0, max_pages=0, from_probs=False
+):
     if dh > MAX_HEAD_DIM:
         raise GpuError(f"attention: head size {dh} exceeds {MAX_HEAD_DIM} on this backend")
     if hkv == 0 or h % hkv:
@@ -57,7 +59,9 @@ def attention(rt: Runtime, q, k, v, q_shape, kv_shape, scale, causal, window):
     return out, probs
 
 
-def backward(rt: Runtime, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window):
+def backward(
+    rt: Runtime, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+):
     b, t, h, dh, s, hkv = _dims(q_shape, kv_shape)
     rows = b * t * h
     from_probs = probs is not None
@@ -96,7 +100,20 @@ def _meta(q_starts, q_counts, first_of, kv_lengths, rows: int) -> np.ndarray:
     return meta.reshape(-1)
 
 
-def varlen(rt: Runtime, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window):
+def varlen(
+    rt: Runtime,
+    q,
+    k,
+    v,
+    q_shape,
+    kv_shape,
+    q_starts,
+    q_counts,
+    kv_starts,
+    kv_lengths,
+    scale,
+    window,
+):
     n, h, dh = (int(x) for x in q_shape)
     m, hkv = int(kv_shape[0]), int(kv_shape[1])
     for j, (start, length) in enumerate(zip(kv_starts, kv_lengths, strict=True)):
@@ -127,7 +144,9 @@ def paged(
     if page_size <= 0:
         raise GpuError("paged attention: page size 0")
     if len(kv_lengths) != seqs:
-        raise GpuError(f"paged attention: {len(kv_lengths)} lengths for a table of {seqs} sequences")
+        raise GpuError(
+            f"paged attention: {len(kv_lengths)} lengths for a table of {seqs} sequences"
+        )
     table = rt.download(page_table).reshape(seqs, max_pages)
     for j, length in enumerate(kv_lengths):
         used = -(-int(length) // page_size)
@@ -144,7 +163,21 @@ def paged(
             )
     meta = _meta(q_starts, q_counts, lambda j: j, kv_lengths, n)
     return _packed(
-        rt, q, k_pages, v_pages, n, h, hkv, dh, meta, page_table, page_size, max_pages, scale, window, "2"
+        rt,
+        q,
+        k_pages,
+        v_pages,
+        n,
+        h,
+        hkv,
+        dh,
+        meta,
+        page_table,
+        page_size,
+        max_pages,
+        scale,
+        window,
+        "2",
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from riftco.backends.metal import (
+    _native,
     attention,
     elementwise,
     fused,
@@ -21,7 +22,6 @@ from riftco.backends.metal import (
     quantized,
     reductions,
 )
-from riftco.backends.metal import _native
 from riftco.backends.metal.discovery import Adapter
 from riftco.backends.metal.runtime import Runtime, Storage
 from riftco.tensor import Backend, CapabilityMissing
@@ -97,7 +97,9 @@ class WgpuBackend(Backend):
         return elementwise.compare(self.rt, op, a, a_shape, b, b_shape, out_shape, dtype)
 
     def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
-        return elementwise.where(self.rt, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype)
+        return elementwise.where(
+            self.rt, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype
+        )
 
     # -- reductions -----------------------------------------------------------
     def reduce(self, op, x, shape, dtype, axis):
@@ -173,7 +175,9 @@ class WgpuBackend(Backend):
         return fused.cross_entropy(self.rt, logits, shape, targets, int(ignore_index))
 
     def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
-        return fused.cross_entropy_backward(self.rt, logits, shape, targets, lse, grad, int(ignore_index))
+        return fused.cross_entropy_backward(
+            self.rt, logits, shape, targets, lse, grad, int(ignore_index)
+        )
 
     def rotary(self, x, shape, positions, theta, inverse):
         return fused.rotary(self.rt, x, shape, positions, float(theta), bool(inverse))

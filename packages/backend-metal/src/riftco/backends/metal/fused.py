@@ -33,7 +33,9 @@ def norm(rt: Runtime, x: Storage, shape, weight, bias, eps: float, rms: bool):
     return (y, s1) if rms else (y, s1, s2)
 
 
-def norm_backward(rt: Runtime, dy, x, shape, weight, stats: list[Storage], rms: bool, with_bias: bool):
+def norm_backward(
+    rt: Runtime, dy, x, shape, weight, stats: list[Storage], rms: bool, with_bias: bool
+):
     rows, d = _rows(shape)
     if rms:
         joined = stats[0]
@@ -43,7 +45,9 @@ def norm_backward(rt: Runtime, dy, x, shape, weight, stats: list[Storage], rms: 
         rt.copy(stats[1], joined, rows, 0, rows)
     dx = rt.empty(x.count, _F32)
     params = [rows, d, int(rms), int(weight is not None)]
-    rt.run(rt.kernel("norm_backward"), [x, weight or x, dy, joined, dx], params, groups_for(rows, 1))
+    rt.run(
+        rt.kernel("norm_backward"), [x, weight or x, dy, joined, dx], params, groups_for(rows, 1)
+    )
     dw = db = None
     if weight is not None or with_bias:
         dw, db = rt.empty(d, _F32), rt.empty(d, _F32)

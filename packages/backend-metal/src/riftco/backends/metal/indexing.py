@@ -4,11 +4,20 @@ one is read back (a synchronization) to raise the CPU backend's error."""
 
 from __future__ import annotations
 
-from riftco.backends.metal.runtime import WGSL_TYPE, Runtime, Storage, groups_for, shape_size, split_axis
+from riftco.backends.metal.runtime import (
+    WGSL_TYPE,
+    Runtime,
+    Storage,
+    groups_for,
+    shape_size,
+    split_axis,
+)
 from riftco.tensor.dtypes import DType
 
 
-def index_select(rt: Runtime, x: Storage, shape, dtype: DType, axis: int, indices: Storage, count: int):
+def index_select(
+    rt: Runtime, x: Storage, shape, dtype: DType, axis: int, indices: Storage, count: int
+):
     outer, n, inner = split_axis(shape, axis)
     rt.check_indices("index_select", indices, n)
     total = outer * count * inner
@@ -41,11 +50,15 @@ def _accumulate(rt, op, base, shape, axis, indices, src, m, per_element):
 
 
 def index_add(rt: Runtime, base, shape, axis, indices, src, src_shape):
-    return _accumulate(rt, "index_add", base, shape, axis, indices, src, int(src_shape[axis]), False)
+    return _accumulate(
+        rt, "index_add", base, shape, axis, indices, src, int(src_shape[axis]), False
+    )
 
 
 def scatter_add(rt: Runtime, base, shape, axis, indices, index_shape, src):
-    return _accumulate(rt, "scatter_add", base, shape, axis, indices, src, int(index_shape[axis]), True)
+    return _accumulate(
+        rt, "scatter_add", base, shape, axis, indices, src, int(index_shape[axis]), True
+    )
 
 
 def write_rows(rt: Runtime, dst: Storage, shape, rows: Storage, src: Storage) -> None:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from riftco.backends.metal.errors import GpuError
-from riftco.backends.metal.runtime import Runtime, Storage, broadcast_strides, groups_for, shape_size
+from riftco.backends.metal.runtime import (
+    Runtime,
+    Storage,
+    broadcast_strides,
+    groups_for,
+    shape_size,
+)
 from riftco.tensor.dtypes import DType
 
 

@@ -12,7 +12,9 @@ from riftco.tensor.dtypes import DType
 _F32 = DType.float32
 
 
-def _check(codes: Storage, absmax: Storage, group_range, w_shape, block_size: int) -> tuple[int, int]:
+def _check(
+    codes: Storage, absmax: Storage, group_range, w_shape, block_size: int
+) -> tuple[int, int]:
     rows, cols = int(w_shape[0]), int(w_shape[1])
     n = rows * cols
     if block_size <= 0:
@@ -75,8 +77,12 @@ def linear(rt: Runtime, x, x_shape, codes, absmax, group_range, offset, w_shape,
     return out
 
 
-def linear_backward(rt: Runtime, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size):
+def linear_backward(
+    rt: Runtime, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+):
     rows, cols = _check(codes, absmax, group_range, w_shape, block_size)
     m = dy.count // rows if rows else 0
     # dx[r, c] = sum_o dy[r, o] W[o, c]: B[o, c] is weight element o * cols + c.
-    return _nf4_matmul(rt, dy, m, codes, absmax, group_range, offset, cols, rows, cols, 1, block_size)
+    return _nf4_matmul(
+        rt, dy, m, codes, absmax, group_range, offset, cols, rows, cols, 1, block_size
+    )

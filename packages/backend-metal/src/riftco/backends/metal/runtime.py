@@ -149,23 +149,28 @@ class Runtime:
         raw = self.device.read(x.buffer, 4 * x.count).view(DEVICE_DTYPE[x.dtype])
         return raw.astype(x.dtype.numpy)
 
-    def copy(self, src: Storage, dst: Storage, count: int, src_at: int = 0, dst_at: int = 0) -> None:
+    def copy(
+        self, src: Storage, dst: Storage, count: int, src_at: int = 0, dst_at: int = 0
+    ) -> None:
         self.device.copy(src.buffer, 4 * src_at, dst.buffer, 4 * dst_at, 4 * count)
 
-    def first_out_of_range(self, indices: Storage, size: int, *, allow: int | None = None) -> int | None:
+    def first_out_of_range(
+        self, indices: Storage, size: int, *, allow: int | None = None
+    ) -> int | None:
         """The first position of ``indices`` holding a value outside ``[0, size)`` (``allow``:
         one more accepted value, an ignore index), or None. Reads 4 bytes back: a
         synchronization."""
         if indices.count == 0:
             return None
         flag = self.upload_words([0xFFFFFFFF], DType.bool)
-        extra = allow is not None
-        params = [indices.count, word(size), int(extra), word(allow if extra else 0)]
+        params = [indices.count, word(size), int(allow is not None), word(allow or 0)]
         self.run(self.kernel("check"), [indices, flag], params, groups_for(indices.count))
         (pos,) = self.device.read(flag.buffer, 4).view(np.uint32)
         return None if pos == 0xFFFFFFFF else int(pos)
 
-    def check_indices(self, op: str, indices: Storage, size: int, *, allow: int | None = None) -> None:
+    def check_indices(
+        self, op: str, indices: Storage, size: int, *, allow: int | None = None
+    ) -> None:
         """Raise the CPU backend's error when an index is outside ``[0, size)``."""
         pos = self.first_out_of_range(indices, size, allow=allow)
         if pos is not None:
