@@ -59,7 +59,9 @@ def trainer(name: str, stream: np.ndarray, vocab: int, total: int) -> Trainer:
     optimizer = AdamW(groups, lr=3e-4, betas=(0.9, 0.95), max_grad_norm=1.0)
     schedule = WarmupCosineSchedule(3e-4, min(10, total), total)
     source = RandomWindows(stream, T, B, seed=0)
-    return Trainer(model, optimizer, schedule, source, stage="pretraining", total_steps=total)
+    return Trainer(
+        model, optimizer, schedule, source, stage="pretraining", total_steps=total, backend=name
+    )
 
 
 def main() -> None:
@@ -96,7 +98,7 @@ def main() -> None:
             flush=True,
         )
     train, _ = split_corpus(load_text())
-    tokenizer = fit_tokenizer("bpe", train, vocab_size=256 - 5)
+    tokenizer = fit_tokenizer("bpe", train, vocab_size=256)
     stream = token_stream(encode_documents(tokenizer, train))
     total = args.rounds * args.steps + args.warmup + 1
     runs = {

@@ -165,7 +165,8 @@ impl Context {
     }
 
     fn check_failure(&self) -> Result<()> {
-        match lock(&self.shared.failure).clone() {
+        // Reported once: the work after it may well be valid.
+        match lock(&self.shared.failure).take() {
             Some(msg) => error(format!("the GPU device reported an error: {msg}")),
             None => Ok(()),
         }

@@ -90,6 +90,40 @@ def _zero(t: str) -> str:
     return {"f32": "0.0", "i32": "0", "u32": "0u"}[t]
 
 
+_STRIDED = """
+    let nd = P[1];
+    var rest = i;
+    var ia = 0u;
+    var ib = 0u;
+    var ic = 0u;
+    for (var d = nd; d > 0u; d = d - 1u) {
+        let dim = P[1u + d];
+        let k = rest % dim;
+        rest = rest / dim;
+        ia = ia + k * P[1u + nd + d];
+        ib = ib + k * P[1u + 2u * nd + d];
+        ic = ic + k * P[1u + 3u * nd + d];
+    }
+"""
+
+
+def _index_code(counts: Sequence[int], out_shape: Sequence[int]) -> str:
+    """Flat indexing where every operand has the output's size (broadcasting only
+    repeats axes of size 1, so its layout is the output's) or one element; the
+    general strided loop otherwise."""
+    n = shape_size(out_shape)
+    kinds = []
+    for count in counts:
+        if count == 1:
+            kinds.append("0u")
+        elif count == n:
+            kinds.append("i")
+        else:
+            return _STRIDED
+    kinds += ["0u"] * (3 - len(kinds))
+    return "".join(f"    let {v} = {k};\n" for v, k in zip(("ia", "ib", "ic"), kinds, strict=True))
+
+
 def unary(rt: Runtime, op: str, x: Storage, dtype: DType) -> Storage:
     table = {DType.float32: _UNARY_F32, DType.int64: _UNARY_INT, DType.bool: _UNARY_BOOL}
     body = table.get(dtype, {}).get(op)
@@ -121,7 +155,8 @@ def _broadcast(
         store = "out[i] = select(b[ib], a[ia], c[ic] != 0u);"
     else:
         extra, store = "", "out[i] = op(a[ia], b[ib]);"
-    kernel = rt.kernel("broadcast", TA=ta, TO=to, BODY=body, EXTRA=extra, STORE=store)
+    index = _index_code([x.count for x, _ in operands], out_shape)
+    kernel = rt.kernel("broadcast", TA=ta, TO=to, BODY=body, EXTRA=extra, STORE=store, INDEX=index)
     params = [n, len(dims), *dims, *strides[0], *strides[1], *strides[2]]
     buffers = [operands[0][0], operands[1][0], out]
     if len(operands) == 3:
