@@ -197,3 +197,14 @@ def test_sigint_saves_a_checkpoint_and_resume_finishes_identically(tmp_path):
     expected = [m.without_timing() for m in read_metrics(whole / "pretraining-metrics.jsonl")]
     assert resumed == expected
     assert (run / "base.rift").read_bytes() == (whole / "base.rift").read_bytes()
+
+
+def test_backend_flag_chooses_the_backend(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RIFTCO_BACKEND", "auto")  # restored after the test
+    corpus = write_corpus(tmp_path)
+    args = ["--data", str(corpus), "--out", str(tmp_path / "cpu"), "--steps", "1", *TINY]
+    assert pretrain_main([*args, "--backend", "cpu"]) == 0
+    assert os.environ["RIFTCO_BACKEND"] == "cpu"
+    args = ["--data", str(corpus), "--out", str(tmp_path / "none"), "--steps", "1", *TINY]
+    assert pretrain_main([*args, "--backend", "no-such-backend"]) == 1
+    assert "no-such-backend" in capsys.readouterr().err

@@ -9,6 +9,7 @@ status 130; ``--resume`` continues from it exactly.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -142,6 +143,13 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: TrainingOptions) 
         metavar="N",
         default=None,
         help="kernel threads (default: RIFTCO_NUM_THREADS or all cores; one per rank is best when the ranks share a machine)",
+    )
+    add(
+        "--backend",
+        metavar="NAME",
+        default=None,
+        help="backend to train on: cpu, vulkan, metal, tpu, ... (default: RIFTCO_BACKEND or auto; "
+        "`riftco backends` lists them)",
     )
     from riftco.train.distributed.cli import add_parallel_flags
 
@@ -453,12 +461,20 @@ def _threads(count: int | None) -> None:
         rt.set_num_threads(count)
 
 
+def _backend(name: str | None) -> None:
+    # The job resolves its backend as every tensor does (RIFTCO_BACKEND, else auto), so
+    # the flag is that variable for this process.
+    if name is not None:
+        os.environ["RIFTCO_BACKEND"] = name
+
+
 def pretrain_main(argv: list[str]) -> int:
     """Pretrain a model on text (default: the Python docs) and write a base .rift bundle."""
     parser = pretrain_parser()
     args = parser.parse_args(argv)
     _check_parallel(parser, args)
     _threads(args.threads)
+    _backend(args.backend)
 
     def work(parallel):
         from riftco.train.pretraining import ModelOptions, PretrainOptions, pretrain
@@ -500,6 +516,7 @@ def post_train_main(argv: list[str]) -> int:
         parser.error("--base is required (unless resuming with --resume)")
     _check_parallel(parser, args)
     _threads(args.threads)
+    _backend(args.backend)
     try:
         adapters = _adapter_options(args)
     except ValueError as exc:

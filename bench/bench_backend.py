@@ -1,0 +1,122 @@
+"""A GPU backend next to the CPU in one run: float32 matmul GFLOP/s and the
+``tiny`` model's training-step tokens/s.
+
+Each figure alternates between the backend and the CPU in rounds (this machine's
+speed drifts) and reports medians. Matmuls on the device are timed from the
+first dispatch to the end of a synchronization, so the figure includes the
+device's queue. On Mesa's lavapipe (a CPU Vulkan device) the backend is slower
+than the CPU: the figure is there to catch regressions and to be run on real
+GPUs. Figures only; nothing is asserted about time.
+
+    python bench/bench_backend.py [--backend vulkan] [--rounds 3] [--sizes 256 512 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import numpy as np
+
+import riftco.nn as nn
+import riftco.tensor as rt
+from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
+from riftco.train.batches import RandomWindows
+from riftco.train.corpus import load_text, split_corpus
+from riftco.train.engine import Trainer
+from riftco.train.tokens import encode_documents, fit_tokenizer, token_stream
+
+B, T = 8, 64
+
+
+def synchronize(backend: rt.Backend) -> None:
+    wait = getattr(backend, "synchronize", None)
+    if wait is not None:
+        wait()
+
+
+def matmul_gflops(name: str, n: int, reps: int) -> float:
+    backend = rt.get_backend(name)
+    rng = np.random.default_rng(0)
+    a = rt.tensor(rng.standard_normal((n, n), dtype=np.float32), backend=name)
+    b = rt.tensor(rng.standard_normal((n, n), dtype=np.float32), backend=name)
+    (a @ b).numpy()  # compiled, warm
+    synchronize(backend)
+    start = time.perf_counter()
+    outs = [a @ b for _ in range(reps)]
+    synchronize(backend)
+    elapsed = time.perf_counter() - start
+    del outs
+    return 2.0 * n**3 * reps / elapsed / 1e9
+
+
+def trainer(name: str, stream: np.ndarray, vocab: int, total: int) -> Trainer:
+    config = nn.TransformerConfig.preset("gpt2", size="tiny", vocab_size=vocab)
+    model = nn.DecoderOnlyTransformer(config, seed=0, backend=name)
+    groups = [g for g in weight_decay_groups(model.named_parameters(), 0.1) if g["params"]]
+    optimizer = AdamW(groups, lr=3e-4, betas=(0.9, 0.95), max_grad_norm=1.0)
+    schedule = WarmupCosineSchedule(3e-4, min(10, total), total)
+    source = RandomWindows(stream, T, B, seed=0)
+    return Trainer(
+        model, optimizer, schedule, source, stage="pretraining", total_steps=total, backend=name
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="vulkan", help="the backend to compare with cpu")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations of backend and cpu")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024])
+    parser.add_argument(
+        "--steps", type=int, default=3, help="timed training steps per round and side"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed training steps per side first"
+    )
+    args = parser.parse_args()
+    info = {b.name: b for b in rt.backends()}.get(args.backend)
+    if info is None or not info.available:
+        print(
+            f"bench_backend: {args.backend} is unavailable ({info.reason if info else 'not installed'})"
+        )
+        return
+    print(
+        f"{args.backend}: {info.description}; cpu: {rt.get_num_threads()} threads, {platform.machine()}"
+    )
+    for n in args.sizes:
+        reps = max(2, min(20, int(4e9 / (2 * n**3))))
+        rates: dict[str, list[float]] = {args.backend: [], "cpu": []}
+        for _ in range(args.rounds):
+            for name in rates:
+                rates[name].append(matmul_gflops(name, n, reps))
+        mine, cpu = (statistics.median(rates[k]) for k in (args.backend, "cpu"))
+        print(
+            f"matmul n={n:5d}: {args.backend} {mine:8.1f} GFLOP/s | cpu {cpu:8.1f} GFLOP/s "
+            f"| ratio x{mine / cpu:.2f}",
+            flush=True,
+        )
+    train, _ = split_corpus(load_text())
+    tokenizer = fit_tokenizer("bpe", train, vocab_size=256)
+    stream = token_stream(encode_documents(tokenizer, train))
+    total = args.rounds * args.steps + args.warmup + 1
+    runs = {
+        name: trainer(name, stream, tokenizer.vocab_size, total) for name in (args.backend, "cpu")
+    }
+    for run in runs.values():
+        for _ in range(args.warmup):
+            run.train_step()
+    step_rates: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(args.rounds):
+        for name, run in runs.items():
+            step_rates[name] += [run.train_step().tokens_per_second for _ in range(args.steps)]
+    mine, cpu = (statistics.median(step_rates[k]) for k in (args.backend, "cpu"))
+    print(
+        f"tiny training step (B={B}, T={T}): {args.backend} {mine:,.0f} tok/s | cpu {cpu:,.0f} "
+        f"tok/s | ratio x{mine / cpu:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The compiled wgpu bindings (riftco.backends.metal._native)."""
+
+from typing import Any, final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "BUILD_ID",
+    "BUILD_ID_MARKER",
+    "Buffer",
+    "Device",
+    "Kernel",
+    "__version__",
+    "adapters",
+    "compiled_in",
+]
+
+__version__: str
+BUILD_ID: str
+BUILD_ID_MARKER: str
+
+def adapters(api_name: str) -> list[dict[str, Any]]: ...
+def compiled_in(api_name: str) -> bool: ...
+
+@final
+class Buffer:
+    @property
+    def nbytes(self) -> int: ...
+
+@final
+class Kernel:
+    @property
+    def entry(self) -> str: ...
+
+@final
+class Device:
+    def __new__(cls, api_name: str, index: int, pool_bytes: int) -> Device: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def device_type(self) -> str: ...
+    @property
+    def driver(self) -> str: ...
+    @property
+    def max_binding(self) -> int: ...
+    @property
+    def max_groups(self) -> int: ...
+    def stats(self) -> dict[str, int]: ...
+    def alloc(self, nbytes: int) -> Buffer: ...
+    def upload(self, data: npt.NDArray[np.uint8]) -> Buffer: ...
+    def write(self, dst: Buffer, offset: int, data: npt.NDArray[np.uint8]) -> None: ...
+    def copy(
+        self, src: Buffer, src_offset: int, dst: Buffer, dst_offset: int, nbytes: int
+    ) -> None: ...
+    def kernel(self, source: str, entry: str) -> Kernel: ...
+    def dispatch(
+        self,
+        kernel: Kernel,
+        buffers: list[Buffer],
+        params: list[int],
+        groups: tuple[int, int, int],
+    ) -> None: ...
+    def read(self, src: Buffer, nbytes: int) -> npt.NDArray[np.uint8]: ...
+    def flush(self) -> None: ...
+    def synchronize(self) -> None: ...

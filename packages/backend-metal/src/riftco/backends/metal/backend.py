@@ -1,0 +1,253 @@
+"""The ``metal`` and ``vulkan`` backends: storages are pooled wgpu buffers, every op
+a WGSL compute kernel recorded into the pending batch. The host waits for the
+device only in ``to_numpy`` (``.numpy()``, ``.item()``) and where a kernel's
+result decides what the op returns (an index check, Adam's finite check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from riftco.backends.metal import (
+    _native,
+    attention,
+    elementwise,
+    fused,
+    indexing,
+    layout,
+    linalg,
+    optimizer,
+    quantized,
+    reductions,
+)
+from riftco.backends.metal.discovery import Adapter
+from riftco.backends.metal.runtime import Runtime, Storage
+from riftco.tensor import Backend, CapabilityMissing
+from riftco.tensor.backend import Shape
+from riftco.tensor.dtypes import DType
+
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
+API_VERSION = (1, 4)
+
+
+class WgpuBackend(Backend):
+    """One wgpu device: an Apple GPU (``metal``) or a Vulkan adapter (``vulkan``)."""
+
+    api_version = API_VERSION
+    #: auto's ranking: above PJRT devices (100), as a dedicated GPU backend.
+    priority = 150
+
+    def __init__(self, name: str, device: _native.Device, adapter: Adapter):
+        self.name = name
+        self.device = device
+        self.adapter = adapter
+        self.rt = Runtime(device)
+        # A software adapter computes on the host CPU: usable by name, never by `auto`.
+        self.runs_on_host = adapter.runs_on_host
+
+    def describe(self) -> str:
+        return f"wgpu {self.name}: {self.adapter.describe()}"
+
+    def _missing(self, capability: str) -> CapabilityMissing:
+        return CapabilityMissing(
+            f"{capability!r} is not supported on {self.name}; there is no fallback to the "
+            "CPU: move the tensors with .to('cpu') to use it there"
+        )
+
+    def synchronize(self) -> None:
+        """Wait until every recorded op has run (benchmarks)."""
+        self.device.synchronize()
+
+    # -- storage --------------------------------------------------------------
+    def from_numpy(self, array: np.ndarray) -> Storage:
+        from riftco.tensor.dtypes import as_dtype
+
+        return self.rt.upload(array, as_dtype(array.dtype))
+
+    def to_numpy(self, x: Storage, shape: Shape, dtype: DType) -> np.ndarray:
+        return layout.to_numpy(self.rt, x, shape)
+
+    def reshape(self, x: Storage, shape: Shape, new_shape: Shape) -> Storage:
+        return Storage(x.buffer, x.count, x.dtype)
+
+    def assign(self, dst: Storage, src: Storage, shape: Shape, dtype: DType) -> None:
+        if dst.buffer is not src.buffer:
+            self.rt.copy(src, dst, dst.count)
+
+    def astype(self, x: Storage, shape: Shape, src: DType, dst: DType) -> Storage:
+        return layout.astype(self.rt, x, src, dst)
+
+    # -- layout ---------------------------------------------------------------
+    def copy_strided(self, x, shape, dtype, out_shape, strides, offset):
+        return layout.copy_strided(self.rt, x, dtype, out_shape, strides, offset)
+
+    def concat(self, xs: Sequence, shapes, dtype, axis):
+        return layout.concat(self.rt, list(xs), list(shapes), dtype, axis)
+
+    # -- elementwise ----------------------------------------------------------
+    def unary(self, op, x, shape, dtype):
+        return elementwise.unary(self.rt, op, x, dtype)
+
+    def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        return elementwise.binary(self.rt, op, a, a_shape, b, b_shape, out_shape, dtype)
+
+    def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        return elementwise.compare(self.rt, op, a, a_shape, b, b_shape, out_shape, dtype)
+
+    def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
+        return elementwise.where(
+            self.rt, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype
+        )
+
+    # -- reductions -----------------------------------------------------------
+    def reduce(self, op, x, shape, dtype, axis):
+        return reductions.reduce(self.rt, op, x, shape, dtype, axis)
+
+    def argmax(self, x, shape, dtype, axis):
+        return reductions.reduce(self.rt, "argmax", x, shape, dtype, axis)
+
+    def softmax(self, x, shape, causal, log):
+        return reductions.softmax(self.rt, x, shape, causal, log)
+
+    # -- linear algebra -------------------------------------------------------
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        return linalg.matmul(self.rt, a, a_shape, b, b_shape, transpose_a, transpose_b)
+
+    # -- indexing -------------------------------------------------------------
+    def index_select(self, x, shape, dtype, axis, indices, count):
+        return indexing.index_select(self.rt, x, shape, dtype, axis, indices, count)
+
+    def index_add(self, base, shape, axis, indices, src, src_shape):
+        return indexing.index_add(self.rt, base, shape, axis, indices, src, src_shape)
+
+    def gather(self, x, shape, dtype, axis, indices, index_shape):
+        return indexing.gather(self.rt, x, shape, dtype, axis, indices, index_shape)
+
+    def scatter_add(self, base, shape, axis, indices, index_shape, src):
+        return indexing.scatter_add(self.rt, base, shape, axis, indices, index_shape, src)
+
+    def write_rows(self, dst, shape, dtype, rows, src):
+        indexing.write_rows(self.rt, dst, shape, rows, src)
+
+    # -- optimizer ------------------------------------------------------------
+    def adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        grad_scale,
+    ):
+        return optimizer.adam_update(
+            self.rt, params, grads, m, v, sizes, page_size, lr, beta1, beta2, eps,
+            weight_decay, decoupled, step, grad_scale,
+        )  # fmt: skip
+
+    # -- fused neural-network kernels ------------------------------------------
+    def layer_norm(self, x, shape, weight, bias, eps):
+        return fused.norm(self.rt, x, shape, weight, bias, eps, rms=False)
+
+    def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
+        return fused.norm_backward(self.rt, dy, x, shape, weight, [mean, rstd], False, with_bias)
+
+    def rms_norm(self, x, shape, weight, eps):
+        return fused.norm(self.rt, x, shape, weight, None, eps, rms=True)
+
+    def rms_norm_backward(self, dy, x, shape, weight, rstd):
+        dx, dw, _ = fused.norm_backward(self.rt, dy, x, shape, weight, [rstd], True, False)
+        return dx, dw
+
+    def activation_backward(self, op, x, dy, shape):
+        return fused.activation_backward(self.rt, op, x, dy)
+
+    def cross_entropy(self, logits, shape, targets, ignore_index):
+        return fused.cross_entropy(self.rt, logits, shape, targets, int(ignore_index))
+
+    def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
+        return fused.cross_entropy_backward(
+            self.rt, logits, shape, targets, lse, grad, int(ignore_index)
+        )
+
+    def rotary(self, x, shape, positions, theta, inverse):
+        return fused.rotary(self.rt, x, shape, positions, float(theta), bool(inverse))
+
+    # -- attention --------------------------------------------------------------
+    def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        return attention.attention(self.rt, q, k, v, q_shape, kv_shape, scale, causal, window)
+
+    def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        return attention.backward(
+            self.rt, dout, q, k, v, probs, None, None, q_shape, kv_shape, scale, causal, window
+        )
+
+    def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        out, row_max, row_sum, _ = attention.forward(
+            self.rt, q, k, v, q_shape, kv_shape, scale, causal, window
+        )
+        return out, row_max, row_sum
+
+    def flash_attention_backward(
+        self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+    ):
+        return attention.backward(
+            self.rt, dout, q, k, v, None, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+        )
+
+    def attention_varlen(
+        self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
+    ):
+        return attention.varlen(
+            self.rt, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths,
+            float(scale), int(window),
+        )  # fmt: skip
+
+    def paged_attention(
+        self,
+        q,
+        q_shape,
+        k_pages,
+        v_pages,
+        pages_shape,
+        page_table,
+        table_shape,
+        q_starts,
+        q_counts,
+        kv_lengths,
+        scale,
+        window,
+    ):
+        return attention.paged(
+            self.rt, q, q_shape, k_pages, v_pages, pages_shape, page_table, table_shape,
+            q_starts, q_counts, kv_lengths, float(scale), int(window),
+        )  # fmt: skip
+
+    # -- quantized weights (NF4) ------------------------------------------------
+    def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):
+        return quantized.dequantize(
+            self.rt, codes, absmax, group_range, float(offset), w_shape, int(block_size)
+        )
+
+    def nf4_linear(self, x, x_shape, codes, absmax, group_range, offset, w_shape, block_size, bias):
+        return quantized.linear(
+            self.rt, x, x_shape, codes, absmax, group_range, float(offset), w_shape,
+            int(block_size), bias,
+        )  # fmt: skip
+
+    def nf4_linear_backward(
+        self, dy, dy_shape, codes, absmax, group_range, offset, w_shape, block_size
+    ):
+        return quantized.linear_backward(
+            self.rt, dy, dy_shape, codes, absmax, group_range, float(offset), w_shape,
+            int(block_size),
+        )  # fmt: skip

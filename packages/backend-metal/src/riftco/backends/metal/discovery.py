@@ -1,0 +1,142 @@
+"""Which adapter each backend name would use, or why there is none.
+
+``metal`` drives Apple GPUs and needs macOS; ``vulkan`` needs a Vulkan loader
+(``libvulkan.so.1``, ``vulkan-1.dll``, or MoltenVK's ``libvulkan.1.dylib``) and
+at least one installable client driver. When several adapters exist, a
+discrete GPU is preferred to an integrated one, then a virtual one, then a
+software rasterizer running on the host (Mesa's lavapipe, ``llvmpipe``);
+``RIFTCO_WGPU_ADAPTER`` picks one by index or by a substring of its name.
+
+A software adapter is chosen only when nothing else exists, and the backend
+then declares ``runs_on_host``: usable by name (``backend="vulkan"``), never
+picked by ``auto``.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from riftco.tensor.errors import BackendUnavailable
+
+ADAPTER_VAR = "RIFTCO_WGPU_ADAPTER"
+#: Preference among device types (lower first).
+_RANK = {"discrete": 0, "integrated": 1, "virtual": 2, "other": 3, "cpu": 4}
+_LOADERS = {
+    "linux": ("libvulkan.so.1", "libvulkan.so"),
+    "win32": ("vulkan-1.dll",),
+    "darwin": ("libvulkan.1.dylib", "libMoltenVK.dylib"),
+}
+DRIVER_HINT = (
+    "install your GPU's Vulkan driver, or Mesa's software device for CI "
+    "(Debian/Ubuntu: apt-get install mesa-vulkan-drivers libvulkan1)"
+)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """One adapter as wgpu reports it (no device opened)."""
+
+    api: str
+    index: int
+    name: str
+    device_type: str
+    driver: str
+    driver_info: str
+    shader_f16: bool
+
+    @property
+    def runs_on_host(self) -> bool:
+        """A software rasterizer computing on the host CPU (lavapipe, llvmpipe, SwiftShader)."""
+        return self.device_type == "cpu"
+
+    def describe(self) -> str:
+        driver = " ".join(p for p in (self.driver, self.driver_info) if p)
+        kind = "software device on the host CPU" if self.runs_on_host else f"{self.device_type} GPU"
+        return f"{self.name} ({kind}, {self.api} adapter {self.index}{', ' + driver if driver else ''})"
+
+
+def vulkan_loader(platform: str | None = None) -> str | None:
+    """The Vulkan loader library the dynamic linker would find, or None."""
+    platform = platform or sys.platform
+    names = _LOADERS.get(platform, _LOADERS["linux"])
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return name
+    found = ctypes.util.find_library("vulkan")
+    return found or None
+
+
+def _as_adapters(api: str, raw: Sequence[dict[str, Any]]) -> list[Adapter]:
+    return [
+        Adapter(
+            api,
+            int(d["index"]),
+            str(d["name"]),
+            str(d["device_type"]),
+            str(d["driver"]),
+            str(d["driver_info"]),
+            bool(d["shader_f16"]),
+        )
+        for d in raw
+    ]
+
+
+def choose(adapters: Sequence[Adapter], wanted: str | None) -> Adapter:
+    """The adapter to open: the one ``wanted`` names (an index or a name substring),
+    else the best by device type (then enumeration order)."""
+    if wanted:
+        if wanted.isdigit():
+            for a in adapters:
+                if a.index == int(wanted):
+                    return a
+        else:
+            for a in adapters:
+                if wanted.lower() in a.name.lower():
+                    return a
+        listed = "; ".join(f"{a.index}: {a.name}" for a in adapters)
+        raise BackendUnavailable(
+            f"{ADAPTER_VAR}={wanted!r} names no {adapters[0].api} adapter (found {listed})"
+        )
+    return min(adapters, key=lambda a: (_RANK.get(a.device_type, 3), a.index))
+
+
+def find_adapter(
+    api: str,
+    enumerate_adapters: Callable[[str], Sequence[dict[str, Any]]],
+    *,
+    platform: str | None = None,
+    loader: Callable[[], str | None] = vulkan_loader,
+) -> Adapter:
+    """The adapter the ``api`` backend would use; ``BackendUnavailable`` says why none."""
+    platform = platform or sys.platform
+    if api == "metal":
+        if platform != "darwin":
+            raise BackendUnavailable(
+                f"Metal needs macOS (this is {platform}); on this machine use the vulkan "
+                "backend with a Vulkan driver"
+            )
+        found = _as_adapters(api, enumerate_adapters(api))
+        if not found:
+            raise BackendUnavailable("wgpu found no Metal device on this Mac")
+    else:
+        library = loader()
+        if library is None:
+            raise BackendUnavailable(f"no Vulkan loader (libvulkan) found; {DRIVER_HINT}")
+        found = _as_adapters(api, enumerate_adapters(api))
+        if not found:
+            raise BackendUnavailable(
+                f"the Vulkan loader ({library}) found no adapter: no Vulkan driver (ICD) is "
+                f"installed or none can open this GPU; {DRIVER_HINT}"
+            )
+    return choose(found, os.environ.get(ADAPTER_VAR))
+
+
+__all__ = ["ADAPTER_VAR", "Adapter", "choose", "find_adapter", "vulkan_loader"]

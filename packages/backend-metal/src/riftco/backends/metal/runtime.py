@@ -1,0 +1,204 @@
+"""Storages and kernel launches of the wgpu backends.
+
+Every element is 32 bits on the device: float32 as ``f32``; int64 as ``i32``
+(values outside the int32 range are refused on upload, and integer arithmetic
+wraps at 32 bits); bool and uint8 as one ``u32`` each. Layout kernels are
+therefore the same for every dtype.
+
+Kernels are the WGSL files of ``kernels/``; a file may hold ``{{NAME}}``
+placeholders filled per variant (an element type, an operator). Each variant
+compiles once per device. Binding 0 of every kernel is its parameter block
+``P`` (32-bit words), bindings 1.. its buffers in declaration order.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from riftco.backends.metal import _native
+from riftco.backends.metal.errors import GpuError
+from riftco.tensor.dtypes import DType
+
+#: Threads per workgroup of the one-dimensional kernels.
+GROUP = 256
+#: How each dtype is held on the device.
+DEVICE_DTYPE = {
+    DType.float32: np.dtype(np.float32),
+    DType.int64: np.dtype(np.int32),
+    DType.bool: np.dtype(np.uint32),
+    DType.uint8: np.dtype(np.uint32),
+}
+WGSL_TYPE = {DType.float32: "f32", DType.int64: "i32", DType.bool: "u32", DType.uint8: "u32"}
+_I32 = np.iinfo(np.int32)
+
+
+class Storage:
+    """A tensor's elements on the device: a pooled buffer read as ``count`` elements of
+    ``dtype``. Reshapes share the buffer, so in-place writes reach every view."""
+
+    __slots__ = ("buffer", "count", "dtype")
+
+    def __init__(self, buffer: _native.Buffer, count: int, dtype: DType):
+        self.buffer = buffer
+        self.count = count
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Storage({self.count} x {self.dtype.value})"
+
+
+def _read(name: str) -> str:
+    return resources.files("riftco.backends.metal").joinpath("kernels", f"{name}.wgsl").read_text()
+
+
+@cache
+def _source(name: str) -> str:
+    """``common.wgsl``, then the file, whose ``#include other`` lines bring in other files."""
+    lines = []
+    for line in _read(name).splitlines():
+        if line.startswith("#include "):
+            lines.append(_read(line.split()[1]))
+        else:
+            lines.append(line)
+    return _read("common") + "\n" + "\n".join(lines)
+
+
+def snippet(name: str) -> str:
+    """The text of ``kernels/<name>.wgsl`` (to fill a placeholder with)."""
+    return _read(name)
+
+
+def f32bits(x: float) -> int:
+    """The bits of ``x`` rounded to float32, as a parameter word."""
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
+
+
+def word(n: int) -> int:
+    """An int (possibly negative, within 32 bits) as a parameter word."""
+    if not -(1 << 31) <= n < (1 << 32):
+        raise GpuError(f"a kernel parameter {n} does not fit in 32 bits")
+    return n & 0xFFFFFFFF
+
+
+def groups_for(n: int, per_group: int = GROUP) -> tuple[int, int, int]:
+    """Workgroups covering ``n`` items, folded into two axes past 65535."""
+    g = max(1, -(-n // per_group))
+    if g <= 65535:
+        return (g, 1, 1)
+    rows = -(-g // 65535)
+    if rows > 65535:
+        raise GpuError(f"{n} items are more than one dispatch can cover")
+    return (65535, rows, 1)
+
+
+class Runtime:
+    """The device of one backend with its compiled kernels."""
+
+    def __init__(self, device: _native.Device):
+        self.device = device
+        self._kernels: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
+
+    def kernel(self, file: str, entry: str = "main", **subs: str) -> Any:
+        key = (file, entry, tuple(sorted(subs.items())))
+        k = self._kernels.get(key)
+        if k is None:
+            text = _source(file)
+            for name, value in subs.items():
+                text = text.replace("{{" + name + "}}", value)
+            if "{{" in text:
+                missing = text[text.index("{{") : text.index("}}", text.index("{{")) + 2]
+                raise GpuError(f"kernel {file}.wgsl: placeholder {missing} is not filled")
+            k = self._kernels[key] = self.device.kernel(text, entry)
+        return k
+
+    def run(
+        self,
+        kernel: Any,
+        buffers: Sequence[Storage | _native.Buffer],
+        params: Sequence[int],
+        groups: tuple[int, int, int],
+    ) -> None:
+        raw = [b.buffer if isinstance(b, Storage) else b for b in buffers]
+        self.device.dispatch(kernel, raw, [int(p) for p in params], groups)
+
+    def empty(self, count: int, dtype: DType) -> Storage:
+        return Storage(self.device.alloc(4 * count), count, dtype)
+
+    def upload(self, array: np.ndarray, dtype: DType) -> Storage:
+        flat = np.ascontiguousarray(array).reshape(-1)
+        if dtype is DType.int64 and flat.size and (flat.min() < _I32.min or flat.max() > _I32.max):
+            bad = flat[(flat < _I32.min) | (flat > _I32.max)][0]
+            raise GpuError(
+                f"int64 value {int(bad)} is outside the int32 range this backend holds "
+                "integers in on the device"
+            )
+        device_array = np.ascontiguousarray(flat.astype(DEVICE_DTYPE[dtype], copy=False))
+        buffer = self.device.upload(device_array.view(np.uint8))
+        return Storage(buffer, int(flat.size), dtype)
+
+    def upload_words(self, values: Sequence[int] | np.ndarray, dtype: DType) -> Storage:
+        return self.upload(np.asarray(values, dtype=DEVICE_DTYPE[dtype]), dtype)
+
+    def download(self, x: Storage) -> np.ndarray:
+        raw = self.device.read(x.buffer, 4 * x.count).view(DEVICE_DTYPE[x.dtype])
+        return raw.astype(x.dtype.numpy)
+
+    def copy(
+        self, src: Storage, dst: Storage, count: int, src_at: int = 0, dst_at: int = 0
+    ) -> None:
+        self.device.copy(src.buffer, 4 * src_at, dst.buffer, 4 * dst_at, 4 * count)
+
+    def first_out_of_range(
+        self, indices: Storage, size: int, *, allow: int | None = None
+    ) -> int | None:
+        """The first position of ``indices`` holding a value outside ``[0, size)`` (``allow``:
+        one more accepted value, an ignore index), or None. Reads 4 bytes back: a
+        synchronization."""
+        if indices.count == 0:
+            return None
+        flag = self.upload_words([0xFFFFFFFF], DType.bool)
+        params = [indices.count, word(size), int(allow is not None), word(allow or 0)]
+        self.run(self.kernel("check"), [indices, flag], params, groups_for(indices.count))
+        (pos,) = self.device.read(flag.buffer, 4).view(np.uint32)
+        return None if pos == 0xFFFFFFFF else int(pos)
+
+    def check_indices(
+        self, op: str, indices: Storage, size: int, *, allow: int | None = None
+    ) -> None:
+        """Raise the CPU backend's error when an index is outside ``[0, size)``."""
+        pos = self.first_out_of_range(indices, size, allow=allow)
+        if pos is not None:
+            bad = int(self.download(indices)[pos])
+            raise GpuError(
+                f"{op}: index {bad} at position {pos} is out of range for an axis of size {size}"
+            )
+
+
+def shape_size(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def split_axis(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
+    """``(outer, n, inner)`` of ``shape`` around ``axis``."""
+    return shape_size(shape[:axis]), int(shape[axis]), shape_size(shape[axis + 1 :])
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Element strides reading ``shape`` broadcast to ``out_shape`` (0 on broadcast axes)."""
+    pad = len(out_shape) - len(shape)
+    full = [1] * pad + [int(d) for d in shape]
+    strides = [0] * len(full)
+    step = 1
+    for i in range(len(full) - 1, -1, -1):
+        strides[i] = 0 if full[i] == 1 and out_shape[i] != 1 else step
+        step *= full[i]
+    return strides

@@ -1,0 +1,154 @@
+"""Importing, registration and adapter choice, without opening any device."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import riftco.backends.metal as metal
+import riftco.tensor as rt
+from riftco.backends.metal import discovery
+from riftco.testing.tensor import extra_entry_points
+
+ENTRY_POINTS = [
+    EntryPoint(name="metal", value="riftco.backends.metal:create_metal", group="riftco.backends"),
+    EntryPoint(name="vulkan", value="riftco.backends.metal:create_vulkan", group="riftco.backends"),
+]
+
+
+def adapter(index, name, device_type):
+    return {
+        "index": index,
+        "name": name,
+        "device_type": device_type,
+        "driver": "drv",
+        "driver_info": "1.0",
+        "vendor": 0,
+        "device": 0,
+        "shader_f16": False,
+    }
+
+
+LAVAPIPE = adapter(0, "llvmpipe (LLVM 15.0.6, 256 bits)", "cpu")
+NVIDIA = adapter(1, "NVIDIA H200", "discrete")
+INTEL = adapter(2, "Intel(R) UHD Graphics", "integrated")
+
+
+def test_the_package_imports_and_declares_its_api():
+    assert metal.__version__ == metal._native.__version__
+    assert metal.API_VERSION[0] == rt.BACKEND_API_VERSION[0]
+
+
+def test_the_native_module_is_its_own_and_reports_its_build_id():
+    build_id = metal.native_build_id()
+    assert len(build_id) == 16 and int(build_id, 16) >= 0
+    assert metal._native.BUILD_ID_MARKER == (
+        f"RIFTCO_BUILD_ID:riftco.backends.metal._native:{build_id}"
+    )
+    assert Path(metal._native.__file__).name.startswith("_native.")
+
+
+def test_registered_as_metal_and_vulkan():
+    eps = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="riftco.backends")}
+    assert eps["metal"] == "riftco.backends.metal:create_metal"
+    assert eps["vulkan"] == "riftco.backends.metal:create_vulkan"
+
+
+def test_metal_needs_macos():
+    with pytest.raises(rt.BackendUnavailable, match=r"Metal needs macOS \(this is linux\)"):
+        discovery.find_adapter("metal", lambda api: [NVIDIA], platform="linux")
+    with pytest.raises(rt.BackendUnavailable, match="no Metal device"):
+        discovery.find_adapter("metal", lambda api: [], platform="darwin")
+    apple = adapter(0, "Apple M3", "integrated")
+    found = discovery.find_adapter("metal", lambda api: [apple], platform="darwin")
+    assert found.name == "Apple M3" and not found.runs_on_host
+
+
+def test_vulkan_without_a_loader_or_a_driver_says_which():
+    never = pytest.fail  # enumeration must not even be tried without a loader
+    with pytest.raises(rt.BackendUnavailable, match="no Vulkan loader.*mesa-vulkan-drivers"):
+        discovery.find_adapter("vulkan", lambda api: never("enumerated"), loader=lambda: None)
+    with pytest.raises(rt.BackendUnavailable, match=r"loader \(libvulkan.so.1\) found no adapter"):
+        discovery.find_adapter("vulkan", lambda api: [], loader=lambda: "libvulkan.so.1")
+
+
+def test_a_gpu_is_preferred_and_a_software_device_runs_on_the_host(monkeypatch):
+    monkeypatch.delenv(discovery.ADAPTER_VAR, raising=False)
+    pick = lambda found: discovery.find_adapter(  # noqa: E731
+        "vulkan", lambda api: found, loader=lambda: "libvulkan.so.1"
+    )
+    assert pick([LAVAPIPE, INTEL, NVIDIA]).name == "NVIDIA H200"
+    assert pick([LAVAPIPE, INTEL]).device_type == "integrated"
+    only = pick([LAVAPIPE])
+    assert only.runs_on_host and "software device on the host CPU" in only.describe()
+
+
+def test_the_adapter_variable_chooses_by_index_or_name(monkeypatch):
+    found = [LAVAPIPE, NVIDIA]
+    for wanted, name in (
+        ("0", LAVAPIPE["name"]),
+        ("llvm", LAVAPIPE["name"]),
+        ("h200", "NVIDIA H200"),
+    ):
+        monkeypatch.setenv(discovery.ADAPTER_VAR, wanted)
+        assert discovery.choose(discovery._as_adapters("vulkan", found), wanted).name == name
+    with pytest.raises(rt.BackendUnavailable, match="names no vulkan adapter.*1: NVIDIA H200"):
+        discovery.choose(discovery._as_adapters("vulkan", found), "radeon")
+
+
+def test_unavailable_backends_are_listed_with_the_reason(monkeypatch):
+    monkeypatch.setattr(metal._native, "adapters", lambda api: [])
+    with extra_entry_points(*ENTRY_POINTS, replace=True):
+        infos = {b.name: b for b in rt.backends()}
+        assert set(infos) == {"metal", "vulkan"}
+        assert not infos["metal"].available and not infos["vulkan"].available
+        assert (
+            "Metal needs macOS" in infos["metal"].reason
+            or "no Metal device" in infos["metal"].reason
+        )
+        assert "Vulkan" in infos["vulkan"].reason
+        with pytest.raises(rt.BackendUnavailable, match="vulkan"):
+            rt.get_backend("vulkan")
+
+
+def test_a_software_device_is_never_chosen_by_auto(monkeypatch):
+    """Where lavapipe is the only adapter, vulkan is usable by name but auto stays on cpu."""
+    monkeypatch.setattr(
+        metal._native, "adapters", lambda api: [LAVAPIPE] if api == "vulkan" else []
+    )
+    monkeypatch.setattr(metal, "find_adapter", _fake_find)
+    monkeypatch.setattr(metal._native, "Device", lambda api, index, pool: _FakeDevice())
+    with extra_entry_points(*ENTRY_POINTS):
+        info = {b.name: b for b in rt.backends()}["vulkan"]
+        assert info.available and info.runs_on_host
+        assert "software device on the host CPU" in info.description
+        assert rt.get_backend("auto").name == "cpu"
+        assert rt.get_backend("vulkan").name == "vulkan"
+
+
+def _fake_find(api, enumerate_adapters):
+    return discovery.find_adapter(api, enumerate_adapters, loader=lambda: "libvulkan.so.1")
+
+
+class _FakeDevice:
+    name = LAVAPIPE["name"]
+
+
+def test_a_device_that_fails_to_open_is_unavailable_with_the_reason(monkeypatch):
+    def refuse(api, index, pool):
+        raise metal.GpuError("out of device memory")
+
+    monkeypatch.setattr(metal, "find_adapter", _fake_find)
+    monkeypatch.setattr(metal._native, "adapters", lambda api: [NVIDIA])
+    monkeypatch.setattr(metal._native, "Device", refuse)
+    with pytest.raises(rt.BackendUnavailable, match="opening NVIDIA H200.*out of device memory"):
+        metal.create_vulkan()
+
+
+def test_a_bad_pool_size_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(metal.POOL_VAR, "lots")
+    with pytest.raises(rt.BackendUnavailable, match="RIFTCO_WGPU_POOL_MB must be a whole number"):
+        metal._pool_bytes()
