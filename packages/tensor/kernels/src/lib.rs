@@ -10,6 +10,8 @@ pub mod activation_grad;
 pub mod adam;
 pub mod attention;
 pub mod binary;
+pub mod blockq;
+mod blockq_dot;
 pub mod flash;
 pub mod index;
 mod lanes;

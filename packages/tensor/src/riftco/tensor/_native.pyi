@@ -15,6 +15,8 @@ __all__ = [
     "attention_backward",
     "attention_varlen",
     "binary",
+    "block_dequantize",
+    "block_linear",
     "compare",
     "concat",
     "copy_strided",
@@ -192,6 +194,15 @@ def nf4_linear_backward(
     rows: int,
     cols: int,
     block_size: int,
+) -> np.ndarray: ...
+def block_dequantize(data: np.ndarray, format: str, rows: int, cols: int) -> np.ndarray: ...
+def block_linear(
+    x: np.ndarray,
+    data: np.ndarray,
+    format: str,
+    rows: int,
+    cols: int,
+    bias: np.ndarray | None = None,
 ) -> np.ndarray: ...
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
