@@ -144,6 +144,44 @@ def dequantize_block_array(data: np.ndarray, fmt: str, shape: tuple[int, int]) -
     return (d * q).astype(np.float32).reshape(rows, cols)
 
 
+def quantize_activation_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Input rows ``[m, cols]`` as the Q8_0 / Q4_0 linear quantizes them: int8 codes
+    ``[m, cols]`` and float32 scales ``[m, cols / 32]`` (``s = max |x| / 127``,
+    ``q = round(x * (1 / s))`` half away from zero)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    m, cols = x.shape
+    blocks = x.reshape(m, cols // BLOCK_QK, BLOCK_QK)
+    with np.errstate(invalid="ignore"):
+        s = np.abs(blocks).max(axis=2) / np.float32(127)
+        inv = np.divide(np.float32(1), s, out=np.zeros_like(s), where=s != 0)
+        v = (blocks * inv[..., None]).astype(np.float64)
+    v = np.where(np.isfinite(v), v, 0.0)
+    q = np.copysign(np.floor(np.abs(v) + 0.5), v).astype(np.int8)
+    return q.reshape(m, cols), s
+
+
+def block_linear_reference(
+    x: np.ndarray, data: np.ndarray, fmt: str, shape: tuple[int, int]
+) -> np.ndarray:
+    """``x [m, cols] @ W^T`` as the kernels define it, summed in float64: for Q8_0 and
+    Q4_0 the sum over blocks of ``d_w * s_x * (exact integer dot product)``."""
+    w = dequantize_block_array(data, fmt, shape)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if fmt == "f16":
+        return x.astype(np.float64) @ w.T.astype(np.float64)
+    rows, cols = shape
+    raw = np.ascontiguousarray(data, np.uint8).reshape(rows, cols // BLOCK_QK, -1)
+    d = raw[..., :2].copy().view("<f2").astype(np.float64)[..., 0]  # [rows, blocks]
+    wq = np.rint(w.astype(np.float64) / np.where(d == 0, 1, d).repeat(BLOCK_QK, axis=1))
+    q, s = quantize_activation_rows(x)
+    xb = q.astype(np.float64).reshape(len(x), -1, BLOCK_QK)
+    wb = wq.reshape(rows, -1, BLOCK_QK)
+    isum = np.einsum("mbk,rbk->mrb", xb, wb)
+    scale = s.astype(np.float64)[:, None, :] * d[None, :, :]
+    with np.errstate(invalid="ignore"):
+        return (isum * scale).sum(axis=2)
+
+
 @dataclass(frozen=True, eq=False)
 class BlockWeight:
     """A weight ``[rows, cols]`` in a llama.cpp block layout (see the module docstring):
@@ -277,8 +315,10 @@ __all__ = [
     "BlockWeight",
     "block_dequantize",
     "block_linear",
+    "block_linear_reference",
     "block_quantize",
     "block_row_bytes",
     "dequantize_block_array",
+    "quantize_activation_rows",
     "quantize_block_array",
 ]
