@@ -26,9 +26,7 @@ def half_bytes(v: float) -> list[int]:
 
 def weight(rows=40, cols=96, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((rows, cols)) * rng.uniform(0.05, 2, (rows, 1))).astype(
-        np.float32
-    )
+    return (rng.standard_normal((rows, cols)) * rng.uniform(0.05, 2, (rows, 1))).astype(np.float32)
 
 
 def test_q8_0_block_bytes_follow_the_reference_quantizer():
@@ -115,7 +113,9 @@ def test_dequantize_and_linear_on_every_backend(backend, fmt):
     raw = quantize_block_array(w, fmt)
     packed = BlockWeight.from_bytes(raw, fmt, w.shape, backend=backend)
     assert packed.nbytes == raw.size
-    assert np.array_equal(rt.block_dequantize(packed).numpy(), dequantize_block_array(raw, fmt, w.shape))
+    assert np.array_equal(
+        rt.block_dequantize(packed).numpy(), dequantize_block_array(raw, fmt, w.shape)
+    )
     x = weight(6, 128, seed=2).reshape(2, 3, 128)
     bias = rt.tensor(np.linspace(-1, 1, 70, dtype=np.float32), backend=backend)
     y = rt.block_linear(rt.tensor(x, backend=backend), packed, bias).numpy()

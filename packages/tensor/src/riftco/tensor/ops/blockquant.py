@@ -61,9 +61,7 @@ def block_row_bytes(fmt: str, cols: int) -> int:
     if fmt == "f16":
         return 2 * cols
     if cols % BLOCK_QK:
-        raise ShapeError(
-            f"{fmt}: a row must hold whole blocks of {BLOCK_QK}, found {cols} columns"
-        )
+        raise ShapeError(f"{fmt}: a row must hold whole blocks of {BLOCK_QK}, found {cols} columns")
     return cols // BLOCK_QK * _BLOCK_BYTES[fmt]
 
 
