@@ -44,6 +44,13 @@ from riftco.nn.lora import (
     lora_state_dict,
     merge_lora,
 )
+from riftco.nn.inference_weights import (
+    INFERENCE_FORMATS,
+    BlockLinear,
+    dequantize_for_training,
+    inference_formats,
+    quantize_for_inference,
+)
 from riftco.nn.module import LoadResult, Module, ModuleList, ParameterList
 from riftco.nn.quantized import (
     QuantizedLinear,
@@ -117,4 +124,11 @@ __all__ += [
     "merge_lora",
     "quantize_model",
     "weight_memory",
+]
+__all__ += [
+    "INFERENCE_FORMATS",
+    "BlockLinear",
+    "dequantize_for_training",
+    "inference_formats",
+    "quantize_for_inference",
 ]
