@@ -28,6 +28,13 @@ from riftco.nn.generation import (
     sample_next,
     sequence_rng,
 )
+from riftco.nn.inference_weights import (
+    INFERENCE_FORMATS,
+    BlockLinear,
+    dequantize_for_training,
+    inference_formats,
+    quantize_for_inference,
+)
 from riftco.nn.layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
 from riftco.nn.lora import (
     LORA_TARGETS,
@@ -43,13 +50,6 @@ from riftco.nn.lora import (
     lora_parameters,
     lora_state_dict,
     merge_lora,
-)
-from riftco.nn.inference_weights import (
-    INFERENCE_FORMATS,
-    BlockLinear,
-    dequantize_for_training,
-    inference_formats,
-    quantize_for_inference,
 )
 from riftco.nn.module import LoadResult, Module, ModuleList, ParameterList
 from riftco.nn.quantized import (
