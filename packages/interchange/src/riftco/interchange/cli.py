@@ -92,7 +92,11 @@ def convert_main(argv: list[str]) -> int:
         "--stage", default=None, help="stage recorded in a new .rift (default: kept, or 'imported')"
     )
     parser.add_argument(
-        "--dtype", default="f32", choices=("f32", "f16"), help="GGUF tensor type (default f32)"
+        "--dtype",
+        default="f32",
+        choices=("f32", "f16", "q8_0", "q4_0"),
+        help="GGUF tensor type of the matrices (default f32; q8_0 and q4_0 in llama.cpp's "
+        "block layouts)",
     )
     parser.add_argument(
         "--allow-tokenizer-mismatch",
