@@ -7,8 +7,8 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-import riftco.serve.loading as loading
 import riftco.nn as nn
+import riftco.serve.loading as loading
 import riftco.tensor as rt
 from riftco.nn import TransformerConfig
 from riftco.serve import ServerConfig
