@@ -141,6 +141,7 @@ def linear_sources(
         return lambda a: split_heads(a, n)
 
     same: Callable[[np.ndarray], np.ndarray] = lambda a: a  # noqa: E731
+    layer: tuple[tuple[str, str], ...]
     for i in range(config.n_layers):
         ours, theirs = f"blocks.{i}", f"blk.{i}"
         if config.family == "gpt":

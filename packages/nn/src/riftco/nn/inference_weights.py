@@ -35,7 +35,9 @@ class BlockLinear(Module):
     buffer ``weight_data`` in a llama.cpp block layout (``format``). The bias, if any, is
     a frozen Parameter."""
 
-    def __init__(self, weight: BlockWeight, bias: Any = None) -> None:
+    bias: Parameter | None
+
+    def __init__(self, weight: BlockWeight, bias: Parameter | None = None) -> None:
         super().__init__()
         if not isinstance(weight, BlockWeight):
             raise TypeError(f"BlockLinear: expected a BlockWeight, found {type(weight).__name__}")
@@ -60,6 +62,7 @@ class BlockLinear(Module):
     def weight(self) -> BlockWeight:
         """The packed weight over the current buffer (after ``to()`` too)."""
         data = self._buffers["weight_data"]
+        assert data is not None  # registered in __init__
         key = (id(data), data.version)
         cached, packed = self.__dict__["_packed"]
         if cached != key:
