@@ -5,12 +5,14 @@
 //! is the exact integer dot product of elements `4j .. 4j + 4` of the weight
 //! codes (Q4_0: `nibble - 8`) and the input codes; it is converted to float32
 //! and fused-multiply-added with `d_b * s_b` (the weight's half scale as float32
-//! times the input's scale) into accumulator lane `j` of set `b % 2`. The
-//! sixteen lanes are added in order, set 0 first. F16: element `i` below the
-//! last multiple of 32 goes to lane `i % 32` (fused multiply-adds), the rest to
-//! one more accumulator in order; the 32 lanes are added in order, that one
-//! last. The AVX2 versions and the portable ones perform the same operations in
-//! the same order, so every CPU gives the same bits.
+//! times the input's scale) into accumulator lane `j` of set `b % 2`. F16:
+//! element `i` below the last multiple of 32 goes to lane `i % 8` of set
+//! `(i / 8) % 4` (fused multiply-adds), the rest to one more accumulator in
+//! order. The sets are added lane by lane (F16: `(s0 + s1) + (s2 + s3)`), then
+//! the eight lanes by halves (`v[j] + v[j + 4]`, then `+ [j + 2]`, then the
+//! two), and F16's extra accumulator last. The AVX2 versions and the portable
+//! ones perform the same operations in the same order, so every CPU gives the
+//! same bits.
 
 use crate::blockq::QK;
 
@@ -40,13 +42,17 @@ fn half_at(b: &[u8]) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 
+/// The eight lanes of `v` added by halves (the order `_mm256` reductions use).
 #[inline(always)]
-fn finish(lanes: &[f32]) -> f32 {
-    let mut sum = 0.0f32;
-    for &l in lanes {
-        sum += l;
-    }
-    sum
+fn finish8(v: &[f32; 8]) -> f32 {
+    let h4: [f32; 4] = std::array::from_fn(|j| v[j] + v[j + 4]);
+    let h2 = [h4[0] + h4[2], h4[1] + h4[3]];
+    h2[0] + h2[1]
+}
+
+#[inline(always)]
+fn add8(a: &[f32; 8], b: &[f32; 8]) -> [f32; 8] {
+    std::array::from_fn(|j| a[j] + b[j])
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -91,30 +97,28 @@ pub(crate) fn dot_f16(row: &[u8], x: &[f32]) -> f32 {
 }
 
 fn dot_q8_0_portable(row: &[u8], q: &[i8], s: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 16];
+    let mut sets = [[0.0f32; 8]; 2];
     for (b, (blk, xq)) in row.chunks_exact(34).zip(q.chunks_exact(QK)).enumerate() {
         let d = half_at(blk) * s[b];
-        let set = &mut lanes[(b % 2) * 8..(b % 2) * 8 + 8];
-        for (j, lane) in set.iter_mut().enumerate() {
+        for (j, lane) in sets[b % 2].iter_mut().enumerate() {
             let p: i32 = (0..4)
                 .map(|e| (blk[2 + 4 * j + e] as i8) as i32 * xq[4 * j + e] as i32)
                 .sum();
             *lane = (p as f32).mul_add(d, *lane);
         }
     }
-    finish(&lanes)
+    finish8(&add8(&sets[0], &sets[1]))
 }
 
 fn dot_q4_0_portable(row: &[u8], q: &[i8], s: &[f32], sums: &[i32]) -> f32 {
-    let mut lanes = [0.0f32; 16];
+    let mut sets = [[0.0f32; 8]; 2];
     for (b, (blk, xq)) in row.chunks_exact(18).zip(q.chunks_exact(QK)).enumerate() {
         let d = half_at(blk) * s[b];
         let nib = |e: usize| -> i32 {
             let byte = blk[2 + e % 16];
             (if e < 16 { byte & 15 } else { byte >> 4 }) as i32
         };
-        let set = &mut lanes[(b % 2) * 8..(b % 2) * 8 + 8];
-        for (j, lane) in set.iter_mut().enumerate() {
+        for (j, lane) in sets[b % 2].iter_mut().enumerate() {
             let p: i32 = (0..4)
                 .map(|e| nib(4 * j + e) * xq[4 * j + e] as i32)
                 .sum::<i32>()
@@ -122,26 +126,28 @@ fn dot_q4_0_portable(row: &[u8], q: &[i8], s: &[f32], sums: &[i32]) -> f32 {
             *lane = (p as f32).mul_add(d, *lane);
         }
     }
-    finish(&lanes)
+    finish8(&add8(&sets[0], &sets[1]))
 }
 
 fn dot_f16_portable(row: &[u8], x: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 32];
+    let mut sets = [[0.0f32; 8]; 4];
     let body = x.len() / 32 * 32;
     for (i, &v) in x[..body].iter().enumerate() {
         let w = half_at(&row[2 * i..]);
-        lanes[i % 32] = w.mul_add(v, lanes[i % 32]);
+        let lane = &mut sets[(i / 8) % 4][i % 8];
+        *lane = w.mul_add(v, *lane);
     }
     let mut rest = 0.0f32;
     for (i, &v) in x.iter().enumerate().skip(body) {
         rest = half_at(&row[2 * i..]).mul_add(v, rest);
     }
-    finish(&lanes) + rest
+    let v = add8(&add8(&sets[0], &sets[1]), &add8(&sets[2], &sets[3]));
+    finish8(&v) + rest
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{finish, QK};
+    use super::QK;
     use std::arch::x86_64::*;
 
     #[inline(always)]
@@ -150,52 +156,81 @@ mod avx2 {
         _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
     }
 
+    /// `finish8` of the lanes of `v`: halves, then pairs, then the two.
     #[inline(always)]
-    unsafe fn store(acc: [__m256; 2]) -> f32 {
-        let mut lanes = [0.0f32; 16];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[0]);
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[1]);
-        finish(&lanes)
+    unsafe fn reduce(v: __m256) -> f32 {
+        let h4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        let h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+        _mm_cvtss_f32(_mm_add_ss(h2, _mm_shuffle_ps(h2, h2, 1)))
     }
+
+    #[inline(always)]
+    unsafe fn q8_block(row: &[u8], q: &[i8], s: &[f32], b: usize, acc: __m256) -> __m256 {
+        let blk = row.as_ptr().add(b * 34);
+        let w = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+        let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
+        // |w| (as unsigned bytes: -128 reads 128) times x with w's sign.
+        let aw = _mm256_sign_epi8(w, w);
+        let sx = _mm256_sign_epi8(x, w);
+        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+        let d = _mm256_set1_ps(half(blk) * *s.get_unchecked(b));
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc)
+    }
+
+    #[inline(always)]
+    unsafe fn q4_block(
+        row: &[u8],
+        q: &[i8],
+        s: &[f32],
+        sums: &[i32],
+        b: usize,
+        acc: __m256,
+    ) -> __m256 {
+        let blk = row.as_ptr().add(b * 18);
+        let raw = _mm_loadu_si128(blk.add(2) as *const __m128i);
+        let nibble = _mm_set1_epi8(15);
+        let lo = _mm_and_si128(raw, nibble);
+        let hi = _mm_and_si128(_mm_srli_epi16(raw, 4), nibble);
+        // Elements 0..15 (low nibbles) then 16..31 (high nibbles).
+        let w = _mm256_set_m128i(hi, lo);
+        let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
+        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1));
+        let off = _mm256_loadu_si256(sums.as_ptr().add(b * 8) as *const __m256i);
+        let p = _mm256_sub_epi32(p, off);
+        let d = _mm256_set1_ps(half(blk) * *s.get_unchecked(b));
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc)
+    }
+
+    // Blocks alternate between two accumulators (block b into set b % 2).
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot_q8_0(row: &[u8], q: &[i8], s: &[f32]) -> f32 {
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (b, &sb) in s.iter().enumerate() {
-            let blk = row.as_ptr().add(b * 34);
-            let w = _mm256_loadu_si256(blk.add(2) as *const __m256i);
-            let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
-            // |w| (as unsigned bytes: -128 reads 128) times x with w's sign.
-            let aw = _mm256_sign_epi8(w, w);
-            let sx = _mm256_sign_epi8(x, w);
-            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-            let d = _mm256_set1_ps(half(blk) * sb);
-            acc[b % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[b % 2]);
+        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut b = 0;
+        while b + 2 <= s.len() {
+            a0 = q8_block(row, q, s, b, a0);
+            a1 = q8_block(row, q, s, b + 1, a1);
+            b += 2;
         }
-        store(acc)
+        if b < s.len() {
+            a0 = q8_block(row, q, s, b, a0);
+        }
+        reduce(_mm256_add_ps(a0, a1))
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot_q4_0(row: &[u8], q: &[i8], s: &[f32], sums: &[i32]) -> f32 {
-        let ones = _mm256_set1_epi16(1);
-        let nibble = _mm_set1_epi8(15);
-        let mut acc = [_mm256_setzero_ps(); 2];
-        for (b, &sb) in s.iter().enumerate() {
-            let blk = row.as_ptr().add(b * 18);
-            let raw = _mm_loadu_si128(blk.add(2) as *const __m128i);
-            let lo = _mm_and_si128(raw, nibble);
-            let hi = _mm_and_si128(_mm_srli_epi16(raw, 4), nibble);
-            // Elements 0..15 (low nibbles) then 16..31 (high nibbles).
-            let w = _mm256_set_m128i(hi, lo);
-            let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
-            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
-            let off = _mm256_loadu_si256(sums.as_ptr().add(b * 8) as *const __m256i);
-            let p = _mm256_sub_epi32(p, off);
-            let d = _mm256_set1_ps(half(blk) * sb);
-            acc[b % 2] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), d, acc[b % 2]);
+        let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut b = 0;
+        while b + 2 <= s.len() {
+            a0 = q4_block(row, q, s, sums, b, a0);
+            a1 = q4_block(row, q, s, sums, b + 1, a1);
+            b += 2;
         }
-        store(acc)
+        if b < s.len() {
+            a0 = q4_block(row, q, s, sums, b, a0);
+        }
+        reduce(_mm256_add_ps(a0, a1))
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -212,15 +247,12 @@ mod avx2 {
             }
             i += 32;
         }
-        let mut lanes = [0.0f32; 32];
-        for (r, a) in acc.iter().enumerate() {
-            _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * r), *a);
-        }
         let mut rest = 0.0f32;
         for (e, &v) in x.iter().enumerate().skip(body) {
             rest = half(w.add(2 * e)).mul_add(v, rest);
         }
-        finish(&lanes) + rest
+        let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+        reduce(v) + rest
     }
 }
 
