@@ -10,6 +10,7 @@ machine's speed drifts); the figures are the medians of the per-step tokens/s an
 their ratio. Figures only; nothing is asserted about time.
 
     python bench/bench_train.py [--rounds 3] [--steps 4] [--threads N] [--warmup 2]
+                                [--precision f32|bf16]
 """
 
 from __future__ import annotations
@@ -44,13 +45,23 @@ def data() -> tuple[np.ndarray, int]:
     return token_stream(encode_documents(tokenizer, train)), tokenizer.vocab_size
 
 
-def ours(config: nn.TransformerConfig, stream: np.ndarray, total: int) -> Trainer:
+def ours(
+    config: nn.TransformerConfig, stream: np.ndarray, total: int, precision: str = "f32"
+) -> Trainer:
     model = nn.DecoderOnlyTransformer(config, seed=0)
     groups = [g for g in weight_decay_groups(model.named_parameters(), WEIGHT_DECAY) if g["params"]]
     optimizer = AdamW(groups, lr=LR, betas=(0.9, 0.95), max_grad_norm=CLIP)
     schedule = WarmupCosineSchedule(LR, min(10, total), total)
     source = RandomWindows(stream, T, B, seed=0)
-    return Trainer(model, optimizer, schedule, source, stage="pretraining", total_steps=total)
+    return Trainer(
+        model,
+        optimizer,
+        schedule,
+        source,
+        stage="pretraining",
+        total_steps=total,
+        precision=precision,
+    )
 
 
 def torch_model(config: nn.TransformerConfig):
@@ -133,18 +144,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="timed steps per round and side")
     parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: all)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    parser.add_argument(
+        "--precision",
+        choices=("f32", "bf16"),
+        default="f32",
+        help="ours in float32 or in mixed bf16 (PyTorch stays float32)",
+    )
     args = parser.parse_args()
     if args.threads:
         rt.set_num_threads(args.threads)
     stream, vocab = data()
     config = nn.TransformerConfig.preset("gpt2", size="small", vocab_size=vocab)
     total = args.rounds * args.steps + args.warmup + 1
-    trainer = ours(config, stream, total)
+    trainer = ours(config, stream, total, args.precision)
     theirs = TorchRun(config, stream, total) if torch is not None else None
     print(
         f"riftco.train pretraining, small gpt2 (V={vocab}, T={T}, D={config.d_model}, "
         f"H={config.n_heads}, L={config.n_layers}, FF={config.d_ff}, B={B}), "
-        f"{rt.get_num_threads()} threads, {platform.machine()}"
+        f"{rt.get_num_threads()} threads, {platform.machine()}, precision {args.precision}"
     )
     for _ in range(args.warmup):  # first-touch allocations, caches, grown heaps
         trainer.train_step()

@@ -6,7 +6,13 @@ import stat
 import pytest
 
 from riftco.core import atomic as atomic_module
-from riftco.core import atomic_write, fsync_folder, staged_files, write_bytes_atomic
+from riftco.core import (
+    atomic_write,
+    fsync_folder,
+    remove_stale_temporaries,
+    staged_files,
+    write_bytes_atomic,
+)
 
 posix = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 
@@ -136,3 +142,35 @@ def test_folder_fsync_reports_real_failures(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", broken)
     with pytest.raises(OSError, match="Input/output"):
         fsync_folder(tmp_path)
+
+
+def _dead_pid() -> int:
+    """A process id that no process has: a child that has exited and been reaped."""
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    return child
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    target = tmp_path / "model.rift"
+    dead = _dead_pid()
+    stale = tmp_path / f".model.rift.{dead}.1a2b3c4d.tmp"
+    live = tmp_path / f".model.rift.{os.getppid()}.5e6f7a8b.tmp"  # a running process
+    other = tmp_path / f".other.rift.{dead}.1a2b3c4d.tmp"  # another file's
+    unnamed = tmp_path / ".model.rift.notapid.tmp"
+    for path in (stale, live, other, unnamed):
+        path.write_bytes(b"half")
+    write_bytes_atomic(target, b"whole")
+    assert target.read_bytes() == b"whole"
+    assert not stale.exists()
+    assert live.exists() and other.exists() and unnamed.exists()
+    assert remove_stale_temporaries(tmp_path / "other.rift") == [other]
+
+
+def test_the_temporary_is_named_after_the_writing_process(tmp_path):
+    with atomic_write(tmp_path / "f.bin") as handle:
+        handle.write(b"x")
+        (temp,) = [p for p in tmp_path.iterdir() if p.name != "f.bin"]
+        assert temp.name.startswith(f".f.bin.{os.getpid()}.") and temp.name.endswith(".tmp")

@@ -36,3 +36,8 @@ def test_records_digest_hashes_headers_then_data_in_order():
     assert records_digest(records) == expected.hexdigest()
     assert records_digest(records[::-1]) != records_digest(records)
     assert records_digest([]) == hashlib.sha256().hexdigest()
+
+
+def test_canonical_json_refuses_a_lone_surrogate():
+    with pytest.raises(JSONError, match="lone surrogate"):
+        canonical_json({"name\udc80": 1})

@@ -71,6 +71,15 @@ def test_demo_runs_the_main_job(tmp_path, capsys):
         assert (tmp_path / f"{stage}-loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_demo_precision_reaches_both_stages():
+    from riftco.cli.demo import _options
+
+    for precision in ("f32", "bf16"):
+        pretraining, post_training = _options(0, True, precision)
+        assert pretraining.training.precision == post_training.training.precision == precision
+    assert _options(0, False)[0].training.precision == "f32"
+
+
 @pytest.mark.parametrize("command", ["backends", "demo"])
 def test_subcommand_help(command, capsys):
     with pytest.raises(SystemExit) as stop:

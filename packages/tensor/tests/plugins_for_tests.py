@@ -1,6 +1,8 @@
 """Entry-point targets that the registry tests register by patching discovery."""
 
-from riftco.tensor import Backend, BackendUnavailable
+from typing import ClassVar
+
+from riftco.tensor import Backend, BackendUnavailable, DType
 
 
 def broken():
@@ -120,3 +122,21 @@ def capabilities_as_list():
     backend = Partial()
     backend.capabilities = lambda: ["from_numpy"]
     return backend
+
+
+class DtypesAsList(Partial):
+    name = "dtypes_list"
+    dtypes: ClassVar = [DType.float32]
+
+
+def dtypes_as_list():
+    return DtypesAsList()
+
+
+class WithoutInt64(Partial):
+    name = "no_int64"
+    dtypes = frozenset({DType.float32, DType.bool, DType.uint8})
+
+
+def without_int64():
+    return WithoutInt64()

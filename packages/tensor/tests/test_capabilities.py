@@ -76,6 +76,18 @@ def test_a_backend_claiming_what_it_does_not_implement_is_unavailable():
         assert "expected a frozenset" in info("listy").reason
 
 
+def test_discovery_records_dtypes_and_refuses_malformed_ones():
+    assert info("cpu").dtypes == ("float32", "int64", "bool", "uint8", "bfloat16")
+    with extra_entry_points(ep("partial", "partial"), ep("dtypes_list", "dtypes_as_list")):
+        assert info("partial").dtypes == ("float32", "int64", "bool", "uint8")
+        listed = info("dtypes_list")
+        assert not listed.available and "expected a frozenset of riftco.tensor.DType" in (
+            listed.reason
+        )
+    with extra_entry_points(ep("no_int64", "without_int64")):
+        assert "declares dtypes without int64" in info("no_int64").reason
+
+
 def test_auto_takes_the_highest_priority_then_the_first_name():
     with extra_entry_points(ep("low", "low"), ep("high", "high")):
         assert rt.get_backend("auto").name == "high"

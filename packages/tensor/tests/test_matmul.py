@@ -73,3 +73,21 @@ def test_vector_products_do_not_depend_on_threads(transpose_b):
     np.testing.assert_allclose(results[0], expected, rtol=1e-4, atol=1e-4)
     for other in results[1:]:
         np.testing.assert_array_equal(results[0], other)
+
+
+@pytest.mark.parametrize(
+    "k, n",
+    [(64, 64), (384, 1152), (1536, 384), (800, 131), (384, 2048)],  # the last two: > 1 MiB
+)
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_a_row_alone_gets_the_bits_it_gets_among_other_rows(k, n, transpose_b):
+    """A decode step with one sequence (one row) and with several must agree bit for
+    bit, or a sampled reply would depend on what it is batched with."""
+    rng = np.random.default_rng(k + n)
+    w = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(np.float32)
+    x = rng.standard_normal((5, k)).astype(np.float32)
+    weights = rt.tensor(w)
+    batch = rt.matmul(rt.tensor(x), weights, transpose_b=transpose_b).numpy()
+    for row in (0, 3):
+        alone = rt.matmul(rt.tensor(x[row : row + 1]), weights, transpose_b=transpose_b)
+        np.testing.assert_array_equal(alone.numpy(), batch[row : row + 1])

@@ -105,25 +105,6 @@ pub(crate) fn dot8(a: &[f32], b: &[f32]) -> f32 {
     dot_of(a, b, |v| v)
 }
 
-/// `a . b` (equal lengths) with the eight lanes summed as a tree,
-/// `((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7))`, then the tail.
-#[inline(always)]
-pub(crate) fn dot8_tree(a: &[f32], b: &[f32]) -> f32 {
-    let mut l = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ta, tb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            l[j] = x[j].mul_add(y[j], l[j]);
-        }
-    }
-    let mut s = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-    for (x, y) in ta.iter().zip(tb) {
-        s = x.mul_add(*y, s);
-    }
-    s
-}
-
 multiversion! {
     /// The maximum of `x`, NaN ignored (`f32::max`); -inf for an empty `x`.
     pub(crate) fn max_of(x: &[f32]) -> f32 {
@@ -199,7 +180,6 @@ mod tests {
             assert!((sum_of(&a, |v| v) as f64 - sum).abs() < 1e-4);
             let d: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
             assert!((dot(&a, &b) as f64 - d).abs() < 1e-3);
-            assert!((dot8_tree(&a, &b) as f64 - d).abs() < 1e-3);
             let mut e = a.clone();
             let total = exp_sum(&mut e, max);
             assert!(e.iter().zip(&a).all(|(&y, &x)| y == math::exp(x - max)));
@@ -231,6 +211,5 @@ mod tests {
         assert_eq!(sum_of(&x, |v| v), 14.0);
         let ones = vec![1.0f32; 16];
         assert_eq!(dot8(&x, &ones), 14.0);
-        assert_eq!(dot8_tree(&x, &ones), 14.0);
     }
 }

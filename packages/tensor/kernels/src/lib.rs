@@ -9,6 +9,7 @@
 pub mod activation_grad;
 pub mod adam;
 pub mod attention;
+pub mod bf16;
 pub mod binary;
 pub mod blockq;
 mod blockq_dot;

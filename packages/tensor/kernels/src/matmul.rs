@@ -2,8 +2,7 @@
 
 use rayon::prelude::*;
 
-use crate::lanes::dot8_tree;
-use crate::packed::{gemm_into, Mat, PackedRhs, MR, NR};
+use crate::packed::{gemm_into, slice_depth, Mat, PackedRhs, MR, NR};
 use crate::pool::{install, num_threads, parallel, Shared, PARALLEL_WORK};
 use crate::{ensure, multiversion, Result};
 
@@ -21,25 +20,67 @@ pub struct MatmulSpec<'a> {
     pub b_offsets: &'a [usize],
 }
 
+/// Rows of `w` a one-row product carries at once: independent chains of fused
+/// multiply-adds, enough to hide their latency.
+const CHAINS: usize = 8;
+
 multiversion! {
-    /// `out[j] = dot(x, w[j])` for rows of `w` (`[n, k]`): a vector times a transposed matrix.
-    fn dot_rows(x: &[f32], w: &[f32], out: &mut [f32]) {
+    /// `out[j] = x . w[j]` for rows of `w` (`[n, k]`): a vector times a transposed
+    /// matrix, each element summed as the packed kernel sums it: `p` ascending in
+    /// one fused multiply-add chain per `depth`-deep slice, the slices added in order.
+    fn dot_rows(x: &[f32], w: &[f32], depth: usize, out: &mut [f32]) {
         let k = x.len();
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = dot8_tree(&w[j * k..(j + 1) * k], x);
+        for (block, dst) in out.chunks_mut(CHAINS).enumerate() {
+            let rows = dst.len();
+            let first = block * CHAINS;
+            let mut total = [0.0f32; CHAINS];
+            for p0 in (0..k).step_by(depth) {
+                let p1 = (p0 + depth).min(k);
+                let mut acc = [0.0f32; CHAINS];
+                if rows == CHAINS {
+                    let seg: [&[f32]; CHAINS] =
+                        std::array::from_fn(|r| &w[(first + r) * k + p0..(first + r) * k + p1]);
+                    for (i, &xp) in x[p0..p1].iter().enumerate() {
+                        for r in 0..CHAINS {
+                            // SAFETY: every segment holds p1 - p0 elements and i < p1 - p0.
+                            acc[r] = unsafe { seg[r].get_unchecked(i) }.mul_add(xp, acc[r]);
+                        }
+                    }
+                } else {
+                    for (r, a) in acc.iter_mut().take(rows).enumerate() {
+                        let row = &w[(first + r) * k + p0..(first + r) * k + p1];
+                        for (&v, &xp) in row.iter().zip(&x[p0..p1]) {
+                            *a = v.mul_add(xp, *a);
+                        }
+                    }
+                }
+                for (t, a) in total.iter_mut().zip(acc) {
+                    *t = if p0 == 0 { a } else { a + *t };
+                }
+            }
+            dst.copy_from_slice(&total[..rows]);
         }
     }
 }
 
 multiversion! {
-    /// `out = sum_p x[p] * w[p, cols]` for a column range of `w` (`[k, n]`), in p order.
-    fn axpy_rows(x: &[f32], w: &[f32], n: usize, first_col: usize, out: &mut [f32]) {
-        out.fill(0.0);
+    /// `out = x @ w[:, cols]` for a column range of `w` (`[k, n]`), summed as
+    /// [`dot_rows`] sums (one chain per slice, in `p` order, slices added in order).
+    fn axpy_rows(x: &[f32], w: &[f32], n: usize, first_col: usize, depth: usize, out: &mut [f32]) {
         let width = out.len();
-        for (p, &xp) in x.iter().enumerate() {
-            let row = &w[p * n + first_col..p * n + first_col + width];
-            for (o, &v) in out.iter_mut().zip(row) {
-                *o = v.mul_add(xp, *o);
+        let mut slice = [0.0f32; GEMV_COLUMNS];
+        let slice = &mut slice[..width];
+        for p0 in (0..x.len()).step_by(depth) {
+            let p1 = (p0 + depth).min(x.len());
+            slice.fill(0.0);
+            for (p, &xp) in x.iter().enumerate().take(p1).skip(p0) {
+                let row = &w[p * n + first_col..p * n + first_col + width];
+                for (o, &v) in slice.iter_mut().zip(row) {
+                    *o = v.mul_add(xp, *o);
+                }
+            }
+            for (o, &v) in out.iter_mut().zip(slice.iter()) {
+                *o = if p0 == 0 { v } else { v + *o };
             }
         }
     }
@@ -55,16 +96,18 @@ const ROW_BLOCK: usize = 144;
 const GEMV_COLUMNS: usize = 64;
 
 /// A single row times a matrix (`m == 1`, the decode step's shape), memory-bound:
-/// split over output columns, each column accumulated in a fixed order.
+/// split over output columns, each element summed in the packed kernel's order, so
+/// that a row alone gets the bits it gets inside a larger product.
 fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out: &mut [f32]) {
     // Below about 1 MiB of weights a product measured faster on the caller alone.
     let parallel = parallel(k * n, 1 << 18);
+    let depth = slice_depth(k);
     let piece = |(i, dst): (usize, &mut [f32])| {
         let first = i * GEMV_COLUMNS;
         if transposed {
-            dot_rows(x, &w[first * k..(first + dst.len()) * k], dst);
+            dot_rows(x, &w[first * k..(first + dst.len()) * k], depth, dst);
         } else {
-            axpy_rows(x, w, n, first, dst);
+            axpy_rows(x, w, n, first, depth, dst);
         }
     };
     if parallel {
@@ -229,6 +272,44 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn one_row_gets_the_bits_of_its_row_in_a_larger_product() {
+        // k past one packed slice (384), widths past one piece of columns (64) and
+        // not a multiple of the chains, both layouts of the right operand.
+        for &(k, n) in &[(7, 5), (384, 70), (385, 64), (800, 131), (1536, 40)] {
+            let m = 9;
+            let a: Vec<f32> = (0..m * k)
+                .map(|v| ((v * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|v| ((v * 53 % 89) as f32 - 44.0) / 13.0)
+                .collect();
+            for transpose_b in [false, true] {
+                let spec = |m| MatmulSpec {
+                    m,
+                    k,
+                    n,
+                    transpose_a: false,
+                    transpose_b,
+                    a_offsets: &[0],
+                    b_offsets: &[0],
+                };
+                let mut all = vec![0.0; m * n];
+                matmul_f32(&spec(m), &a, &b, &mut all).unwrap();
+                for row in [0, 4, m - 1] {
+                    let mut one = vec![0.0; n];
+                    matmul_f32(&spec(1), &a[row * k..(row + 1) * k], &b, &mut one).unwrap();
+                    let want = &all[row * n..(row + 1) * n];
+                    let same = one
+                        .iter()
+                        .zip(want)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "k={k} n={n} transpose_b={transpose_b} row={row}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -439,6 +439,18 @@ impl Drop for PackedRhs {
     }
 }
 
+/// Depth of the slices a `k`-deep product is summed in (see the module's
+/// "Summation order"): the one-row kernels of `matmul` follow the same slices so
+/// that a row's bits do not depend on the rows computed beside it. Where the
+/// `gemm` crate does the work its own order applies, and this is `k`.
+pub fn slice_depth(k: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if crate::pool::has_avx2_fma() {
+        return avx2::slice_depth(k);
+    }
+    k.max(1)
+}
+
 impl PackedRhs {
     /// Whether this machine runs the packed kernel (AVX2 and FMA).
     pub fn available() -> bool {

@@ -30,6 +30,8 @@ pub enum Kind {
     I64,
     Bool,
     U8,
+    /// bfloat16 bit patterns (the Python side hands them over as a uint16 view).
+    U16,
 }
 
 pub fn kind(a: &Bound<'_, PyUntypedArray>) -> PyResult<Kind> {
@@ -43,6 +45,8 @@ pub fn kind(a: &Bound<'_, PyUntypedArray>) -> PyResult<Kind> {
         Ok(Kind::Bool)
     } else if d.is_equiv_to(&numpy::dtype::<u8>(py)) {
         Ok(Kind::U8)
+    } else if d.is_equiv_to(&numpy::dtype::<u16>(py)) {
+        Ok(Kind::U16)
     } else {
         Err(error(format!("unsupported dtype {d}")))
     }

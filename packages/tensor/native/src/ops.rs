@@ -8,7 +8,7 @@ use riftco_kernels::reduce::{self as red, ReduceOp};
 use riftco_kernels::softmax::{softmax_f32, Causal};
 use riftco_kernels::strided::Walk;
 use riftco_kernels::unary::{self as una, UnaryOp};
-use riftco_kernels::{index, layout, pool, KernelError};
+use riftco_kernels::{bf16, index, layout, pool, KernelError};
 
 use crate::convert::{
     alloc, broadcast_strides, error, kind, run, shape_of, slice, split_axis, Kind,
@@ -35,6 +35,10 @@ macro_rules! for_each_kind {
             }
             Kind::U8 => {
                 type $T = u8;
+                $body
+            }
+            Kind::U16 => {
+                type $T = u16;
                 $body
             }
         }
@@ -331,7 +335,6 @@ fn matmul<'py>(
     let b_offsets = batch_offsets(&sb[..sb.len() - 2], &batch, k * n)?;
     let mut shape = batch;
     shape.extend([m, n]);
-    let (xa, xb) = (slice::<f32>(a)?, slice::<f32>(b)?);
     let (arr, out) = alloc::<f32>(py, &shape);
     let spec = MatmulSpec {
         m,
@@ -342,7 +345,18 @@ fn matmul<'py>(
         a_offsets: &a_offsets,
         b_offsets: &b_offsets,
     };
-    run(py, || matmul_f32(&spec, xa, xb, out))?;
+    match same_kind("matmul", &[a, b])? {
+        Kind::F32 => {
+            let (xa, xb) = (slice::<f32>(a)?, slice::<f32>(b)?);
+            run(py, || matmul_f32(&spec, xa, xb, out))?
+        }
+        // bfloat16 bit patterns: float32 products and sums, a float32 result.
+        Kind::U16 => {
+            let (xa, xb) = (slice::<u16>(a)?, slice::<u16>(b)?);
+            run(py, || bf16::matmul_bf16(&spec, xa, xb, out))?
+        }
+        k => return Err(error(format!("matmul is not defined for {k:?}"))),
+    }
     Ok(arr.into_any())
 }
 
@@ -441,6 +455,24 @@ fn softmax<'py>(py: Python<'py>, x: &Array<'py>, causal: bool, log: bool) -> Out
     Ok(arr.into_any())
 }
 
+/// float32 to bfloat16 bit patterns (nearest, ties to even; NaN stays NaN).
+#[pyfunction]
+fn bf16_from_f32<'py>(py: Python<'py>, x: &Array<'py>) -> Out<'py> {
+    let xs = slice::<f32>(x)?;
+    let (arr, out) = alloc::<u16>(py, &shape_of(x));
+    run(py, || bf16::narrow(xs, out))?;
+    Ok(arr.into_any())
+}
+
+/// bfloat16 bit patterns to float32 (exact).
+#[pyfunction]
+fn bf16_to_f32<'py>(py: Python<'py>, x: &Array<'py>) -> Out<'py> {
+    let xs = slice::<u16>(x)?;
+    let (arr, out) = alloc::<f32>(py, &shape_of(x));
+    run(py, || bf16::widen(xs, out))?;
+    Ok(arr.into_any())
+}
+
 #[pyfunction]
 fn set_num_threads(threads: usize) {
     pool::set_num_threads(threads);
@@ -474,6 +506,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gather, m)?)?;
     m.add_function(wrap_pyfunction!(scatter_add, m)?)?;
     m.add_function(wrap_pyfunction!(softmax, m)?)?;
+    m.add_function(wrap_pyfunction!(bf16_from_f32, m)?)?;
+    m.add_function(wrap_pyfunction!(bf16_to_f32, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;

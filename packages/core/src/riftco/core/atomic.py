@@ -4,7 +4,10 @@
 renames it over the target and fsyncs the folder (which makes the rename itself
 durable). A new file gets the mode the umask gives (``0o666 & ~umask``, as
 ``open(path, "w")`` would); a file that is replaced keeps its permission bits.
-On an exception the target is untouched and the temporary file removed.
+On an exception the target is untouched and the temporary file removed. The
+temporary is named ``.NAME.PID.RANDOM.tmp``; those of ``path`` whose writer is gone
+(a kill during a write) are removed by the next write of ``path``
+(:func:`remove_stale_temporaries`), so they never pile up.
 
 :func:`staged_files` does the same for files that another library writes by
 path (``gguf``, ``onnx``): they are written under their final names in a
@@ -35,6 +38,7 @@ _FOLDER_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errn
 def atomic_write(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Open a temporary file beside ``path``; on a clean exit make it ``path`` durably."""
     target = Path(path)
+    remove_stale_temporaries(target)
     fd, temp = _create_temp(target)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -94,7 +98,7 @@ def _create_temp(target: Path) -> tuple[int, Path]:
     # ourselves with O_EXCL keeps mkstemp's safety and lets the umask apply.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(_TEMP_ATTEMPTS):
-        temp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
             return os.open(temp, flags, _NEW_FILE_MODE), temp
         except FileExistsError:
@@ -102,6 +106,45 @@ def _create_temp(target: Path) -> tuple[int, Path]:
     raise FileExistsError(
         errno.EEXIST, f"no free temporary name after {_TEMP_ATTEMPTS} tries", str(target)
     )
+
+
+def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries of ``target`` (``.NAME.PID.RANDOM.tmp`` beside it) whose
+    writing process no longer runs; returns what was removed. Files of other names,
+    links, and temporaries of live processes are left alone."""
+    target = Path(target)
+    prefix = f".{target.name}."
+    try:
+        candidates = [p for p in target.parent.iterdir() if p.name.startswith(prefix)]
+    except OSError:
+        return []
+    removed = []
+    for candidate in candidates:
+        middle = candidate.name[len(prefix) :]
+        if not middle.endswith(".tmp"):
+            continue
+        pid_text, _, rest = middle[: -len(".tmp")].partition(".")
+        if not (pid_text.isascii() and pid_text.isdigit() and rest) or _alive(int(pid_text)):
+            continue
+        try:
+            if candidate.is_file() and not candidate.is_symlink():
+                candidate.unlink()
+                removed.append(candidate)
+        except OSError:
+            pass  # another writer removed it first, or it is not ours to remove
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # it exists (another user's), or it is no process id we could check
+    return True
 
 
 def _keep_mode(target: Path, fd: int) -> None:
@@ -113,4 +156,10 @@ def _keep_mode(target: Path, fd: int) -> None:
         os.fchmod(fd, mode)
 
 
-__all__ = ["atomic_write", "fsync_folder", "staged_files", "write_bytes_atomic"]
+__all__ = [
+    "atomic_write",
+    "fsync_folder",
+    "remove_stale_temporaries",
+    "staged_files",
+    "write_bytes_atomic",
+]

@@ -28,9 +28,11 @@ def canonical_json(document: Any) -> bytes:
         text = json.dumps(
             document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JSONError("expected text that UTF-8 can hold; found a lone surrogate") from None
     except (TypeError, ValueError) as exc:
         raise JSONError(f"expected a JSON-ready document; {exc}") from None
-    return text.encode("utf-8")
 
 
 def canonical_hash(document: Any) -> str:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from riftco.interchange.bundle import read_bundle, read_manifest
 from riftco.interchange.container import read_safetensors
 from riftco.interchange.errors import IntegrityError, InterchangeError
@@ -35,7 +37,8 @@ def main(argv: list[str]) -> int:
         print(f"riftco inspect: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else render(report))
-    return 0 if report.get("integrity", "ok") == "ok" else 1
+    failed = any(str(report.get(k, "")).startswith("FAILED") for k in ("integrity", "values"))
+    return 1 if failed else 0
 
 
 def describe(path: Path) -> dict[str, Any]:
@@ -58,16 +61,21 @@ def describe(path: Path) -> dict[str, Any]:
             "parameters": sum(info.size for info in stored.tensors.values()),
             "dtypes": sorted({info.dtype for info in stored.tensors.values()}),
             "metadata": dict(stored.metadata),
-            "integrity": "ok",
+            "integrity": "not verified: plain SafeTensors files carry no checksum "
+            "(the header and the tensors' layout were checked)",
+            "values": values_report(stored.arrays()),
         }
     manifest = read_manifest(path)
     try:
         from riftco.interchange.models import validate_bundle
 
-        validate_bundle(read_bundle(path))
+        bundle = read_bundle(path)
+        validate_bundle(bundle)
         integrity = "ok"
+        values = values_report(bundle.tensors)
     except InterchangeError as exc:
         integrity = f"FAILED: {exc}"
+        values = "not checked (the file failed its integrity check)"
     tokenizer = manifest["tokenizer"]
     return {
         "path": str(path),
@@ -88,6 +96,9 @@ def describe(path: Path) -> dict[str, Any]:
         },
         "metadata": manifest["metadata"],
         "integrity": integrity,
+        "verified": "identity (the manifest's hash), the weights' SHA-256, every tensor's "
+        "shape against the configuration, the tokenizer against the vocabulary",
+        "values": values,
     }
 
 
@@ -98,6 +109,7 @@ def _describe_export(path: Path) -> dict[str, Any]:
     kind = "gguf" if gguf else "onnx"
     try:
         if gguf:
+            from riftco.interchange.gguf_export import RIFTCO_TENSORS
             from riftco.interchange.gguf_import import import_gguf
             from riftco.interchange.gguf_tokenizer import RIFTCO_PARITY
 
@@ -117,6 +129,15 @@ def _describe_export(path: Path) -> dict[str, Any]:
     except IntegrityError as exc:
         return {"path": str(path), "kind": kind, "integrity": f"FAILED: {exc}"}
     tokenizer = model.tokenizer
+    if not gguf:
+        integrity = "ok"
+        verified = "the SHA-256 of the .onnx file and its external data against the sidecar"
+    elif model.metadata.get(RIFTCO_TENSORS) is not None:
+        integrity = "ok"
+        verified = f"the tensors' SHA-256 against {RIFTCO_TENSORS}"
+    else:
+        integrity = "not verified: this GGUF file records no checksum"
+        verified = "the header, the tensors' layout and their shapes against the configuration"
     return {
         "path": str(path),
         "kind": kind,
@@ -132,8 +153,23 @@ def _describe_export(path: Path) -> dict[str, Any]:
             "vocab_size": tokenizer.vocab_size,
             "special_tokens": list(getattr(tokenizer, "special_tokens", {})),
         },
-        "integrity": "ok",
+        "integrity": integrity,
+        "verified": verified,
+        "values": values_report(model.arrays),
     }
+
+
+def values_report(arrays: Any) -> str:
+    """``all finite``, or which floating-point tensors hold NaN or infinity."""
+    bad = [
+        name
+        for name, array in arrays.items()
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()
+    ]
+    if not bad:
+        return "all finite"
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    return f"FAILED: NaN or infinity in {', '.join(sorted(bad)[:4])}{more}"
 
 
 def _describe_original(path: Path, kind: str) -> dict[str, Any]:
@@ -163,6 +199,8 @@ def _describe_original(path: Path, kind: str) -> dict[str, Any]:
         },
         "metadata": original.metadata,
         "integrity": "ok",
+        "verified": "the payload's SHA-256 and the manifest's hash",
+        "values": values_report(original.arrays),
     }
 
 
@@ -177,7 +215,9 @@ def _describe_directory(path: Path) -> dict[str, Any]:
         "tensors": len(imported.arrays),
         "config": imported.model_config.to_dict(),
         "tokenizer": None if imported.tokenizer is None else repr(imported.tokenizer),
-        "integrity": "ok",
+        "integrity": "not verified: Hugging Face directories carry no checksum (config.json, "
+        "the tensors' names and shapes were checked)",
+        "values": values_report(imported.arrays),
     }
 
 

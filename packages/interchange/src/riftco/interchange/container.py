@@ -34,7 +34,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from riftco import core
-from riftco.core import JSONError, atomic_write, loads_strict
+from riftco.core import JSONError, atomic_write, loads_strict, require_regular_file
 from riftco.interchange.errors import ContainerError
 
 MAX_HEADER_BYTES = 16 << 20
@@ -258,6 +258,7 @@ def read_safetensors(
 ) -> SafetensorsFile:
     """Open and validate ``path``; raises :class:`ContainerError` naming the file and the fault."""
     path = Path(path)
+    require_regular_file(path, ContainerError)
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
@@ -298,6 +299,13 @@ def _parse_header(raw: bytes) -> tuple[dict[str, TensorInfo], dict[str, str]]:
         raise ContainerError("__metadata__: expected an object of strings")
     if len(document) > MAX_TENSORS:
         raise ContainerError(f"expected at most {MAX_TENSORS} tensors; found {len(document)}")
+    for name in document:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ContainerError(
+                f"tensor names: expected valid Unicode; found a lone surrogate in {name!r}"
+            ) from None
     return {name: _tensor_info(name, entry) for name, entry in document.items()}, metadata
 
 
@@ -306,7 +314,7 @@ def _tensor_info(name: str, entry: Any) -> TensorInfo:
     if not isinstance(entry, dict) or set(entry) != _HEADER_KEYS:
         raise ContainerError(f"{name}: expected an object with keys {sorted(_HEADER_KEYS)}")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ContainerError(f"{name}: expected a dtype among {sorted(DTYPES)}; found {dtype!r}")
     if not (isinstance(shape, list) and len(shape) <= MAX_NDIM and all(map(_is_count, shape))):
         raise ContainerError(
@@ -316,6 +324,8 @@ def _tensor_info(name: str, entry: Any) -> TensorInfo:
         raise ContainerError(f"{name}: expected data_offsets [begin, end]; found {offsets!r}")
     begin, end = offsets
     expected = math.prod(shape) * DTYPES[dtype].itemsize
+    if expected > 1 << 62:  # no file holds it (and its decimal form may be past Python's limit)
+        raise ContainerError(f"{name}: the shape claims more than 2**62 bytes")
     if end < begin or end - begin != expected:
         raise ContainerError(
             f"{name}: expected {expected} bytes for {dtype} {shape}; data_offsets give {end - begin}"

@@ -24,14 +24,15 @@ from typing import Literal
 
 from riftco.interchange.bundle import read_bundle, write_bundle
 from riftco.interchange.container import read_safetensors
-from riftco.interchange.errors import ConversionError
+from riftco.interchange.errors import BundleError, ConversionError
 from riftco.interchange.gguf_export import export_gguf
 from riftco.interchange.gguf_file import is_gguf
 from riftco.interchange.gguf_import import import_gguf
 from riftco.interchange.huggingface import export_huggingface, import_huggingface
+from riftco.interchange.layout import check_shapes
 from riftco.interchange.lineage import lineage_of
 from riftco.interchange.manifest import MANIFEST_KEY
-from riftco.interchange.models import huggingface_origin, validate_bundle
+from riftco.interchange.models import _check_tokenizer_fits, huggingface_origin, validate_bundle
 from riftco.interchange.onnx_export import export_onnx
 from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
@@ -117,6 +118,13 @@ def convert(
             "metadata": bundle.metadata,
         }
         lineage = lineage_of(bundle.manifest)
+    # What the target's own loader would refuse is refused here, before a byte is written.
+    try:
+        check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
+        if tokenizer is not None:
+            _check_tokenizer_fits(tokenizer, config)
+    except BundleError as exc:
+        raise ConversionError(f"{src}: {exc}; nothing was written") from None
     if to == "safetensors":
         save_safetensors(dst, arrays)
         return dst

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from riftco.core import records_digest
+from riftco.core import records_digest, require_regular_file
 from riftco.interchange.errors import ContainerError, ConversionError
 from riftco.interchange.optional import require
 
@@ -169,6 +169,7 @@ def _widen(path: Path, name: str, info: GgufTensorInfo, tensor: Any, gguf: Any) 
 
 @contextmanager
 def _opened(path: Path) -> Iterator[BinaryIO]:
+    require_regular_file(path, ContainerError)
     try:
         handle = open(path, "rb")
     except OSError as exc:

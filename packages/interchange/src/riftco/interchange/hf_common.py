@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from riftco.interchange.errors import ConversionError
+
+#: Largest size field a config.json may hold (sizes are then checked against the tensors).
+MAX_CONFIG_INT = 1 << 31
 
 
 class Taker:
@@ -34,15 +38,64 @@ class Taker:
 
 def positive_int(config: Mapping[str, Any], key: str) -> int:
     value = config.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ConversionError(f"config.json: {key}: expected a positive integer; found {value!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= MAX_CONFIG_INT:
+        raise ConversionError(
+            f"config.json: {key}: expected a positive integer up to {MAX_CONFIG_INT}; "
+            f"found {_show(value)}"
+        )
     return value
+
+
+def boolean(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """A JSON boolean (``"false"``, a string, is refused rather than read as true)."""
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ConversionError(
+            f"config.json: {key}: expected true or false; found {_show(value)} "
+            f"({type(value).__name__})"
+        )
+    return value
+
+
+def number(config: Mapping[str, Any], key: str, default: float) -> float:
+    """A finite JSON number (an integer or a float, not a boolean or a string)."""
+    value = config.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConversionError(f"config.json: {key}: expected a number; found {_show(value)}")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ConversionError(
+            f"config.json: {key}: expected a finite number; found a huge integer"
+        ) from None
+    if not math.isfinite(result):
+        raise ConversionError(f"config.json: {key}: expected a finite number; found {value!r}")
+    return result
+
+
+def string(config: Mapping[str, Any], key: str, default: str) -> str:
+    value = config.get(key, default)
+    if not isinstance(value, str):
+        raise ConversionError(f"config.json: {key}: expected a string; found {_show(value)}")
+    return value
+
+
+def _show(value: Any) -> str:
+    text = (
+        repr(value) if not isinstance(value, int) or value.bit_length() < 200 else "a huge integer"
+    )
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def refuse_unsupported(config: Mapping[str, Any], supported: Mapping[str, Any]) -> None:
     """Refuse, by name, each key whose value differs from the one riftco implements."""
     for key, default in supported.items():
-        if config.get(key, default) != default:
+        found = config.get(key, default)
+        if type(found) is not type(default) or found != default:
             raise ConversionError(
                 f"config.json: {key}={config[key]!r} is not supported "
                 f"(riftco implements {key}={default!r})"

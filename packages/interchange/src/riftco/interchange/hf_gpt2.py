@@ -14,7 +14,15 @@ from typing import Any
 import numpy as np
 
 from riftco.interchange.errors import ConversionError
-from riftco.interchange.hf_common import Taker, float32, positive_int, refuse_unsupported
+from riftco.interchange.hf_common import (
+    Taker,
+    boolean,
+    float32,
+    number,
+    positive_int,
+    refuse_unsupported,
+    string,
+)
 from riftco.nn import TransformerConfig
 
 ARCHITECTURE = "GPT2LMHeadModel"
@@ -80,7 +88,7 @@ def gpt2_config(t: TransformerConfig, bos_id: int | None, eos_id: int | None) ->
 def config_from_gpt2(config: Mapping[str, Any]) -> TransformerConfig:
     """Our configuration for a ``GPT2LMHeadModel`` config; refuses keys whose math we lack."""
     refuse_unsupported(config, _REFUSED)
-    activation = config.get("activation_function", "gelu_new")
+    activation = string(config, "activation_function", "gelu_new")
     if activation not in _ACTIVATIONS:
         raise ConversionError(
             f"config.json: activation_function {activation!r} is not supported; "
@@ -96,9 +104,9 @@ def config_from_gpt2(config: Mapping[str, Any]) -> TransformerConfig:
         n_layers=positive_int(config, "n_layer"),
         n_heads=positive_int(config, "n_head"),
         d_ff=4 * d_model if inner is None else positive_int(config, "n_inner"),
-        norm_eps=float(config.get("layer_norm_epsilon", 1e-5)),
+        norm_eps=number(config, "layer_norm_epsilon", 1e-5),
         gelu=_ACTIVATIONS[activation],
-        tie_embeddings=bool(config.get("tie_word_embeddings", True)),
+        tie_embeddings=boolean(config, "tie_word_embeddings", True),
     )
 
 

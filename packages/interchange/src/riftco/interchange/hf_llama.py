@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from riftco.interchange.errors import ConversionError
-from riftco.interchange.hf_common import Taker, float32, positive_int, refuse_unsupported
+from riftco.interchange.hf_common import (
+    Taker,
+    boolean,
+    float32,
+    number,
+    positive_int,
+    refuse_unsupported,
+)
 from riftco.nn import TransformerConfig
 
 ARCHITECTURE = "LlamaForCausalLM"
@@ -92,13 +99,15 @@ def config_from_llama(config: Mapping[str, Any]) -> TransformerConfig:
         positive_int(config, "hidden_size"),
         positive_int(config, "num_attention_heads"),
     )
-    head_dim = config.get("head_dim") or d_model // heads
+    head_dim = positive_int(config, "head_dim") if config.get("head_dim") else d_model // heads
     if head_dim * heads != d_model:
         raise ConversionError(
             f"config.json: head_dim={head_dim} with {heads} heads is not supported "
             f"(riftco needs head_dim * heads == hidden_size, {d_model})"
         )
-    kv_heads = config.get("num_key_value_heads") or heads
+    kv_heads = (
+        positive_int(config, "num_key_value_heads") if config.get("num_key_value_heads") else heads
+    )
     return TransformerConfig.preset(
         "llama",
         vocab_size=positive_int(config, "vocab_size"),
@@ -108,9 +117,9 @@ def config_from_llama(config: Mapping[str, Any]) -> TransformerConfig:
         n_heads=heads,
         kv_heads=None if kv_heads == heads else int(kv_heads),
         d_ff=positive_int(config, "intermediate_size"),
-        norm_eps=float(config.get("rms_norm_eps", 1e-6)),
-        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-        rope_theta=float(theta),
+        norm_eps=number(config, "rms_norm_eps", 1e-6),
+        tie_embeddings=boolean(config, "tie_word_embeddings", False),
+        rope_theta=number({"rope_theta": theta}, "rope_theta", 10000.0),
     )
 
 

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from riftco.core import JSONError, loads_strict, write_bytes_atomic
+from riftco.core import JSONError, loads_strict, read_bounded, write_bytes_atomic
 from riftco.interchange.errors import ConversionError
 from riftco.text import (
     BpeTokenizer,
@@ -171,14 +171,9 @@ def write_json(path: Path, document: Any) -> None:
 
 
 def read_json(path: Path, limit: int) -> dict[str, Any]:
-    """A strict JSON object from ``path`` (no duplicate keys, no NaN), at most ``limit`` bytes."""
-    try:
-        size = path.stat().st_size
-        raw = path.read_bytes() if size <= limit else b""
-    except OSError as exc:
-        raise ConversionError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if size > limit:
-        raise ConversionError(f"{path}: expected at most {limit} bytes; found {size}")
+    """A strict JSON object from ``path`` (no duplicate keys, no NaN), at most ``limit`` bytes
+    of a regular file."""
+    raw = read_bounded(path, limit, ConversionError)
     try:
         document = loads_strict(raw)
     except JSONError as exc:

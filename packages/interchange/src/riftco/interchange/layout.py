@@ -25,6 +25,51 @@ def config_from_dict(data: Any) -> TransformerConfig:
         raise ManifestError(f"config: {exc}") from None
 
 
+def tensor_count(config: TransformerConfig) -> int:
+    """How many parameters ``expected_shapes(config)`` lists, computed without listing them."""
+    c = config
+    norm = 2 if c.norm == "layer" else 1
+    linear = 2 if c.linear_bias else 1
+    per_block = 2 * norm + (4 + (2 if c.feed_forward == "gelu" else 3)) * linear
+    fixed = 1 + (c.positions == "learned") + norm + (not c.tie_embeddings) + bool(c.head_bias)
+    return fixed + c.n_layers * per_block
+
+
+#: Sizes no file of ours may claim: far past any model this stack runs, and small
+#: enough that what a configuration allocates on its own (rotary tables, caches sized
+#: by the context) stays bounded.
+LIMITS = {
+    "context_length": 1 << 20,
+    "vocab_size": 1 << 24,
+    "d_model": 1 << 16,
+    "d_ff": 1 << 18,
+    "n_layers": 1 << 12,
+    "n_heads": 1 << 12,
+}
+
+
+def check_limits(config: TransformerConfig) -> None:
+    """Refuse sizes past `LIMITS` (a ``context_length`` of 2**40 would otherwise
+    allocate terabytes of rotary table before a token is read)."""
+    for name, limit in LIMITS.items():
+        value = getattr(config, name)
+        if value > limit:
+            raise WeightsError(f"config: {name} {value} is past the supported {limit}")
+
+
+def check_tensor_count(config: TransformerConfig, found: int) -> None:
+    """Refuse a configuration that implies far more tensors than a file holds (say
+    ``n_layers = 10**7`` beside 37 tensors), or sizes past `LIMITS`, before anything
+    is listed or allocated."""
+    check_limits(config)
+    expected = tensor_count(config)
+    if expected > found + 64:
+        raise WeightsError(
+            f"tensors disagree with the configuration: it implies {expected} tensors "
+            f"(n_layers={config.n_layers}); the file holds {found}"
+        )
+
+
 def expected_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     """Every parameter of a model with ``config``, by name, with its shape."""
     c = config
@@ -64,6 +109,7 @@ def expected_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
 
 def check_shapes(config: TransformerConfig, shapes: Mapping[str, tuple[int, ...]]) -> None:
     """Raise WeightsError naming missing, unexpected and mis-shaped tensors."""
+    check_tensor_count(config, len(shapes))
     expected = expected_shapes(config)
     missing = sorted(set(expected) - set(shapes))
     unexpected = sorted(set(shapes) - set(expected))

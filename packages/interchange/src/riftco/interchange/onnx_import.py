@@ -28,7 +28,12 @@ from riftco.interchange.errors import (
     WeightsError,
 )
 from riftco.interchange.hf_tokenizer import read_json
-from riftco.interchange.layout import check_shapes, config_from_dict, expected_shapes
+from riftco.interchange.layout import (
+    check_shapes,
+    check_tensor_count,
+    config_from_dict,
+    expected_shapes,
+)
 from riftco.interchange.lineage import parse_lineage
 from riftco.interchange.models import build_model
 from riftco.interchange.onnx_export import (
@@ -86,6 +91,7 @@ def import_onnx(path: str | os.PathLike[str], tokenizer: Tokenizer | None = None
         config = config_from_dict(sidecar.get("config"))
         _check_props(model, config, sidecar.get("tokenizer"))
         initializers = {i.name: i for i in model.graph.initializer}
+        check_tensor_count(config, len(initializers))
         arrays = {}
         for name, shape in expected_shapes(config).items():
             if name not in initializers:

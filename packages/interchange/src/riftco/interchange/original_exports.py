@@ -493,7 +493,10 @@ def _gguf_architecture(path: Path) -> str | None:
         head = handle.read(24)
         if len(head) < 24:
             return None
-        (key_length,) = struct.unpack("<Q", handle.read(8) or b"\0" * 8)
+        prefix = handle.read(8)
+        if len(prefix) < 8:  # a file cut short inside the first key's length
+            return None
+        (key_length,) = struct.unpack("<Q", prefix)
         if key_length != len("general.architecture"):
             return None
         if handle.read(key_length) != b"general.architecture":

@@ -52,6 +52,7 @@ from riftco.nn.lora import (
     merge_lora,
 )
 from riftco.nn.module import LoadResult, Module, ModuleList, ParameterList
+from riftco.nn.precision import PRECISIONS, compute_dtype, mixed_precision
 from riftco.nn.quantized import (
     QuantizedLinear,
     WeightMemory,
@@ -68,6 +69,7 @@ from riftco.nn.transformer import (
 
 __all__ = [
     "GELU",
+    "PRECISIONS",
     "PRESETS",
     "SIZES",
     "CacheError",
@@ -105,6 +107,7 @@ __all__ = [
     "sample_next",
     "sequence_rng",
 ]
+__all__ += ["compute_dtype", "mixed_precision"]
 __all__ += [
     "LORA_TARGETS",
     "AdapterError",

@@ -16,6 +16,7 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Variable, custom_gradient, is_grad_enabled
+from riftco.nn.precision import compute_dtype
 from riftco.tensor import Tensor
 
 Operand = Any  # a Variable or a Tensor
@@ -43,13 +44,23 @@ def _plain(like: Any, y: Tensor) -> Any:
     return y if isinstance(like, Tensor) else Variable(y)
 
 
+def _low(t: Tensor, dtype: rt.DType | None) -> Tensor:
+    """``t`` in the compute dtype of ``mixed_precision`` (itself when float32)."""
+    return t if dtype is None else t.astype(dtype)
+
+
 def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     """``x @ weight.T + bias`` over the last axis of ``x``; ``weight`` is ``[out, in]``.
-    The leading axes are flattened, so the weight gradient is one matrix product."""
+    The leading axes are flattened, so the weight gradient is one matrix product.
+    Under ``mixed_precision`` the products (forward and backward) read bfloat16
+    operands and accumulate in float32."""
     w, b = _value(weight), _value(bias)
     xv = _value(x)
     lead = xv.shape[:-1]
     x2 = xv.reshape(-1, xv.shape[-1]) if xv.ndim != 2 else xv
+    low = compute_dtype()
+    if low is not None:
+        x2, w = x2.astype(low), w.astype(low)
     y2 = rt.matmul(x2, w, transpose_b=True)
     if b is not None:
         y2 = y2 + b
@@ -63,8 +74,9 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
 
     def vjp(g: Tensor) -> list[Tensor | None]:
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
-        dx = rt.matmul(g2, w).reshape(shape) if need_x else None
-        dw = rt.matmul(g2, x2, transpose_a=True) if need_w else None
+        gl = _low(g2, low)
+        dx = rt.matmul(gl, w).reshape(shape) if need_x else None
+        dw = rt.matmul(gl, x2, transpose_a=True) if need_w else None
         grads = [dx, dw]
         if bias is not None:
             grads.append(g2.sum(axis=0) if need_b else None)
@@ -161,8 +173,12 @@ def attention(
 ) -> Operand:
     """Attention over ``q [B, T, H, Dh]`` and ``k``/``v`` ``[B, S, Hkv, Dh]``: ``flash``
     keeps per-row statistics and recomputes in backward, ``materialized`` keeps the
-    probabilities."""
+    probabilities. Under ``mixed_precision`` q, k and v are read in bfloat16; scores,
+    statistics, the output and the gradients stay float32."""
     qv, kv, vv = _value(q), _value(k), _value(v)
+    low = compute_dtype()
+    if low is not None:
+        qv, kv, vv = qv.astype(low), kv.astype(low), vv.astype(low)
     kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
     if not _record(q, k, v):
         return _plain(q, rt.attention(qv, kv, vv, **kw))
@@ -191,7 +207,8 @@ def projected_attention(
 ) -> Operand:
     """Self-attention of ``x [B, T, d_model]`` through its query, key and value
     projections (``weights`` and ``biases`` in that order, ``[out, d_model]`` each) as
-    one node: the three weights stacked into one matrix, so the projection is one
+    one node (products and attention in bfloat16 under ``mixed_precision``): the
+    three weights stacked into one matrix, so the projection is one
     matrix product forward and two backward instead of three and six; rotary
     positions on queries and keys when ``positions`` is given; then ``attention``.
     Returns ``[B, T, heads * head_dim]``, the input of the output projection."""
@@ -202,6 +219,9 @@ def projected_attention(
     sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
     x2 = xv.reshape(-1, xv.shape[-1])
     w = rt.concatenate(ws, axis=0)
+    low = compute_dtype()
+    if low is not None:
+        x2, w = x2.astype(low), w.astype(low)
     y = rt.matmul(x2, w, transpose_b=True)
     if bs is not None:
         y = y + rt.concatenate(bs, axis=0)
@@ -212,6 +232,8 @@ def projected_attention(
     )
     if positions is not None:
         q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
+    if low is not None:
+        q, k, v = q.astype(low), k.astype(low), v.astype(low)
     kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
     params = list(weights) + ([] if biases is None else list(biases))
     if not _record(x, *params):
@@ -225,8 +247,9 @@ def projected_attention(
             dq = rt.rotary(dq, positions, theta, inverse=True)
             dk = rt.rotary(dk, positions, theta, inverse=True)
         gy = rt.concatenate([d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)], axis=1)
-        dx = rt.matmul(gy, w).reshape(*xv.shape) if need_x else None
-        dw = rt.matmul(gy, x2, transpose_a=True)
+        gl = _low(gy, low)
+        dx = rt.matmul(gl, w).reshape(*xv.shape) if need_x else None
+        dw = rt.matmul(gl, x2, transpose_a=True)
         grads = [dx] + [rt.narrow(dw, 0, start, size) for start, size in zip(starts, sizes)]
         if bs is not None:
             db = gy.sum(axis=0)

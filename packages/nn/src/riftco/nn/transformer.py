@@ -20,6 +20,7 @@ from riftco.nn.errors import ConfigError
 from riftco.nn.feed_forward import feed_forward_for
 from riftco.nn.layers import Dropout, Embedding, LayerNorm, RMSNorm
 from riftco.nn.module import Module, ModuleList
+from riftco.nn.precision import compute_dtype, mixed_precision
 from riftco.tensor import Backend, Tensor
 
 
@@ -179,12 +180,15 @@ class DecoderOnlyTransformer(Module):
             positions = self._position_ids(b, length)
         x = self.embedding_dropout(x)
         use_checkpoint = self.config.checkpoint and is_grad_enabled() and isinstance(x, Variable)
+        # A checkpoint replays its block during backward, outside any mixed_precision
+        # context: the replay takes the precision of the forward pass with it.
+        low = compute_dtype()
         for block in self.blocks:
             if use_checkpoint:
                 keys = None
                 if block.residual_dropout.training and block.residual_dropout.p > 0:
                     keys = (block.residual_dropout.next_key(), block.residual_dropout.next_key())
-                x = checkpoint(lambda h, blk=block, k=keys: blk(h, positions, k), x)
+                x = checkpoint(lambda h, blk=block, k=keys: _replay(low, blk, h, positions, k), x)
             else:
                 x = block(x, positions)
         return self.final_norm(x)
@@ -271,6 +275,14 @@ def initialize(model: DecoderOnlyTransformer, seed: int = 0) -> None:
                 std = std / (2 * c.n_layers) ** 0.5
             value = rt.normal(shape, std=std, seed=_seed_for(seed, name), backend=backend)
         p.value.assign_(value)
+
+
+def _replay(low: rt.DType | None, block: Any, h: Any, positions: Any, keys: Any) -> Any:
+    """``block(h, positions, keys)`` in the precision ``low`` (None: float32)."""
+    if low is None:
+        return block(h, positions, keys)
+    with mixed_precision(low):
+        return block(h, positions, keys)
 
 
 __all__ = [

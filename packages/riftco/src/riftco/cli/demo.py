@@ -44,17 +44,24 @@ def main(argv: list[str]) -> int:
         default=os.environ.get("RIFTCO_DEMO_QUICK") == "1",
         help="a tiny model and a few steps, to check the pipeline in seconds (or RIFTCO_DEMO_QUICK=1)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=("f32", "bf16"),
+        default="f32",
+        help="train both stages in float32, or with matrix products and attention in "
+        "bfloat16 (float32 accumulation, weights and bundles; default %(default)s)",
+    )
     args = parser.parse_args(argv)
     from riftco.tensor import RiftcoError
 
     try:
-        return run(args.out, args.seed, args.prompt, args.quick)
+        return run(args.out, args.seed, args.prompt, args.quick, args.precision)
     except (RiftcoError, OSError) as exc:
         print(f"riftco demo: {exc}", file=sys.stderr)
         return 1
 
 
-def _options(seed: int, quick: bool):
+def _options(seed: int, quick: bool, precision: str = "f32"):
     from riftco.train.post_training import PostTrainOptions
     from riftco.train.pretraining import ModelOptions, PretrainOptions
 
@@ -73,6 +80,12 @@ def _options(seed: int, quick: bool):
         post_training = dataclasses.replace(
             post_training, training=dataclasses.replace(post_training.training, **small)
         )
+    pretraining = dataclasses.replace(
+        pretraining, training=dataclasses.replace(pretraining.training, precision=precision)
+    )
+    post_training = dataclasses.replace(
+        post_training, training=dataclasses.replace(post_training.training, precision=precision)
+    )
     return dataclasses.replace(pretraining, model=model), post_training
 
 
@@ -80,7 +93,7 @@ def _duration(seconds: float) -> str:
     return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
 
 
-def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
+def run(out: Path | None, seed: int, prompt: str, quick: bool, precision: str = "f32") -> int:
     from riftco.interchange import load_bundle
     from riftco.train.post_training import post_train
     from riftco.train.pretraining import pretrain
@@ -88,7 +101,7 @@ def run(out: Path | None, seed: int, prompt: str, quick: bool) -> int:
 
     started = time.perf_counter()
     out = out or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    pretraining, post_training = _options(seed, quick)
+    pretraining, post_training = _options(seed, quick, precision)
     m, t = pretraining.model, pretraining.training
     print(f"riftco demo -> {out}")
     print(

@@ -29,6 +29,7 @@ from riftco.serve.config import ServerConfig
 from riftco.serve.engine import Engine, Finished, GenerationStream, TextDelta
 from riftco.serve.errors import GenerationFailed, ModelNotFound, NotReady, Overloaded, RequestError
 from riftco.serve.guard import Guard
+from riftco.serve.openapi import openapi_document
 from riftco.serve.protocol import ParsedRequest, parse_chat, parse_completion
 from riftco.serve.responses import SSE_DONE, Shapes, sse
 from riftco.serve.streaming import EventStreamResponse, collect_until_disconnect
@@ -96,6 +97,7 @@ def create_app(source: EngineSource, config: ServerConfig | None = None) -> Star
     routes = [
         Route("/health", partial(_health, state), methods=["GET"]),
         Route("/metrics", partial(_metrics, state), methods=["GET"]),
+        Route("/openapi.json", partial(_openapi, state), methods=["GET"]),
         Route("/v1/models", partial(_models, state), methods=["GET"]),
         Route("/v1/models/{model:path}", partial(_model, state), methods=["GET"]),
         Route("/v1/completions", partial(_generate, state, chat=False), methods=["POST"]),
@@ -130,6 +132,10 @@ async def _health(state: ServerState, request: Request) -> Response:
     state.counters.add("/health", 503)
     body = {"status": status, **({"error": state.load_error} if state.load_error else {})}
     return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+
+async def _openapi(state: ServerState, request: Request) -> Response:
+    return JSONResponse(openapi_document(state.config))
 
 
 async def _metrics(state: ServerState, request: Request) -> Response:
@@ -173,7 +179,7 @@ async def read_json(request: Request, config: ServerConfig) -> Any:
         )
     limit = config.max_body_bytes
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"The body exceeds {limit} bytes", code="body_too_large", status=413)
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -181,10 +187,19 @@ async def read_json(request: Request, config: ServerConfig) -> Any:
         if size > limit:
             raise RequestError(f"The body exceeds {limit} bytes", code="body_too_large", status=413)
         chunks.append(chunk)
+    return decode_json_body(b"".join(chunks))
+
+
+def decode_json_body(raw: bytes) -> Any:
+    """A request body's JSON value; 400 (``invalid_json``) for anything else."""
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RequestError(f"The body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise RequestError("The body's JSON is nested too deeply", code="invalid_json") from None
+    except ValueError as exc:  # an integer past Python's digit limit, among others
+        raise RequestError(f"The body is not acceptable JSON: {exc}", code="invalid_json") from None
 
 
 async def _generate(state: ServerState, request: Request, *, chat: bool) -> Response:
@@ -249,4 +264,4 @@ async def _events(stream: GenerationStream, shapes: Shapes, parsed: ParsedReques
     yield SSE_DONE
 
 
-__all__ = ["DROPPED_HEADER", "ServerState", "create_app", "read_json"]
+__all__ = ["DROPPED_HEADER", "ServerState", "create_app", "decode_json_body", "read_json"]

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from riftco.serve.config import ServerConfig
+from riftco.serve.connections import ConnectionLimits, uvicorn_config
 from riftco.serve.loading import app_from_bundle, default_model_id, require_serving_backend
 from riftco.serve.scheduler import SchedulerLimits
 
@@ -61,6 +62,21 @@ def _parser() -> argparse.ArgumentParser:
         "--drain-timeout", type=float, default=30.0, help="seconds to finish requests on SIGTERM"
     )
     p.add_argument(
+        "--max-connections", type=int, default=512, help="open connections before 503 refusals"
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a client has to send a whole request (then 408 and close)",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=5.0,
+        help="seconds an idle connection stays open",
+    )
+    p.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
     return p
@@ -72,7 +88,16 @@ def main(argv: list[str]) -> int:
     if not args.bundle.is_file():
         print(f"riftco serve: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
-    for name in ("max_running", "max_waiting", "page_size", "max_tokens_limit", "max_body_bytes"):
+    for name in (
+        "max_running",
+        "max_waiting",
+        "page_size",
+        "max_tokens_limit",
+        "max_body_bytes",
+        "max_connections",
+        "request_timeout",
+        "keep_alive_timeout",
+    ):
         if getattr(args, name) <= 0:
             print(f"riftco serve: --{name.replace('_', '-')} must be positive", file=sys.stderr)
             return 2
@@ -121,15 +146,20 @@ def main(argv: list[str]) -> int:
             args.host,
             "" if config.api_key else " and no API key is required",
         )
+    connection_limits = ConnectionLimits(
+        max_connections=args.max_connections,
+        request_timeout=args.request_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+    )
     server = uvicorn.Server(
-        uvicorn.Config(
+        uvicorn_config(
             app,
+            connection_limits,
             host=args.host,
             port=args.port,
             log_level=args.log_level,
             timeout_graceful_shutdown=args.drain_timeout,
             lifespan="on",
-            server_header=False,
         )
     )
     server.run()

@@ -217,6 +217,12 @@ def _messages(value: Any) -> tuple[ChatMessage, ...]:
         if not isinstance(message, dict):
             raise InvalidField(f"{where} must be an object", param=where)
         role = message.get("role")
+        if not isinstance(role, str):
+            raise InvalidField(
+                f"{where}.role must be a string (one of {', '.join(CHAT_ROLES)}), "
+                f"found {type(role).__name__}",
+                param=f"{where}.role",
+            )
         if role in ("tool", "function") or "tool_calls" in message or "function_call" in message:
             raise UnsupportedParameter(
                 f"{where}: tool and function messages are not supported",
@@ -225,7 +231,7 @@ def _messages(value: Any) -> tuple[ChatMessage, ...]:
             )
         if role not in CHAT_ROLES:
             raise InvalidField(
-                f"{where}.role must be one of {', '.join(CHAT_ROLES)}, found {role!r}",
+                f"{where}.role must be one of {', '.join(CHAT_ROLES)}, found {_show(role)}",
                 param=f"{where}.role",
             )
         out.append(ChatMessage(CHAT_ROLES[role], _content(message.get("content"), where)))
@@ -286,9 +292,9 @@ def _int(fields: Mapping[str, Any], name: str, default: Any, lo: int, hi: int) -
     if value is None:
         return default
     if type(value) is not int:
-        raise InvalidField(f"'{name}' must be an integer, found {value!r}", param=name)
+        raise InvalidField(f"'{name}' must be an integer, found {_show(value)}", param=name)
     if not lo <= value <= hi:
-        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {value}", param=name)
+        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {_show(value)}", param=name)
     return value
 
 
@@ -296,11 +302,20 @@ def _number(fields: Mapping[str, Any], name: str, default: float, lo: float, hi:
     value = fields.get(name)
     if value is None:
         return default
-    if type(value) not in (int, float) or not math.isfinite(value):
-        raise InvalidField(f"'{name}' must be a number, found {value!r}", param=name)
+    # an int is compared exactly (float() of a 400-digit integer would overflow)
+    if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
+        raise InvalidField(f"'{name}' must be a number, found {_show(value)}", param=name)
     if not lo <= value <= hi:
-        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {value}", param=name)
+        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {_show(value)}", param=name)
     return float(value)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A bounded ``repr`` for error messages (a body may hold megabytes in one field)."""
+    if type(value) is int and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 __all__ = ["ParsedRequest", "parse_chat", "parse_completion"]

@@ -18,7 +18,13 @@ if _native.__version__ != __version__:
     )
 
 from riftco.tensor import ops
-from riftco.tensor.backend import BACKEND_API_VERSION, BASE_CAPABILITIES, CAPABILITIES, Backend
+from riftco.tensor.backend import (
+    BACKEND_API_VERSION,
+    BASE_CAPABILITIES,
+    BASE_DTYPES,
+    CAPABILITIES,
+    Backend,
+)
 from riftco.tensor.creation import (
     arange,
     from_numpy,
@@ -31,7 +37,7 @@ from riftco.tensor.creation import (
     zeros,
     zeros_like,
 )
-from riftco.tensor.dtypes import DType, as_dtype, bool_, float32, int64, uint8
+from riftco.tensor.dtypes import DType, as_dtype, bfloat16, bool_, float32, int64, uint8
 from riftco.tensor.errors import (
     BackendMismatch,
     BackendUnavailable,
@@ -81,6 +87,7 @@ def get_num_threads() -> int:
 
 __all__ = [
     "BACKEND_API_VERSION",
+    "BASE_DTYPES",
     "CAPABILITIES",
     "Backend",
     "BackendInfo",
@@ -96,6 +103,7 @@ __all__ = [
     "arange",
     "as_dtype",
     "backends",
+    "bfloat16",
     "bool_",
     "float32",
     "from_numpy",

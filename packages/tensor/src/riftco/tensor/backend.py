@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from riftco.tensor.dtypes import DType
-from riftco.tensor.errors import CapabilityMissing
+from riftco.tensor.errors import CapabilityMissing, DTypeError
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 5)
+BACKEND_API_VERSION = (1, 6)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -57,13 +57,26 @@ CAPABILITIES.update(
 
 CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
-CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 5))
+CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
+
+#: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
+#: ``bfloat16`` (API 1.5).
+BASE_DTYPES: frozenset[DType] = frozenset((DType.float32, DType.int64, DType.bool, DType.uint8))
 
 #: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
 #: softmax), which every model path uses; the later capabilities are fused kernels.
 BASE_CAPABILITIES: tuple[str, ...] = tuple(
     name for name, minor in CAPABILITIES.items() if minor == 0
 )
+
+
+def require_dtype_support(op: str, backend: Backend, dtype: DType) -> None:
+    """Raise DTypeError unless ``backend`` holds ``dtype`` tensors."""
+    if dtype not in backend.dtypes:
+        held = ", ".join(d.value for d in DType if d in backend.dtypes)
+        raise DTypeError(
+            f"{op}: backend {backend.name!r} does not hold {dtype.value} tensors (it holds {held})"
+        )
 
 
 class Backend:
@@ -78,6 +91,10 @@ class Backend:
     #: ``auto``'s ranking among available accelerators: the highest wins, ties go to
     #: the name first in alphabetical order. The built-in cpu is 0, the lowest.
     priority: int = 0
+    #: The dtypes its storage holds (API 1.5). A backend that lists ``bfloat16`` takes
+    #: bfloat16 handles where the methods below say so; riftco.tensor refuses to make a
+    #: tensor of a dtype its backend does not list.
+    dtypes: frozenset[DType] = BASE_DTYPES
 
     def describe(self) -> str:
         """One line about the device, for ``riftco backends``."""
@@ -94,7 +111,9 @@ class Backend:
 
     # -- storage --------------------------------------------------------------
     def from_numpy(self, array: np.ndarray) -> Storage:
-        """Own a copy of a C-contiguous numpy array (float32, int64, bool or uint8)."""
+        """Own a copy of a C-contiguous numpy array (float32, int64, bool or uint8; an
+        ``ml_dtypes.bfloat16`` array where ``dtypes`` has bfloat16). ``to_numpy`` gives
+        bfloat16 back as an ``ml_dtypes.bfloat16`` array."""
         raise self._missing("from_numpy")
 
     def to_numpy(self, x: Storage, shape: Shape, dtype: DType) -> np.ndarray:
@@ -110,7 +129,10 @@ class Backend:
         raise self._missing("assign")
 
     def astype(self, x: Storage, shape: Shape, src: DType, dst: DType) -> Storage:
-        """Convert element type (float -> int truncates toward zero)."""
+        """Convert element type (float -> int truncates toward zero). To bfloat16: the
+        nearest value, ties to even, overflow to infinity, a NaN to the quiet NaN of its
+        sign (``0x7FC0`` / ``0xFFC0``), as ``ml_dtypes`` casts; from bfloat16 to float32:
+        exact; other pairs with bfloat16 go through float32."""
         raise self._missing("astype")
 
     # -- layout ---------------------------------------------------------------
@@ -139,7 +161,9 @@ class Backend:
     # -- elementwise ----------------------------------------------------------
     def unary(self, op: str, x: Storage, shape: Shape, dtype: DType) -> Storage:
         """``op`` in neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu
-        (float32; int64 has neg and abs), or ``logical_not`` (bool)."""
+        (float32; int64 has neg and abs), or ``logical_not`` (bool). For bfloat16 (API
+        1.5, where ``dtypes`` has it) the float32 function of the widened value, rounded
+        once to bfloat16."""
         raise self._missing("unary")
 
     def binary(
@@ -153,7 +177,8 @@ class Backend:
         dtype: DType,
     ) -> Storage:
         """``op`` in add sub mul div pow maximum minimum with numpy broadcasting to
-        ``out_shape``; both operands have ``dtype`` (int64: no div or pow)."""
+        ``out_shape``; both operands have ``dtype`` (int64: no div or pow; bfloat16:
+        computed in float32 and rounded once to bfloat16)."""
         raise self._missing("binary")
 
     def compare(
@@ -166,7 +191,8 @@ class Backend:
         out_shape: Shape,
         dtype: DType,
     ) -> Storage:
-        """``op`` in eq ne lt le gt ge logical_and logical_or, broadcasting; bool result."""
+        """``op`` in eq ne lt le gt ge logical_and logical_or, broadcasting; bool result
+        (bfloat16 operands compare as their float32 values)."""
         raise self._missing("compare")
 
     def where(
@@ -206,7 +232,12 @@ class Backend:
         transpose_b: bool,
     ) -> Storage:
         """Batched float32 matmul over the last two axes; batch axes broadcast.
-        ``transpose_a`` reads a as its transpose ([..., k, m]) without a copy."""
+        ``transpose_a`` reads a as its transpose ([..., k, m]) without a copy.
+
+        API 1.5, where ``dtypes`` has bfloat16: both operands may be bfloat16 (never
+        one of each). Products and sums are then float32 (each product of two
+        bfloat16 values is exact in float32) and the result is float32; the
+        backend knows the dtype from its own handles."""
         raise self._missing("matmul")
 
     # -- indexing -------------------------------------------------------------
@@ -387,6 +418,10 @@ class Backend:
     # key/value head ``h // (H // Hkv)``. With ``causal`` query i sits at position
     # ``S - T + i`` and sees keys up to it; ``window`` w > 0 (causal only) also hides
     # keys w or more positions back. Hidden keys get probability exactly 0.
+    # API 1.5, where ``dtypes`` has bfloat16: q, k and v of attention, flash_attention
+    # and their backward may all be bfloat16 (the other operands stay float32). Scores,
+    # softmax statistics and sums are float32, and so are every output and gradient;
+    # a device may round the probabilities to bfloat16 before multiplying by v.
     def attention(
         self,
         q: Storage,

@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         pad = " " * (width + 2)
         have, total = len(info.capabilities), len(CAPABILITIES)
         summary = f"all {total} of API {api}" if have == total else f"{have} of {total} (API {api})"
-        print(f"{pad}capabilities: {summary}")
+        print(f"{pad}capabilities: {summary}; dtypes: {' '.join(info.dtypes)}")
         if info.missing_capabilities:
             print(f"{pad}missing: {' '.join(info.missing_capabilities)}")
         if args.capabilities:

@@ -2,6 +2,12 @@
 
 Storage handles are C-contiguous numpy arrays shaped like their tensor. Every
 kernel runs with the GIL released on the kernels' own thread pool.
+
+bfloat16 storage is an ``ml_dtypes.bfloat16`` array; kernels see it as its uint16
+bit patterns. Casts and the matrix product read those bits directly (the product
+widens them exactly and accumulates in float32); elementwise ops and attention widen
+their bfloat16 operands to float32, run the float32 kernel and, for elementwise
+results, round once back to bfloat16.
 """
 
 from __future__ import annotations
@@ -11,15 +17,39 @@ from collections.abc import Sequence
 import numpy as np
 
 from riftco.tensor import _native
-from riftco.tensor.backend import Backend, Shape
+from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import KernelError
+
+BF16 = DType.bfloat16
+_BF16_NUMPY = BF16.numpy
+_F32_NUMPY = DType.float32.numpy
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint16)
+
+
+def _widen(x: np.ndarray) -> np.ndarray:
+    """float32 values of a bfloat16 array (exact)."""
+    return _native.bf16_to_f32(x.view(np.uint16))
+
+
+def _narrow(x: np.ndarray) -> np.ndarray:
+    """The nearest bfloat16 values of a float32 array (ties to even)."""
+    return _native.bf16_from_f32(x).view(_BF16_NUMPY)
+
+
+def _widen3(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, ...]:
+    # The op layer passes q, k and v all float32 or all bfloat16 (2-byte items).
+    return (_widen(q), _widen(k), _widen(v)) if q.itemsize == 2 else (q, k, v)
 
 
 class CpuBackend(Backend):
     name = "cpu"
     runs_on_host = True
     priority = 0  # the lowest: auto's fallback, never its choice
+    dtypes = BASE_DTYPES | {BF16}
 
     def describe(self) -> str:
         return f"host CPU, {_native.num_threads()} kernel threads, native build {_native.BUILD_ID}"
@@ -39,24 +69,42 @@ class CpuBackend(Backend):
         np.copyto(dst, src, casting="no")
 
     def astype(self, x: np.ndarray, shape: Shape, src: DType, dst: DType) -> np.ndarray:
+        if dst is BF16:
+            return _narrow(x if src is DType.float32 else x.astype(_F32_NUMPY))
+        if src is BF16:
+            wide = _widen(x)
+            return wide if dst is DType.float32 else wide.astype(dst.numpy)
         return x.astype(dst.numpy)
 
     def copy_strided(self, x, shape, dtype, out_shape, strides, offset):
+        if dtype is BF16:
+            bits = _native.copy_strided(_bits(x), list(out_shape), list(strides), offset)
+            return bits.view(_BF16_NUMPY)
         return _native.copy_strided(x, list(out_shape), list(strides), offset)
 
     def concat(self, xs: Sequence[np.ndarray], shapes, dtype, axis):
+        if dtype is BF16:
+            return _native.concat([_bits(x) for x in xs], axis).view(_BF16_NUMPY)
         return _native.concat(list(xs), axis)
 
     def unary(self, op, x, shape, dtype):
+        if dtype is BF16:
+            return _narrow(_native.unary(op, _widen(x)))
         return _native.unary(op, x)
 
     def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        if dtype is BF16:
+            return _narrow(_native.binary(op, _widen(a), _widen(b), out_shape))
         return _native.binary(op, a, b, out_shape)
 
     def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        if dtype is BF16:
+            return _native.compare(op, _widen(a), _widen(b), out_shape)
         return _native.compare(op, a, b, out_shape)
 
     def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
+        if dtype is BF16:
+            return _native.where(cond, _bits(a), _bits(b), out_shape).view(_BF16_NUMPY)
         return _native.where(cond, a, b, out_shape)
 
     def reduce(self, op, x, shape, dtype, axis):
@@ -66,15 +114,23 @@ class CpuBackend(Backend):
         return _native.argmax(x, axis)
 
     def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        # float32 handles have 4-byte items; bfloat16 ones (2 bytes) go to the kernel
+        # as their bit patterns, which it widens exactly and accumulates in float32.
+        if a.itemsize == 2:
+            return _native.matmul(_bits(a), _bits(b), transpose_a, transpose_b)
         return _native.matmul(a, b, transpose_a, transpose_b)
 
     def index_select(self, x, shape, dtype, axis, indices, count):
+        if dtype is BF16:
+            return _native.index_select(_bits(x), axis, indices).view(_BF16_NUMPY)
         return _native.index_select(x, axis, indices)
 
     def index_add(self, base, shape, axis, indices, src, src_shape):
         return _native.index_add(base, axis, indices, src)
 
     def gather(self, x, shape, dtype, axis, indices, index_shape):
+        if dtype is BF16:
+            return _native.gather(_bits(x), axis, indices).view(_BF16_NUMPY)
         return _native.gather(x, axis, indices)
 
     def scatter_add(self, base, shape, axis, indices, index_shape, src):
@@ -142,17 +198,21 @@ class CpuBackend(Backend):
         return _native.rotary(x, positions, theta, inverse)
 
     def attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        q, k, v = _widen3(q, k, v)
         return _native.attention(q, k, v, scale, causal, window)
 
     def attention_backward(self, dout, q, k, v, probs, q_shape, kv_shape, scale, causal, window):
+        q, k, v = _widen3(q, k, v)
         return _native.attention_backward(dout, q, k, v, probs, scale, causal, window)
 
     def flash_attention(self, q, k, v, q_shape, kv_shape, scale, causal, window):
+        q, k, v = _widen3(q, k, v)
         return _native.flash_attention(q, k, v, scale, causal, window)
 
     def flash_attention_backward(
         self, dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
     ):
+        q, k, v = _widen3(q, k, v)
         return _native.flash_attention_backward(
             dout, q, k, v, out, row_max, row_sum, scale, causal, window
         )

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from riftco.tensor.backend import Backend
+from riftco.tensor.backend import Backend, require_dtype_support
 from riftco.tensor.dtypes import DType, as_dtype
 from riftco.tensor.errors import DTypeError
 from riftco.tensor.registry import get_backend
@@ -20,6 +20,8 @@ from riftco.tensor.tensor import Tensor
 
 
 def _infer_dtype(array: np.ndarray) -> DType:
+    if array.dtype == DType.bfloat16.numpy:
+        return DType.bfloat16
     kind = array.dtype.kind
     if kind == "b":
         return DType.bool
@@ -35,11 +37,17 @@ def _infer_dtype(array: np.ndarray) -> DType:
 def from_numpy(
     array: np.ndarray, dtype: DType | str | None = None, backend: str | Backend | None = None
 ) -> Tensor:
-    """A tensor holding a copy of ``array`` (float64 becomes float32 unless told otherwise)."""
+    """A tensor holding a copy of ``array`` (float64 becomes float32 unless told otherwise;
+    an ``ml_dtypes.bfloat16`` array is bfloat16, and ``dtype="bfloat16"`` rounds other
+    values to the nearest bfloat16, ties to even)."""
     array = np.asarray(array)
     target = _infer_dtype(array) if dtype is None else as_dtype(dtype)
-    host = np.asarray(array, dtype=target.numpy, order="C")
     chosen = get_backend(backend)
+    if target not in chosen.dtypes:
+        require_dtype_support("from_numpy", chosen, target)
+    # ml_dtypes flags every NaN it rounds as an invalid cast; NaN stays NaN, as it should.
+    with np.errstate(invalid="ignore"):
+        host = np.asarray(array, dtype=target.numpy, order="C")
     return Tensor._wrap(chosen.from_numpy(host), tuple(host.shape), target, chosen)
 
 

@@ -22,10 +22,12 @@ from importlib.metadata import entry_points
 
 from riftco.tensor.backend import (
     BACKEND_API_VERSION,
+    BASE_DTYPES,
     CAPABILITIES,
     Backend,
     overridden_capabilities,
 )
+from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import BackendUnavailable, JobUnsupported, UnknownCapability
 
 GROUP = "riftco.backends"
@@ -36,8 +38,9 @@ DEFAULT = "cpu"
 
 @dataclass(frozen=True)
 class BackendInfo:
-    """What discovery found for one registered backend. ``priority`` and
-    ``capabilities`` (in CAPABILITIES order) are known for available backends only."""
+    """What discovery found for one registered backend. ``priority``,
+    ``capabilities`` (in CAPABILITIES order) and ``dtypes`` (names, in DType order) are
+    known for available backends only."""
 
     name: str
     available: bool
@@ -48,6 +51,7 @@ class BackendInfo:
     runs_on_host: bool | None
     priority: int | None = None
     capabilities: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
 
     @property
     def missing_capabilities(self) -> tuple[str, ...]:
@@ -150,6 +154,12 @@ def _incompatibility(backend: object) -> str | None:
         return f"declares priority {priority!r}; expected an int (higher wins in auto)"
     if not isinstance(backend.runs_on_host, bool):
         return f"declares runs_on_host {backend.runs_on_host!r}; expected a bool"
+    held = backend.dtypes
+    if not isinstance(held, (set, frozenset)) or not all(isinstance(d, DType) for d in held):
+        return f"declares dtypes {held!r}; expected a frozenset of riftco.tensor.DType"
+    if not BASE_DTYPES <= held:
+        missing = ", ".join(d.value for d in DType if d in BASE_DTYPES - held)
+        return f"declares dtypes without {missing}, which every backend must hold"
     claimed = backend.capabilities()
     if not isinstance(claimed, (set, frozenset)):
         return f"capabilities() returned {type(claimed).__name__}; expected a frozenset of names"
@@ -176,6 +186,7 @@ def _describe(name: str, backend: Backend, source: str) -> BackendInfo:
         backend.runs_on_host,
         backend.priority,
         tuple(c for c in CAPABILITIES if c in claimed),
+        tuple(d.value for d in DType if d in backend.dtypes),
     )
 
 

@@ -112,6 +112,10 @@ class Tensor:
         target = get_backend(backend)
         if target is self.backend:
             return self
+        if self.dtype not in target.dtypes:
+            from riftco.tensor.backend import require_dtype_support
+
+            require_dtype_support("to", target, self.dtype)
         host = np.asarray(self.numpy(), order="C")
         return Tensor._wrap(target.from_numpy(host), self.shape, self.dtype, target)
 

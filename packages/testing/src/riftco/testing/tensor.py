@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from riftco.tensor import registry
-from riftco.tensor.backend import Backend
+from riftco.tensor.backend import BASE_DTYPES, Backend
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import KernelError
 
@@ -109,6 +109,10 @@ class NumpyReferenceBackend(Backend):
 
     name = "reference"
     runs_on_host = True
+    # bfloat16 as ml_dtypes arrays: casts are ml_dtypes' (nearest, ties to even),
+    # elementwise ops compute in float32 and round once, products and attention
+    # widen to float64 like every float32 formula here.
+    dtypes = BASE_DTYPES | {DType.bfloat16}
 
     def describe(self) -> str:
         return "numpy reference formulas (tests only)"
@@ -126,7 +130,11 @@ class NumpyReferenceBackend(Backend):
         _a(dst)[...] = _a(src)
 
     def astype(self, x, shape, src, dst):
-        return _box(_a(x).astype(dst.numpy))
+        a = _a(x)
+        if DType.bfloat16 in (src, dst) and DType.float32 not in (src, dst):
+            a = a.astype(np.float32)  # the interface's rule: through float32
+        with np.errstate(invalid="ignore"):  # ml_dtypes flags NaNs, which stay NaN
+            return _box(a.astype(dst.numpy))
 
     def copy_strided(self, x, shape, dtype, out_shape, strides, offset):
         flat = _a(x).reshape(-1)
@@ -142,18 +150,28 @@ class NumpyReferenceBackend(Backend):
 
     def unary(self, op, x, shape, dtype):
         a = _a(x)
+        if dtype is DType.bfloat16:
+            with np.errstate(all="ignore"):
+                wide = UNARY[op](a.astype(np.float64)).astype(np.float32)
+            return _box(wide.astype(dtype.numpy))
         if dtype is DType.float32:
             with np.errstate(all="ignore"):
                 return _box(UNARY[op](a.astype(np.float64)).astype(np.float32))
         return _box(UNARY[op](a))
 
     def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        x, y = _a(a), _a(b)
+        if dtype is DType.bfloat16:
+            x, y = x.astype(np.float32), y.astype(np.float32)
         with np.errstate(all="ignore"):
-            out = BINARY[op](_a(a), _a(b))
+            out = BINARY[op](x, y)
         return _box(np.broadcast_to(out, out_shape).astype(dtype.numpy))
 
     def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
-        return _box(np.broadcast_to(COMPARE[op](_a(a), _a(b)), out_shape))
+        x, y = _a(a), _a(b)
+        if dtype is DType.bfloat16:
+            x, y = x.astype(np.float32), y.astype(np.float32)
+        return _box(np.broadcast_to(COMPARE[op](x, y), out_shape))
 
     def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
         return _box(np.broadcast_to(np.where(_a(cond), _a(a), _a(b)), out_shape))

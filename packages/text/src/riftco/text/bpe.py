@@ -97,14 +97,25 @@ class BpeTokenizer(Tokenizer):
         }
 
 
+#: Longest byte string one token may stand for, and the most bytes all tokens may
+#: decode to together: chained merges double a token's length, so a state of a few
+#: hundred merges could otherwise demand terabytes before anything is read.
+MAX_TOKEN_BYTES = 1 << 16
+MAX_DECODED_BYTES = 1 << 26
+
+
 def check_merges(merges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Each merge must join two existing ids; at most ``MAX_VOCAB_SIZE - 256`` merges."""
+    """Each merge must join two existing ids; at most ``MAX_VOCAB_SIZE - 256`` merges;
+    no token longer than ``MAX_TOKEN_BYTES`` and at most ``MAX_DECODED_BYTES`` bytes
+    over every token (checked from the lengths alone, before any string is built)."""
     merges = list(merges)
     if len(merges) > MAX_VOCAB_SIZE - NUM_BYTES:
         raise StateError(
             f"expected at most {MAX_VOCAB_SIZE - NUM_BYTES} merges; found {len(merges)}"
         )
     checked = []
+    lengths = [1] * NUM_BYTES
+    total = NUM_BYTES
     for k, merge in enumerate(merges):
         new = NUM_BYTES + k
         try:
@@ -117,6 +128,15 @@ def check_merges(merges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
                     f"merge {k} (making id {new}): expected operands that are earlier ids in "
                     f"[0, {new}); found {merge!r}"
                 )
+        length = lengths[left] + lengths[right]
+        total += length
+        if length > MAX_TOKEN_BYTES or total > MAX_DECODED_BYTES:
+            raise StateError(
+                f"merge {k} (making id {new}): expected tokens of at most {MAX_TOKEN_BYTES} "
+                f"bytes and at most {MAX_DECODED_BYTES} bytes over all tokens; this merge "
+                f"makes a token of {length} bytes and {total} bytes in all"
+            )
+        lengths.append(length)
         checked.append((left, right))
     return checked
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TypeGuard
 
-from riftco.core import JSONError, loads_strict, write_bytes_atomic
+from riftco.core import JSONError, loads_strict, read_bounded, write_bytes_atomic
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
 from riftco.text.bpe import BpeTokenizer
 from riftco.text.bpe_train import NUM_BYTES
@@ -33,6 +32,9 @@ _COMMON = {
     "eos_token",
     "chat_template",
 }
+#: Largest tokenizer state file :func:`load` reads.
+MAX_STATE_BYTES = 1 << 28
+
 _BODY = {"bpe": {"merges"}, "byte": {"byte_vocab"}}
 _OPTIONS = {"bpe": {"pretokenize"}, "byte": set()}
 
@@ -54,7 +56,7 @@ def tokenizer_from_state(state: Mapping[str, Any]) -> Tokenizer:
             )
         )
     method = state.get("method")
-    if method not in _BODY:
+    if not isinstance(method, str) or method not in _BODY:
         raise StateError(f"method: expected one of {sorted(_BODY)}; found {method!r}")
     _check_keys("the state", state, _COMMON | _BODY[method])
     options = state["options"]
@@ -89,6 +91,8 @@ def tokenizer_from_state(state: Mapping[str, Any]) -> Tokenizer:
         raise
     except TokenizerError as exc:
         raise StateError(f"{type(exc).__name__}: {exc}") from exc
+    except (TypeError, KeyError, AttributeError) as exc:  # a field of the wrong JSON type
+        raise StateError(f"a field of the wrong type ({type(exc).__name__}: {exc})") from None
 
 
 def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
@@ -98,7 +102,7 @@ def save(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Read a state written by :func:`save`, validating it."""
-    raw = Path(path).read_bytes()
+    raw = read_bounded(path, MAX_STATE_BYTES, StateError)  # a FIFO or /dev/zero is refused
     try:
         state = loads_strict(raw)
     except JSONError as exc:

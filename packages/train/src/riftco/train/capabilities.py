@@ -37,11 +37,23 @@ def training_capabilities(config: TransformerConfig, method: str = "full") -> tu
 
 
 def require_training_backend(
-    config: TransformerConfig, method: str = "full", *, job: str
+    config: TransformerConfig, method: str = "full", *, job: str, precision: str = "f32"
 ) -> rt.Backend:
     """The default backend (RIFTCO_BACKEND or auto), once it has every capability that
-    training ``config`` with ``method`` needs; ``JobUnsupported`` otherwise."""
-    return rt.require_capabilities(None, training_capabilities(config, method), job=job)
+    training ``config`` with ``method`` needs, and holds bfloat16 tensors for
+    ``precision`` ``bf16``; ``JobUnsupported`` otherwise."""
+    backend = rt.require_capabilities(None, training_capabilities(config, method), job=job)
+    if precision == "bf16" and rt.bfloat16 not in backend.dtypes:
+        raise rt.JobUnsupported(
+            f"{job} with --precision bf16 needs bfloat16 tensors, which backend "
+            f"{backend.name!r} does not hold (it holds "
+            f"{', '.join(d.value for d in rt.DType if d in backend.dtypes)}); "
+            "train with --precision f32 there",
+            backend=backend.name,
+            job=job,
+            missing=(),
+        )
+    return backend
 
 
 __all__ = ["DECODING", "NF4", "require_training_backend", "training_capabilities"]

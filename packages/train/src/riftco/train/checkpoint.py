@@ -42,6 +42,7 @@ from riftco.interchange import (
     write_safetensors,
 )
 from riftco.train.adapters import PACKED_PREFIX, packed_tensors
+from riftco.train.checkpoint_checks import check_config_against_tensors, check_manifest_fields
 from riftco.train.engine import Trainer
 from riftco.train.errors import CheckpointError, ResumeMismatch
 
@@ -158,6 +159,16 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
         raise CheckpointError(f"{exc} (not a readable {SUFFIX} checkpoint)") from None
     try:
         manifest = _parse_manifest(stored.metadata)
+        check_manifest_fields(manifest)
+        check_config_against_tensors(
+            manifest,
+            {name: tuple(info.shape) for name, info in stored.tensors.items()},
+            sum(
+                info.end - info.begin
+                for info in stored.tensors.values()
+                if info.name.startswith(PACKED_PREFIX)
+            ),
+        )
         found = stored.digest()
         expected = manifest["tensors"]
         if len(stored.tensors) != expected["count"] or found != expected["sha256"]:

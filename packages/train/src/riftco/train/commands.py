@@ -116,6 +116,14 @@ def _training_flags(parser: argparse.ArgumentParser, defaults: TrainingOptions) 
         "(the plain softmax(QK^T)V); default: flash, or what the base bundle uses",
     )
     add(
+        "--precision",
+        choices=("f32", "bf16"),
+        default=defaults.precision,
+        help="bf16: matrix products and attention in bfloat16 with float32 accumulation; "
+        "weights, Adam moments, norms and the loss stay float32, and so do bundles "
+        "(default %(default)s)",
+    )
+    add(
         "--activation-checkpointing",
         action="store_true",
         help="keep no block activations between forward and backward and recompute them "
@@ -157,6 +165,7 @@ def _training_options(args: argparse.Namespace):  # -> TrainingOptions
         checkpoint_every=args.checkpoint_every,
         attention=args.attention,
         activation_checkpointing=args.activation_checkpointing,
+        precision=args.precision,
     )
 
 

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from riftco.core import read_bounded
 from riftco.train.errors import DataError
 
 DEFAULT_CORPUS = "pydoc_data.topics"
@@ -86,13 +87,7 @@ def load_text(source: str | os.PathLike[str] | None = None) -> TextCorpus:
 def read_text_file(path: str | os.PathLike[str]) -> str:
     """The UTF-8 text of ``path``; an empty or undecodable file raises ``DataError``."""
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CORPUS_BYTES:
-            raise DataError(f"expected at most {MAX_CORPUS_BYTES} bytes; found {size}", str(path))
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+    data = read_bounded(path, MAX_CORPUS_BYTES, DataError)
     if not data.strip():
         raise DataError("expected text; the file is empty", str(path))
     try:

@@ -18,6 +18,7 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable, no_grad
+from riftco.nn.precision import PRECISIONS, mixed_precision
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.distributed.data_parallel import DataParallel, check_resume_layout
 from riftco.train.distributed.step import ParallelStep
@@ -67,6 +68,8 @@ class Trainer:
 
     ``validation`` is a fixed list of held-out batches (empty: no evaluation).
     ``callbacks`` receive every metric, training and validation, in order.
+    ``precision`` ``bf16`` runs the model's forward (and so its backward) under
+    ``riftco.nn.mixed_precision("bfloat16")``; ``f32`` (the default) rounds nothing.
     """
 
     def __init__(
@@ -85,9 +88,15 @@ class Trainer:
         moving_average_decay: float = 0.9,
         backend: Any = None,
         parallel: DataParallel | None = None,
+        precision: str = "f32",
     ) -> None:
         if total_steps < 0:
             raise ValueError(f"total_steps must be >= 0, found {total_steps}")
+        if precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {', '.join(PRECISIONS)}, found {precision!r}"
+            )
+        self.precision = precision
         self.model, self.optimizer, self.schedule, self.source = model, optimizer, schedule, source
         self.stage, self.total_steps = stage, total_steps
         self.validation = list(validation)
@@ -113,7 +122,12 @@ class Trainer:
         return rt.from_numpy(array, backend=self.backend) if self.backend else rt.from_numpy(array)
 
     def _loss(self, batch: Batch) -> Variable:
-        logits = self.model(self._tensor(batch.inputs))
+        if self.precision != "f32":
+            # The nodes recorded here keep their precision for backward.
+            with mixed_precision(PRECISIONS[self.precision]):
+                logits = self.model(self._tensor(batch.inputs))
+        else:
+            logits = self.model(self._tensor(batch.inputs))
         return self.loss_function(logits, self._tensor(batch.targets), self._tensor(batch.weights))
 
     def train_step(self) -> TrainingMetric:

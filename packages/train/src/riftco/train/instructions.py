@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from riftco.core import JSONError, loads_strict, read_bounded
 from riftco.train.errors import DataError
 
 ROLES = ("system", "user", "assistant")
@@ -115,17 +116,16 @@ def _message(raw: Any, index: int, path: str, line: int | None) -> Message:
 def parse_jsonl(text: str, path: str = "<input>") -> list[ChatExample]:
     """Every conversation in JSONL ``text``; ``path`` names it in errors."""
     examples = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSONL lines end at "\n" alone: str.splitlines() would also cut at U+2028, U+0085
+    # and other characters that JSON strings may hold unescaped.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"expected JSON; {exc.msg} at column {exc.colno}", path, number
-            ) from None
-        except RecursionError:
-            raise DataError("JSON nested too deeply", path, number) from None
+            record = loads_strict(line)
+        except JSONError as exc:
+            raise DataError(str(exc), path, number) from None
         examples.append(parse_example(record, path, number))
     if not examples:
         raise DataError("expected at least one example; the file holds none", path)
@@ -135,12 +135,7 @@ def parse_jsonl(text: str, path: str = "<input>") -> list[ChatExample]:
 def load_jsonl(path: str | os.PathLike[str]) -> list[ChatExample]:
     """The conversations in a JSONL file (see the module docstring for the forms)."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_JSONL_BYTES:
-            raise DataError(f"expected at most {MAX_JSONL_BYTES} bytes", str(path))
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror or exc}", str(path)) from None
+    data = read_bounded(path, MAX_JSONL_BYTES, DataError)
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

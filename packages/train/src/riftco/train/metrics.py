@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from riftco.core import JSONError, loads_strict
+
 TIMING_FIELDS = ("seconds", "tokens_per_second")
 """Fields that depend on the machine's speed; everything else is reproducible."""
 
@@ -116,15 +118,15 @@ class MetricsLog:
 def _step_of(line: str) -> float:
     """The step a logged line records; a line cut short by a crash counts as never logged."""
     try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
+        return int(loads_strict(line)["step"])
+    except (JSONError, ValueError, KeyError, TypeError):
         return math.inf
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[TrainingMetric]:
     """The metrics a ``MetricsLog`` wrote."""
     lines = Path(path).read_text("utf-8").splitlines()
-    return [TrainingMetric.from_dict(json.loads(line)) for line in lines if line.strip()]
+    return [TrainingMetric.from_dict(loads_strict(line)) for line in lines if line.strip()]
 
 
 def _duration(seconds: float) -> str:

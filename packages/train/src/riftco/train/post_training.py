@@ -113,7 +113,9 @@ _JOBS = {"full": "full post-training", "lora": "LoRA post-training", "qlora": "Q
 
 def _require_backend(config: TransformerConfig, options: PostTrainOptions) -> None:
     method = options.adapters.method
-    require_training_backend(config, method, job=_JOBS[method])
+    require_training_backend(
+        config, method, job=_JOBS[method], precision=options.training.precision
+    )
 
 
 def post_train(

@@ -22,6 +22,7 @@ from riftco.train.checkpoint import read_checkpoint
 from riftco.train.corpus import load_text, split_corpus
 from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.engine import Callback
+from riftco.train.errors import CheckpointError
 from riftco.train.losses import unigram_loss
 from riftco.train.stage import (
     StageResult,
@@ -132,7 +133,9 @@ def pretrain(
         tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
     # Before any data is read; the topology decides the kernels, the vocabulary does not.
     require_training_backend(
-        execution_config(options.model.config(vocab_size=256), options.training), job=STAGE
+        execution_config(options.model.config(vocab_size=256), options.training),
+        job=STAGE,
+        precision=options.training.precision,
     )
     corpus = load_text(options.data)
     train_text, validation_text = split_corpus(corpus, options.validation_fraction)
@@ -142,6 +145,11 @@ def pretrain(
     validation_stream = token_stream(encode_documents(tokenizer, validation_text))
     stream = token_stream(train_docs)
     config = execution_config(options.model.config(tokenizer.vocab_size), options.training)
+    if checkpoint is not None and config.to_dict() != checkpoint.run.get("config"):
+        raise CheckpointError(
+            f"{checkpoint.path}: run.options describe another model than run.config "
+            "(the one its tensors were checked against)"
+        )
     model = DecoderOnlyTransformer(config, seed=options.model.seed)
     t, b = config.context_length, options.training.batch_size
     source: DocumentWindows | RandomWindows

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from riftco.interchange import write_bundle
-from riftco.nn import DecoderOnlyTransformer, TransformerConfig, check_exportable
+from riftco.nn import PRECISIONS, DecoderOnlyTransformer, TransformerConfig, check_exportable
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
@@ -21,7 +21,13 @@ from riftco.train.distributed.data_parallel import DataParallel, check_same_para
 from riftco.train.engine import Callback, Trainer
 from riftco.train.errors import ResumeMismatch
 from riftco.train.interrupt import StopOnInterrupt
-from riftco.train.metrics import MetricsLog, ProgressBar, TrainingMetric, plot_loss_curve
+from riftco.train.metrics import (
+    MetricsLog,
+    ProgressBar,
+    TrainingMetric,
+    plot_loss_curve,
+    read_metrics,
+)
 
 #: The attention kernels a stage can train with (riftco-nn's ``TransformerConfig.attention``).
 ATTENTION = ("flash", "materialized")
@@ -33,7 +39,10 @@ class TrainingOptions:
     evaluation and checkpoint cadence, the data order's seed, and how the model
     executes: ``attention`` (``flash`` or ``materialized``; None keeps the model's)
     and ``activation_checkpointing`` (drop each block's activations after forward
-    and recompute them in backward: less memory, about a third more compute)."""
+    and recompute them in backward: less memory, about a third more compute), and
+    ``precision``: ``f32`` (float32 throughout) or ``bf16`` (matrix products and
+    attention read bfloat16 operands and accumulate in float32; parameters, Adam's
+    moments, norms, softmax statistics and the loss stay float32)."""
 
     steps: int = 300
     batch_size: int = 16
@@ -48,8 +57,13 @@ class TrainingOptions:
     checkpoint_every: int = 100
     attention: str | None = None
     activation_checkpointing: bool = False
+    precision: str = "f32"
 
     def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"precision must be one of {', '.join(PRECISIONS)}, found {self.precision!r}"
+            )
         if self.attention not in (None, *ATTENTION):
             raise ValueError(
                 f"attention must be one of {', '.join(ATTENTION)}, found {self.attention!r}"
@@ -202,6 +216,7 @@ def run_stage(
         eval_every=options.eval_every,
         callbacks=[c for c in (log, bar) if c is not None] + list(callbacks),
         parallel=parallel,
+        precision=options.precision,
     )
     try:
         if resume is not None:
@@ -234,8 +249,6 @@ def run_stage(
             bar.close()
             log.close()
     if plot and root:
-        from riftco.train.metrics import read_metrics
-
         plot_loss_curve(read_metrics(files.metrics), files.plot, title=f"{stage} loss")
     return trainer, outcome, files
 
@@ -266,6 +279,11 @@ def finish_stage(
         assert isinstance(model, DecoderOnlyTransformer)  # what both stages train
         check_exportable(model, f"write the {stage} bundle")
         weights = {n: np.array(t.numpy(), dtype=np.float32) for n, t in model.state_dict().items()}
+        if "validation_loss" in summary and files.metrics.exists():
+            # The log holds the whole run (a resume keeps its earlier lines), so a run
+            # resumed after its last evaluation still reports that evaluation.
+            logged = [m.loss for m in read_metrics(files.metrics) if m.phase == "validation"]
+            summary = {**summary, "validation_loss": logged[-1] if logged else None}
         reproducible = {k: v for k, v in summary.items() if k != "train_seconds"}
         manifest = write_bundle(
             bundle,

@@ -1,4 +1,7 @@
-"""Elementwise ops: unary functions, broadcasting arithmetic, comparisons, where."""
+"""Elementwise ops: unary functions, broadcasting arithmetic, comparisons, where.
+
+bfloat16 operands (on a backend that holds them) compute in float32 and round the
+result once to bfloat16."""
 
 from __future__ import annotations
 
@@ -12,21 +15,22 @@ from riftco.tensor.ops._common import (
 )
 from riftco.tensor.tensor import Tensor
 
-F32, I64, BOOL = DType.float32, DType.int64, DType.bool
+F32, I64, BOOL, BF16 = DType.float32, DType.int64, DType.bool, DType.bfloat16
+FLOAT = (F32, BF16)
 
 
-def _unary(op: str, x: Tensor, allowed: tuple[DType, ...] = (F32,)) -> Tensor:
+def _unary(op: str, x: Tensor, allowed: tuple[DType, ...] = FLOAT) -> Tensor:
     if x.dtype not in allowed:
         require_dtype(op, x, *allowed)
     return Tensor._wrap(x.backend.unary(op, x._data, x.shape, x.dtype), x.shape, x.dtype, x.backend)
 
 
 def neg(x: Tensor) -> Tensor:
-    return _unary("neg", x, (F32, I64))
+    return _unary("neg", x, (F32, I64, BF16))
 
 
 def abs(x: Tensor) -> Tensor:
-    return _unary("abs", x, (F32, I64))
+    return _unary("abs", x, (F32, I64, BF16))
 
 
 def exp(x: Tensor) -> Tensor:
@@ -112,31 +116,31 @@ def _binary(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor
 
 
 def add(a, b) -> Tensor:
-    return _binary("add", a, b, (F32, I64))
+    return _binary("add", a, b, (F32, I64, BF16))
 
 
 def sub(a, b) -> Tensor:
-    return _binary("sub", a, b, (F32, I64))
+    return _binary("sub", a, b, (F32, I64, BF16))
 
 
 def mul(a, b) -> Tensor:
-    return _binary("mul", a, b, (F32, I64))
+    return _binary("mul", a, b, (F32, I64, BF16))
 
 
 def div(a, b) -> Tensor:
-    return _binary("div", a, b, (F32,))
+    return _binary("div", a, b, FLOAT)
 
 
 def pow(a, b) -> Tensor:
-    return _binary("pow", a, b, (F32,))
+    return _binary("pow", a, b, FLOAT)
 
 
 def maximum(a, b) -> Tensor:
-    return _binary("maximum", a, b, (F32, I64))
+    return _binary("maximum", a, b, (F32, I64, BF16))
 
 
 def minimum(a, b) -> Tensor:
-    return _binary("minimum", a, b, (F32, I64))
+    return _binary("minimum", a, b, (F32, I64, BF16))
 
 
 def _compare(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tensor:
@@ -149,27 +153,27 @@ def _compare(op: str, a: object, b: object, allowed: tuple[DType, ...]) -> Tenso
 
 
 def eq(a, b) -> Tensor:
-    return _compare("eq", a, b, (F32, I64, BOOL))
+    return _compare("eq", a, b, (F32, I64, BOOL, BF16))
 
 
 def ne(a, b) -> Tensor:
-    return _compare("ne", a, b, (F32, I64, BOOL))
+    return _compare("ne", a, b, (F32, I64, BOOL, BF16))
 
 
 def lt(a, b) -> Tensor:
-    return _compare("lt", a, b, (F32, I64))
+    return _compare("lt", a, b, (F32, I64, BF16))
 
 
 def le(a, b) -> Tensor:
-    return _compare("le", a, b, (F32, I64))
+    return _compare("le", a, b, (F32, I64, BF16))
 
 
 def gt(a, b) -> Tensor:
-    return _compare("gt", a, b, (F32, I64))
+    return _compare("gt", a, b, (F32, I64, BF16))
 
 
 def ge(a, b) -> Tensor:
-    return _compare("ge", a, b, (F32, I64))
+    return _compare("ge", a, b, (F32, I64, BF16))
 
 
 def logical_and(a, b) -> Tensor:

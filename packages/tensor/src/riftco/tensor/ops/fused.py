@@ -15,7 +15,7 @@ from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
 from riftco.tensor.tensor import Tensor
 
-F32, I64 = DType.float32, DType.int64
+F32, I64, BF16 = DType.float32, DType.int64, DType.bfloat16
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
 ATTENTION_METHODS = ("flash", "materialized")
@@ -198,7 +198,13 @@ def rotary(x: Tensor, positions: Tensor, theta: float = 10000.0, inverse: bool =
 def _check_attention(
     op: str, q: Tensor, k: Tensor, v: Tensor, causal: bool, window: int, dense: bool = True
 ) -> None:
-    _floats(op, q, k, v)
+    if dense and isinstance(q, Tensor) and q.dtype is BF16:
+        # Mixed precision: bfloat16 operands, float32 scores, statistics and results.
+        for t in (k, v):
+            require_dtype(op, require_tensor(op, t), BF16)
+        check_same_backend(op, q, k, v)
+    else:
+        _floats(op, q, k, v)
     rank = 4 if dense else 3
     ok = (
         q.ndim == rank

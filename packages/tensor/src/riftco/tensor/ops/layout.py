@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from riftco.tensor.backend import require_dtype_support
 from riftco.tensor.dtypes import DType, as_dtype
 from riftco.tensor.errors import IndexOutOfRange, ShapeError
 from riftco.tensor.ops._common import (
@@ -224,9 +225,13 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 def astype(x: Tensor, dtype: DType | str) -> Tensor:
+    """``x`` with elements of ``dtype``: to bfloat16 the nearest value, ties to even
+    (NaN stays NaN, overflow becomes infinity); bfloat16 to float32 exactly."""
     dtype = as_dtype(dtype)
     if dtype is x.dtype:
         return x
+    if dtype not in x.backend.dtypes:
+        require_dtype_support("astype", x.backend, dtype)
     return Tensor._wrap(
         x.backend.astype(x._data, x.shape, x.dtype, dtype), x.shape, dtype, x.backend
     )

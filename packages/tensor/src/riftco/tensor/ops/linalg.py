@@ -12,15 +12,22 @@ from riftco.tensor.ops._common import (
 )
 from riftco.tensor.tensor import Tensor
 
+F32 = DType.float32
+
 
 def matmul(a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
     """``a @ b`` over the last two axes, batch axes broadcasting. ``transpose_a`` /
     ``transpose_b`` multiply by an operand's transpose without copying it.
-    1-D operands act as a row (a) or a column (b) vector, as in numpy."""
+    1-D operands act as a row (a) or a column (b) vector, as in numpy.
+
+    Two bfloat16 operands multiply with float32 products and sums and give a float32
+    result (round it with ``.astype("bfloat16")`` if wanted); a float32 and a bfloat16
+    operand do not mix."""
     a, b = require_tensor("matmul", a), require_tensor("matmul", b)
     check_same_backend("matmul", a, b)
-    require_dtype("matmul", a, DType.float32)
-    require_dtype("matmul", b, DType.float32)
+    if a.dtype is not F32 or b.dtype is not F32:
+        require_dtype("matmul", a, F32, DType.bfloat16)
+        require_dtype("matmul", b, a.dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: 0-d operand ({a.shape} @ {b.shape})")
     squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1

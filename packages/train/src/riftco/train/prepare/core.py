@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from riftco.core import staged_files
+from riftco.core import JSONError, loads_strict, read_bounded, staged_files
 from riftco.train.errors import DataError
 from riftco.train.prepare.layouts import (
     Layout,
@@ -41,6 +41,8 @@ MANIFEST = "manifest.json"
 FORMAT = "riftco-train/prepared-data"
 ON_ERROR = ("error", "skip")
 MAX_REPORTED_SKIPS = 100
+#: A manifest lists one entry per shard and source: far below this.
+MAX_MANIFEST_BYTES = 64 << 20
 LICENSE_KEYS = ("license", "licence")
 
 
@@ -211,8 +213,8 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     if path.is_dir():
         path = path / MANIFEST
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        document = loads_strict(read_bounded(path, MAX_MANIFEST_BYTES, DataError))
+    except JSONError as exc:
         raise DataError(f"cannot read the manifest: {exc}", str(path)) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise DataError(f"expected a {FORMAT!r} manifest", str(path))

@@ -19,12 +19,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from riftco.core import JSONError, loads_strict, require_regular_file
 from riftco.train.errors import DataError
 
 FORMATS = ("jsonl", "json", "csv", "parquet", "hf")
@@ -126,6 +126,7 @@ def open_source(
 
 
 def _file_digest(path: Path) -> tuple[int, str]:
+    require_regular_file(path, DataError)  # a FIFO or /dev/zero would never end
     try:
         size = path.stat().st_size
         if size > MAX_SOURCE_BYTES:
@@ -161,17 +162,9 @@ def _jsonl_rows(path: Path) -> Iterator[Row]:
 
 def _loads(text: str, path: Path, line: int | None) -> Any:
     try:
-        return json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"expected JSON; {exc.msg} at column {exc.colno}", str(path), line
-        ) from None
-    except (RecursionError, ValueError) as exc:
-        raise DataError(f"expected JSON; {exc}", str(path), line) from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+        return loads_strict(text)
+    except JSONError as exc:
+        raise DataError(str(exc), str(path), line) from None
 
 
 def _json_records(path: Path, size: int) -> list[Any]:

@@ -1,0 +1,224 @@
+"""Training and decode throughput on an NVIDIA GPU: riftco's ``cuda`` backend next
+to PyTorch on the same GPU, on GPT-2 124M shapes (V=50257, T=1024, D=768, H=12,
+L=12, FF=3072).
+
+- Training tokens/s: a full step (forward, loss, backward, global-norm clipping,
+  AdamW) on random tokens, B sequences of T; float32 (TF32 off on the torch side,
+  as riftco's matmuls are float32), and bfloat16 (torch autocast; riftco's
+  ``precision="bf16"`` where riftco-train has it, else reported as missing).
+- Decode tokens/s: batch 1, greedy, a KV cache, after a 1-token prompt.
+
+The two sides alternate in rounds; figures are medians, printed with their ratio.
+Nothing asserts on time.
+
+    python bench/bench_cuda.py [--batch 4] [--steps 5] [--rounds 2] [--decode 64] [--compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import statistics
+import time
+
+import numpy as np
+
+import riftco.nn as nn
+import riftco.tensor as rt
+from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
+from riftco.train.batches import RandomWindows
+from riftco.train.engine import Trainer
+
+try:
+    import torch
+except ImportError:  # the comparison is optional
+    torch = None
+
+GPT2 = dict(vocab_size=50257, context_length=1024, d_model=768, n_heads=12, n_layers=12, d_ff=3072)
+LR, WEIGHT_DECAY, CLIP = 3e-4, 0.1, 1.0
+
+
+def ours_trainer(config, stream, batch: int, total: int, precision: str) -> Trainer | None:
+    kwargs = {}
+    if precision != "f32":
+        if "precision" not in inspect.signature(Trainer.__init__).parameters:
+            return None
+        kwargs["precision"] = precision
+    model = nn.DecoderOnlyTransformer(config, seed=0, backend="cuda")
+    groups = [g for g in weight_decay_groups(model.named_parameters(), WEIGHT_DECAY) if g["params"]]
+    optimizer = AdamW(groups, lr=LR, betas=(0.9, 0.95), max_grad_norm=CLIP)
+    source = RandomWindows(stream, config.context_length, batch, seed=0)
+    return Trainer(
+        model,
+        optimizer,
+        WarmupCosineSchedule(LR, 2, total),
+        source,
+        stage="pretraining",
+        total_steps=total,
+        backend="cuda",
+        **kwargs,
+    )
+
+
+def torch_model(config):
+    d, h = config.d_model, config.n_heads
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            self.fc, self.out = torch.nn.Linear(d, config.d_ff), torch.nn.Linear(config.d_ff, d)
+
+        def forward(self, x, cache=None):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+            if cache is not None:
+                if cache:
+                    k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+                cache[:] = [k, v]
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+            return x + self.out(torch.nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = torch.nn.Embedding(config.vocab_size, d)
+            self.wpe = torch.nn.Embedding(config.context_length, d)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(config.n_layers))
+            self.ln_f = torch.nn.LayerNorm(d)
+            self.head = torch.nn.Linear(d, config.vocab_size, bias=False)
+
+        def forward(self, idx, caches=None, start=0):
+            pos = torch.arange(start, start + idx.shape[1], device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for i, block in enumerate(self.blocks):
+                x = block(x, None if caches is None else caches[i])
+            return self.head(self.ln_f(x))
+
+    torch.manual_seed(0)
+    return Model().cuda()
+
+
+class TorchRun:
+    def __init__(self, config, stream, batch: int, precision: str, compile_: bool) -> None:
+        self.model = torch_model(config)
+        self.step_model = torch.compile(self.model) if compile_ else self.model
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=LR, betas=(0.9, 0.95), fused=True
+        )
+        self.source = RandomWindows(stream, config.context_length, batch, seed=0)
+        self.precision = precision
+
+    def step(self) -> float:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        batch = self.source.next_batch()
+        x = torch.from_numpy(batch.inputs).cuda(non_blocking=True)
+        y = torch.from_numpy(batch.targets).cuda(non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            logits = self.step_model(x)
+            loss = torch.nn.functional.cross_entropy(
+                logits.view(-1, logits.shape[-1]).float(), y.view(-1)
+            )
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
+        self.optimizer.step()
+        loss.item()
+        return batch.tokens / (time.perf_counter() - start)
+
+
+def training(args, config, stream, precision: str) -> None:
+    total = args.rounds * args.steps + 2
+    trainer = ours_trainer(config, stream, args.batch, total + 1, precision)
+    runs = {"eager": TorchRun(config, stream, args.batch, precision, False)} if torch else {}
+    if torch and args.compile:
+        runs["compile"] = TorchRun(config, stream, args.batch, precision, True)
+    if trainer is None:
+        print(f"riftco {precision}: this riftco-train has no precision option; torch only")
+    for _ in range(2):  # warm-up: kernel compiles, pools, autotuning
+        if trainer is not None:
+            trainer.train_step()
+        for run in runs.values():
+            run.step()
+    rates: dict[str, list[float]] = {"riftco": [], **{k: [] for k in runs}}
+    for r in range(args.rounds):
+        if trainer is not None:
+            rates["riftco"] += [trainer.train_step().tokens_per_second for _ in range(args.steps)]
+        for name, run in runs.items():
+            rates[name] += [run.step() for _ in range(args.steps)]
+        print(
+            f"  round {r + 1}: "
+            + ", ".join(f"{k} {statistics.median(v):,.0f}" for k, v in rates.items() if v),
+            flush=True,
+        )
+    med = {k: statistics.median(v) for k, v in rates.items() if v}
+    line = f"training {precision} B={args.batch} T={config.context_length}: " + ", ".join(
+        f"{k} {v:,.0f} tok/s" for k, v in med.items()
+    )
+    if "riftco" in med and "eager" in med:
+        line += f"; riftco / torch eager x{med['riftco'] / med['eager']:.2f}"
+    print(line, flush=True)
+
+
+def decode_ours(config, tokens: int) -> float:
+    model = nn.DecoderOnlyTransformer(config, seed=0, backend="cuda").eval()
+    cache = nn.ContiguousKVCache(model.config, max_sequences=1, backend=model.backend)
+    sid = cache.add_sequence()
+    logits = model.forward_incremental([[1]], cache, [sid]).numpy()
+    token, start = int(np.argmax(logits[0])), time.perf_counter()
+    for _ in range(tokens):
+        logits = model.forward_incremental([[token]], cache, [sid]).numpy()
+        token = int(np.argmax(logits[0]))
+    return tokens / (time.perf_counter() - start)
+
+
+def decode_torch(config, tokens: int) -> float:
+    with torch.no_grad():
+        return _decode_torch(torch_model(config).eval(), config, tokens)
+
+
+def _decode_torch(model, config, tokens: int) -> float:
+    caches: list[list] = [[] for _ in range(config.n_layers)]
+    idx = torch.tensor([[1]], device="cuda")
+    logits = model(idx, caches, 0)
+    token = int(logits[0, -1].argmax())
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for i in range(tokens):
+        logits = model(torch.tensor([[token]], device="cuda"), caches, i + 1)
+        token = int(logits[0, -1].argmax())
+    return tokens / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per round and side")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--decode", type=int, default=64, help="decoded tokens (0: skip)")
+    parser.add_argument("--precision", default="f32,bf16")
+    parser.add_argument("--compile", action="store_true", help="also torch.compile")
+    args = parser.parse_args()
+    print(rt.get_backend("cuda").describe())
+    if torch is not None:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    config = nn.TransformerConfig.preset("gpt2", **GPT2)
+    stream = np.random.default_rng(0).integers(0, config.vocab_size, 4_000_000)
+    for precision in args.precision.split(","):
+        training(args, config, stream, precision)
+    if args.decode:
+        ours = [decode_ours(config, args.decode) for _ in range(2)]
+        line = f"decode batch 1, {args.decode} tokens: riftco {max(ours):,.1f} tok/s"
+        if torch is not None:
+            theirs = [decode_torch(config, args.decode) for _ in range(2)]
+            line += f", torch eager {max(theirs):,.1f} tok/s, x{max(ours) / max(theirs):.2f}"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The checks of riftco-backend-cuda on a machine with an NVIDIA GPU (an H200 with
+# the CUDA 13 driver, PyTorch and the NVIDIA wheels in its python3), in under 8
+# minutes. Run from the repository root with the wheels of this checkout built
+# into build/wheelhouse (tools/build_wheels.py) and carried along:
+#
+#     bash packages/backend-cuda/device_check.sh
+#
+# It installs the riftco wheels into a private folder, then runs, each under its
+# own time limit inside one overall budget: riftco-tensor's op suite on cuda,
+# this package's tests (a tiny model, 50 steps of `small` pretraining, QLoRA
+# steps and batch-1 decode, all against the CPU), bench/bench_cuda.py against
+# PyTorch on GPT-2 124M shapes, and, with time left, riftco-backend-tpu's suite
+# on XLA's CUDA PJRT plugin. Logs go to $OUT (default /tmp/riftco-device-check).
+# The exit status is that of the first failed check (0 when all passed).
+
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+
+PY=${PYTHON:-python3}
+OUT=${OUT:-/tmp/riftco-device-check}
+WHEELHOUSE=${WHEELHOUSE:-build/wheelhouse}
+SITE=${RIFTCO_SITE:-/tmp/riftco-site}
+BUDGET=${BUDGET_SECONDS:-470}
+START=$(date +%s)
+STATUS=0
+mkdir -p "$OUT"
+
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+export RIFTCO_CUDA_CACHE=${RIFTCO_CUDA_CACHE:-/tmp/riftco-cuda-cache}
+
+log() { echo "[$(( $(date +%s) - START ))s] $*" | tee -a "$OUT/summary.txt"; }
+
+# run NAME SECONDS COMMAND...: COMMAND under the smaller of SECONDS and what is
+# left of the budget, its output in $OUT/NAME.log and its last line in the summary.
+run() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$(( BUDGET - ($(date +%s) - START) ))
+    if (( left < 20 )); then
+        log "$name: skipped, ${left}s of the budget left"
+        return 0
+    fi
+    (( limit > left )) && limit=$left
+    log "$name: start (limit ${limit}s)"
+    timeout --kill-after=5 "$limit" "$@" >"$OUT/$name.log" 2>&1
+    local rc=$?
+    log "$name: exit $rc; $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1)"
+    if (( rc != 0 && STATUS == 0 )); then
+        STATUS=$rc
+    fi
+    return 0
+}
+
+shopt -s nullglob
+wheels=("$WHEELHOUSE"/riftco*.whl)
+if (( ${#wheels[@]} == 0 )); then
+    echo "no riftco wheels in $WHEELHOUSE: build them with tools/build_wheels.py and carry the folder" >&2
+    exit 2
+fi
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$SITE" "${wheels[@]}" || exit 2
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+
+{
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+    "$PY" - <<'PYEOF'
+import riftco.backends.cuda as cuda
+import riftco.tensor as rt
+for stem, usable, where in cuda.library_status():
+    print(f"{stem}: {'ok' if usable else 'MISSING'} {where}")
+for info in rt.backends():
+    print(f"{info.name}: {'available' if info.available else 'unavailable'} {info.reason}")
+if any(i.name == "cuda" and i.available for i in rt.backends()):
+    print(rt.get_backend("cuda").describe())
+PYEOF
+} >"$OUT/backends.txt" 2>&1
+log "backends: $(grep '^cuda:' "$OUT/backends.txt" | tail -n 1)"
+
+PYTEST=("$PY" -m pytest -q -p no:cacheprovider --maxfail=25)
+
+# Every capability against its numpy formula, on cuda.
+run tensor-suite 150 "${PYTEST[@]}" packages/tensor/tests -k cuda
+# This package: discovery, the NVRTC compile check, the tiny model, the jobs.
+# (The host emulation of the kernels, test_on_emulator.py, is CI's; not here.)
+run cuda-tests 170 "${PYTEST[@]}" packages/backend-cuda/tests \
+    --ignore=packages/backend-cuda/tests/test_on_emulator.py \
+    --deselect packages/backend-cuda/tests/test_on_gpu.py::test_shared_tensor_suite_runs_on_cuda
+# Throughput next to PyTorch (figures only).
+run bench 150 "$PY" bench/bench_cuda.py --batch 4 --steps 4 --rounds 2 --decode 64
+
+# riftco-backend-tpu's suite on XLA's CUDA plugin, with what time is left.
+plugin=$("$PY" - <<'PYEOF'
+import pathlib, sys
+found = [f for p in sys.path for f in sorted(pathlib.Path(p or ".").glob("jax_plugins/*/xla_cuda_plugin.so"))]
+print(found[0] if found else "")
+PYEOF
+)
+if [[ -n "$plugin" ]]; then
+    run tpu-on-xla-cuda 120 env RIFTCO_PJRT_PLUGIN="$plugin" RIFTCO_TPU_TEST_PLUGIN="$plugin" \
+        "${PYTEST[@]}" packages/backend-tpu/tests/test_on_xla_cpu.py
+else
+    log "tpu-on-xla-cuda: skipped, no xla_cuda_plugin.so (jax-cuda13-pjrt) found"
+fi
+
+log "done in $(( $(date +%s) - START ))s, status $STATUS"
+exit "$STATUS"

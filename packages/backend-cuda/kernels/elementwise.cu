@@ -1,0 +1,155 @@
+// Elementwise kernels: unary ops, broadcasting binary ops and comparisons,
+// where, and dtype conversions. Op codes are the positions in the lists the
+// Python side keeps (riftco.backends.cuda.ops.elementwise).
+
+// neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu
+__device__ __forceinline__ float unary_op(i64 op, float x) {
+    switch (op) {
+        case 0: return -x;
+        case 1: return fabsf(x);
+        case 2: return (float)exp((double)x);
+        case 3: return (float)log((double)x);
+        case 4: return (float)sqrt((double)x);
+        case 5: return (float)(1.0 / sqrt((double)x));
+        case 6: return (float)tanh((double)x);
+        case 7: return (float)(1.0 / (1.0 + exp(-(double)x)));
+        case 8: return x > 0.0f ? x : (x != x ? x : 0.0f);
+        case 9: { double d = x; return (float)(0.5 * d * (1.0 + erf(d * 0.70710678118654752440))); }
+        case 10: {
+            double d = x;
+            return (float)(0.5 * d * (1.0 + tanh(0.79788456080286535588 * (d + 0.044715 * d * d * d))));
+        }
+        case 11: { double d = x; return (float)(d / (1.0 + exp(-d))); }
+    }
+    return x;
+}
+
+extern "C" __global__ void unary_f32(const float* x, float* y, i64 n, i64 op) {
+    FOR_EACH(i, n) y[i] = unary_op(op, x[i]);
+}
+
+extern "C" __global__ void unary_i64(const i64* x, i64* y, i64 n, i64 op) {
+    FOR_EACH(i, n) {
+        i64 v = x[i];
+        y[i] = op == 0 ? -v : (v < 0 ? -v : v);
+    }
+}
+
+extern "C" __global__ void logical_not_b(const unsigned char* x, unsigned char* y, i64 n) {
+    FOR_EACH(i, n) y[i] = x[i] ? 0 : 1;
+}
+
+// add sub mul div pow maximum minimum
+__device__ __forceinline__ float binary_f32_op(i64 op, float a, float b) {
+    switch (op) {
+        case 0: return a + b;
+        case 1: return a - b;
+        case 2: return a * b;
+        case 3: return a / b;
+        case 4: return (float)pow((double)a, (double)b);
+        case 5: return nan_max(a, b);
+        case 6: return nan_min(a, b);
+    }
+    return 0.0f;
+}
+
+__device__ __forceinline__ i64 binary_i64_op(i64 op, i64 a, i64 b) {
+    switch (op) {
+        case 0: return a + b;
+        case 1: return a - b;
+        case 2: return a * b;
+        case 5: return a > b ? a : b;
+        case 6: return a < b ? a : b;
+    }
+    return 0;
+}
+
+extern "C" __global__ void binary_f32(const float* a, const float* b, float* out, i64 n, i64 op,
+                                      Dims shape, Dims sa, Dims sb, i64 ndim) {
+    FOR_EACH(i, n) {
+        out[i] = binary_f32_op(op, a[strided_offset(i, shape, sa, ndim)], b[strided_offset(i, shape, sb, ndim)]);
+    }
+}
+
+extern "C" __global__ void binary_i64(const i64* a, const i64* b, i64* out, i64 n, i64 op,
+                                      Dims shape, Dims sa, Dims sb, i64 ndim) {
+    FOR_EACH(i, n) {
+        out[i] = binary_i64_op(op, a[strided_offset(i, shape, sa, ndim)], b[strided_offset(i, shape, sb, ndim)]);
+    }
+}
+
+// eq ne lt le gt ge logical_and logical_or
+template <typename T>
+__device__ __forceinline__ unsigned char compare_op(i64 op, T a, T b) {
+    switch (op) {
+        case 0: return a == b;
+        case 1: return a != b;
+        case 2: return a < b;
+        case 3: return a <= b;
+        case 4: return a > b;
+        case 5: return a >= b;
+        case 6: return (a != (T)0) && (b != (T)0);
+        case 7: return (a != (T)0) || (b != (T)0);
+    }
+    return 0;
+}
+
+#define COMPARE_KERNEL(NAME, T)                                                                  \
+    extern "C" __global__ void NAME(const T* a, const T* b, unsigned char* out, i64 n, i64 op,   \
+                                    Dims shape, Dims sa, Dims sb, i64 ndim) {                    \
+        FOR_EACH(i, n) {                                                                         \
+            out[i] = compare_op<T>(op, a[strided_offset(i, shape, sa, ndim)],                    \
+                                   b[strided_offset(i, shape, sb, ndim)]);                       \
+        }                                                                                        \
+    }
+COMPARE_KERNEL(compare_f32, float)
+COMPARE_KERNEL(compare_i64, i64)
+COMPARE_KERNEL(compare_u8, unsigned char)
+
+// where, by element size (the values are copied, never interpreted).
+#define WHERE_KERNEL(NAME, T)                                                                    \
+    extern "C" __global__ void NAME(const unsigned char* c, const T* a, const T* b, T* out, i64 n, \
+                                    Dims shape, Dims sc, Dims sa, Dims sb, i64 ndim) {           \
+        FOR_EACH(i, n) {                                                                         \
+            out[i] = c[strided_offset(i, shape, sc, ndim)] ? a[strided_offset(i, shape, sa, ndim)] \
+                                                           : b[strided_offset(i, shape, sb, ndim)]; \
+        }                                                                                        \
+    }
+WHERE_KERNEL(where_1, unsigned char)
+WHERE_KERNEL(where_2, unsigned short)
+WHERE_KERNEL(where_4, unsigned int)
+WHERE_KERNEL(where_8, u64)
+
+// Conversions. Reading any dtype as a double is exact; writing truncates float
+// to integers toward zero, maps nonzero to true for bool, rounds to nearest
+// even for float32 and bfloat16.
+__device__ __forceinline__ double load_as_double(const void* x, i64 kind, i64 i) {
+    switch (kind) {
+        case 0: return (double)((const float*)x)[i];
+        case 1: return (double)((const i64*)x)[i];
+        case 2: return ((const unsigned char*)x)[i] ? 1.0 : 0.0;
+        case 3: return (double)((const unsigned char*)x)[i];
+        case 4: return (double)bf16_to_f32(((const bf16*)x)[i]);
+    }
+    return 0.0;
+}
+
+// kinds: 0 float32, 1 int64, 2 bool, 3 uint8, 4 bfloat16
+extern "C" __global__ void convert(const void* x, void* y, i64 n, i64 src, i64 dst) {
+    FOR_EACH(i, n) {
+        if (src == 1 && dst == 1) { ((i64*)y)[i] = ((const i64*)x)[i]; continue; }
+        if (src == 1 && (dst == 2 || dst == 3)) {
+            i64 v = ((const i64*)x)[i];
+            ((unsigned char*)y)[i] = dst == 2 ? (v != 0) : (unsigned char)v;
+            continue;
+        }
+        double v = load_as_double(x, src, i);
+        switch (dst) {
+            case 0: ((float*)y)[i] = src == 1 ? (float)((const i64*)x)[i] : (float)v; break;
+            case 1: ((i64*)y)[i] = v != v ? (i64)0x8000000000000000ull : (i64)v; break;
+            case 2: ((unsigned char*)y)[i] = v != 0.0; break;
+            case 3: ((unsigned char*)y)[i] = (unsigned char)(i64)v; break;
+            case 4: ((bf16*)y)[i] = f32_to_bf16(src == 1 ? (float)((const i64*)x)[i] : (float)v); break;
+        }
+    }
+}

@@ -1,0 +1,63 @@
+// Fused softmax cross-entropy (forward and backward) and rotary embeddings.
+
+// losses[r] = lse[r] - logits[r, target] (0 on ignored rows). A target outside
+// [0, classes) that is not ignore_index is reported in bad (first row).
+extern "C" __global__ void cross_entropy_f32(const float* logits, const i64* targets, float* losses,
+                                             float* lse_out, i64 rows, i64 classes, i64 ignore, i64* bad) {
+    __shared__ double dscratch[THREADS];
+    __shared__ float fscratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* xr = logits + row * classes;
+        float m = NEG_INF;
+        for (i64 k = threadIdx.x; k < classes; k += blockDim.x) m = nan_max(m, xr[k]);
+        m = block_max(m, fscratch);
+        double acc = 0.0;
+        for (i64 k = threadIdx.x; k < classes; k += blockDim.x) acc += exp((double)xr[k] - (double)m);
+        double lse = (double)m + log(block_sum(acc, dscratch));
+        if (threadIdx.x == 0) {
+            i64 t = targets[row];
+            lse_out[row] = (float)lse;
+            if (t == ignore) {
+                losses[row] = 0.0f;
+            } else if (t < 0 || t >= classes) {
+                losses[row] = 0.0f;
+                report_bad(bad, row);
+            } else {
+                losses[row] = (float)(lse - (double)xr[t]);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void cross_entropy_backward_f32(const float* logits, const i64* targets, const float* lse,
+                                                      const float* grad, float* dlogits, i64 rows, i64 classes,
+                                                      i64 ignore) {
+    FOR_EACH(i, rows * classes) {
+        i64 row = i / classes, k = i % classes;
+        i64 t = targets[row];
+        if (t == ignore || t < 0 || t >= classes) {
+            dlogits[i] = 0.0f;
+        } else {
+            double p = exp((double)logits[i] - (double)lse[row]);
+            dlogits[i] = (float)((p - (k == t ? 1.0 : 0.0)) * (double)grad[row]);
+        }
+    }
+}
+
+// x [rows, heads, dh] at positions [rows]: pair (i, i + dh/2) turns by
+// pos * inv_freq[i], inv_freq[i] = 1 / theta^(2i/dh) in float32 (as Llama).
+extern "C" __global__ void rotary_f32(const float* x, const i64* positions, float* y, i64 rows, i64 heads,
+                                      i64 dh, float theta, i64 inverse) {
+    i64 half = dh / 2;
+    FOR_EACH(j, rows * heads * half) {
+        i64 i = j % half, rh = j / half, row = rh / heads;
+        float inv_freq = 1.0f / powf(theta, (float)(2 * i) / (float)dh);
+        double angle = (double)((float)positions[row] * inv_freq);
+        float c = (float)cos(angle), s = (float)sin(angle);
+        if (inverse) s = -s;
+        const float* xr = x + rh * dh;
+        float a = xr[i], b = xr[i + half];
+        y[rh * dh + i] = a * c - b * s;
+        y[rh * dh + i + half] = b * c + a * s;
+    }
+}

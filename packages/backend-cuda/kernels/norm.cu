@@ -1,0 +1,144 @@
+// Layer and RMS normalization (forward and backward), activation gradients.
+// One block per row; row statistics in double through fixed trees; parameter
+// gradients summed over rows in fixed chunks, then the chunks in order.
+
+extern "C" __global__ void layer_norm_f32(const float* x, const float* w, const float* b, float* y,
+                                          float* mean_out, float* rstd_out, i64 rows, i64 d, float eps,
+                                          i64 has_w, i64 has_b) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* xr = x + row * d;
+        double s = 0.0;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) s += (double)xr[k];
+        double mean = block_sum(s, scratch) / (double)d;
+        double q = 0.0;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            double c = (double)xr[k] - mean;
+            q += c * c;
+        }
+        double var = block_sum(q, scratch) / (double)d;
+        float m = (float)mean;
+        float r = (float)(1.0 / sqrt(var + (double)eps));
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            float v = (xr[k] - m) * r;
+            if (has_w) v *= w[k];
+            if (has_b) v += b[k];
+            y[row * d + k] = v;
+        }
+        if (threadIdx.x == 0) { mean_out[row] = m; rstd_out[row] = r; }
+    }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+extern "C" __global__ void layer_norm_dx_f32(const float* dy, const float* x, const float* w,
+                                             const float* mean, const float* rstd, float* dx,
+                                             i64 rows, i64 d, i64 has_w) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float m = mean[row], r = rstd[row];
+        double sg = 0.0, sgx = 0.0;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+            double xh = (double)((x[row * d + k] - m) * r);
+            sg += g;
+            sgx += g * xh;
+        }
+        double mg = block_sum(sg, scratch) / (double)d;
+        double mgx = block_sum(sgx, scratch) / (double)d;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+            double xh = (double)((x[row * d + k] - m) * r);
+            dx[row * d + k] = (float)((double)r * (g - mg - xh * mgx));
+        }
+    }
+}
+
+// y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps).
+extern "C" __global__ void rms_norm_f32(const float* x, const float* w, float* y, float* rstd_out,
+                                        i64 rows, i64 d, float eps, i64 has_w) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* xr = x + row * d;
+        double q = 0.0;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) q += (double)xr[k] * (double)xr[k];
+        double ms = block_sum(q, scratch) / (double)d;
+        float r = (float)(1.0 / sqrt(ms + (double)eps));
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            float v = xr[k] * r;
+            y[row * d + k] = has_w ? v * w[k] : v;
+        }
+        if (threadIdx.x == 0) rstd_out[row] = r;
+    }
+}
+
+// dx = rstd * (g - xhat * mean(g * xhat)), xhat = x * rstd, g = dy * w.
+extern "C" __global__ void rms_norm_dx_f32(const float* dy, const float* x, const float* w,
+                                           const float* rstd, float* dx, i64 rows, i64 d, i64 has_w) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float r = rstd[row];
+        double sgx = 0.0;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+            sgx += g * (double)(x[row * d + k] * r);
+        }
+        double mgx = block_sum(sgx, scratch) / (double)d;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+            double xh = (double)(x[row * d + k] * r);
+            dx[row * d + k] = (float)((double)r * (g - xh * mgx));
+        }
+    }
+}
+
+// Parameter gradients, stage 1: partial[chunk, col] = sum over the chunk's rows of
+// dy * xhat (what 0) or dy (what 1), xhat = (x - mean) * rstd (mean may be null: RMS).
+extern "C" __global__ void norm_param_partial_f32(const float* dy, const float* x, const float* mean,
+                                                  const float* rstd, double* partial, i64 rows, i64 d,
+                                                  i64 chunk, i64 what) {
+    i64 chunks = (rows + chunk - 1) / chunk;
+    FOR_EACH(j, chunks * d) {
+        i64 c = j / d, col = j % d;
+        i64 end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
+        double acc = 0.0;
+        for (i64 row = c * chunk; row < end; ++row) {
+            double g = (double)dy[row * d + col];
+            if (what == 0) {
+                float m = mean ? mean[row] : 0.0f;
+                g *= (double)((x[row * d + col] - m) * rstd[row]);
+            }
+            acc += g;
+        }
+        partial[j] = acc;
+    }
+}
+
+// Stage 2: out[col] = sum over chunks, in order.
+extern "C" __global__ void norm_param_final_f32(const double* partial, float* out, i64 chunks, i64 d) {
+    FOR_EACH(col, d) {
+        double acc = 0.0;
+        for (i64 c = 0; c < chunks; ++c) acc += partial[c * d + col];
+        out[col] = (float)acc;
+    }
+}
+
+// dx = dy * f'(x) for gelu (0), gelu_tanh (1), silu (2).
+extern "C" __global__ void activation_backward_f32(const float* x, const float* dy, float* dx, i64 n, i64 op) {
+    FOR_EACH(i, n) {
+        double v = x[i], g;
+        if (op == 0) {
+            double cdf = 0.5 * (1.0 + erf(v * 0.70710678118654752440));
+            double pdf = exp(-0.5 * v * v) * 0.39894228040143267794;
+            g = cdf + v * pdf;
+        } else if (op == 1) {
+            const double c = 0.79788456080286535588;
+            double u = c * (v + 0.044715 * v * v * v);
+            double th = tanh(u);
+            g = 0.5 * (1.0 + th) + 0.5 * v * (1.0 - th * th) * c * (1.0 + 3.0 * 0.044715 * v * v);
+        } else {
+            double s = 1.0 / (1.0 + exp(-v));
+            g = s * (1.0 + v * (1.0 - s));
+        }
+        dx[i] = (float)((double)dy[i] * g);
+    }
+}

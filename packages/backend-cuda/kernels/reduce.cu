@@ -1,0 +1,113 @@
+// Reductions over one axis of x viewed as [outer, n, inner], and softmax.
+// Float sums accumulate in double; every combination order is fixed.
+
+// ops: 0 sum, 1 mean, 2 max, 3 min, 4 sum_squares
+__device__ __forceinline__ double reduce_start(i64 op) {
+    return op == 2 ? (double)NEG_INF : (op == 3 ? (double)POS_INF : 0.0);
+}
+
+__device__ __forceinline__ double reduce_step(i64 op, double acc, double x) {
+    switch (op) {
+        case 2: return (acc != acc || acc > x) ? acc : x;  // NaN wins
+        case 3: return (acc != acc || acc < x) ? acc : x;
+        case 4: return acc + x * x;
+    }
+    return acc + x;
+}
+
+__device__ __forceinline__ double reduce_combine(i64 op, double a, double b) {
+    if (op == 2 || op == 3) return reduce_step(op, a, b);
+    return a + b;
+}
+
+// One thread per output, the axis read in order (used when inner > 1).
+extern "C" __global__ void reduce_cols_f32(const float* x, float* out, i64 outer, i64 n, i64 inner, i64 op) {
+    FOR_EACH(j, outer * inner) {
+        i64 o = j / inner, c = j % inner;
+        double acc = reduce_start(op);
+        for (i64 k = 0; k < n; ++k) acc = reduce_step(op, acc, (double)x[(o * n + k) * inner + c]);
+        out[j] = (float)(op == 1 ? acc / (double)n : acc);
+    }
+}
+
+// One block per output row (inner == 1): each thread a strided slice, then a tree.
+extern "C" __global__ void reduce_rows_f32(const float* x, float* out, i64 outer, i64 n, i64 op) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < outer; row += gridDim.x) {
+        double acc = reduce_start(op);
+        for (i64 k = threadIdx.x; k < n; k += blockDim.x) acc = reduce_step(op, acc, (double)x[row * n + k]);
+        scratch[threadIdx.x] = acc;
+        __syncthreads();
+        for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s) scratch[threadIdx.x] = reduce_combine(op, scratch[threadIdx.x], scratch[threadIdx.x + s]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) out[row] = (float)(op == 1 ? scratch[0] / (double)n : scratch[0]);
+        __syncthreads();
+    }
+}
+
+// int64: sum, max, min (sequential per output; exact whatever the order).
+extern "C" __global__ void reduce_i64(const i64* x, i64* out, i64 outer, i64 n, i64 inner, i64 op) {
+    FOR_EACH(j, outer * inner) {
+        i64 o = j / inner, c = j % inner;
+        i64 acc = op == 2 ? (i64)0x8000000000000000ull : (op == 3 ? (i64)0x7fffffffffffffffll : 0);
+        for (i64 k = 0; k < n; ++k) {
+            i64 v = x[(o * n + k) * inner + c];
+            acc = op == 2 ? (v > acc ? v : acc) : (op == 3 ? (v < acc ? v : acc) : acc + v);
+        }
+        out[j] = acc;
+    }
+}
+
+// The index of the first largest element (a NaN counts as largest, as numpy).
+template <typename T>
+__device__ __forceinline__ bool beats(T v, T best) {
+    return (v != v && best == best) || v > best;
+}
+
+#define ARGMAX(NAME, T)                                                                    \
+    extern "C" __global__ void NAME(const T* x, i64* out, i64 outer, i64 n, i64 inner) {   \
+        FOR_EACH(j, outer * inner) {                                                       \
+            i64 o = j / inner, c = j % inner;                                              \
+            i64 best = 0;                                                                  \
+            T bv = x[o * n * inner + c];                                                   \
+            for (i64 k = 1; k < n; ++k) {                                                  \
+                T v = x[(o * n + k) * inner + c];                                          \
+                if (beats<T>(v, bv)) { bv = v; best = k; }                                 \
+            }                                                                              \
+            out[j] = best;                                                                 \
+        }                                                                                  \
+    }
+ARGMAX(argmax_f32, float)
+ARGMAX(argmax_i64, i64)
+
+// (Log-)softmax over rows of s; with `causal` the rows are [.., t, s] scores and
+// row q (mod t) sees columns 0..=q + s - t; the rest get 0 (log: -inf).
+extern "C" __global__ void softmax_f32(const float* x, float* y, i64 rows, i64 s, i64 t, i64 causal, i64 log_) {
+    __shared__ double dscratch[THREADS];
+    __shared__ float fscratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* xr = x + row * s;
+        float* yr = y + row * s;
+        i64 visible = causal ? (row % t) + s - t + 1 : s;
+        if (visible > s) visible = s;
+        if (visible < 0) visible = 0;
+        float m = NEG_INF;
+        for (i64 k = threadIdx.x; k < visible; k += blockDim.x) m = nan_max(m, xr[k]);
+        m = block_max(m, fscratch);
+        double acc = 0.0;
+        for (i64 k = threadIdx.x; k < visible; k += blockDim.x) acc += exp((double)xr[k] - (double)m);
+        double total = block_sum(acc, dscratch);
+        double lse = log(total);
+        for (i64 k = threadIdx.x; k < s; k += blockDim.x) {
+            if (k < visible) {
+                double z = (double)xr[k] - (double)m;
+                yr[k] = (float)(log_ ? z - lse : exp(z) / total);
+            } else {
+                yr[k] = log_ ? NEG_INF : 0.0f;
+            }
+        }
+        __syncthreads();
+    }
+}

@@ -1,0 +1,8 @@
+//! Embed this module's build id (see riftco-build-id).
+
+fn main() {
+    riftco_build_id::emit(
+        "riftco.backends.cuda._native",
+        &["src", "../driver/src", "../kernels"],
+    );
+}

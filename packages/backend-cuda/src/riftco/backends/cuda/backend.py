@@ -1,0 +1,56 @@
+"""The ``cuda`` backend: storages are device memory from the GPU's caching pool
+(``_native.Buffer``, tagged with its dtype), every op enqueues CUDA kernels (or
+cuBLAS) on the device's one stream, and the host waits only when it reads:
+``to_numpy``, an index check, the Adam finiteness flag.
+"""
+
+from __future__ import annotations
+
+from riftco.backends.cuda import _native
+from riftco.backends.cuda.libraries import LibrarySearch
+from riftco.backends.cuda.ops.attention import AttentionOps
+from riftco.backends.cuda.ops.base import BaseOps
+from riftco.backends.cuda.ops.index import IndexOps
+from riftco.backends.cuda.ops.launch import Launcher
+from riftco.backends.cuda.ops.nn import NnOps
+from riftco.backends.cuda.ops.optim import OptimOps
+from riftco.backends.cuda.ops.quantized import QuantizedOps
+from riftco.tensor import Backend, CapabilityMissing
+
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
+API_VERSION = (1, 4)
+
+
+class CudaBackend(BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, Backend):
+    """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""
+
+    name = "cuda"
+    api_version = API_VERSION
+    runs_on_host = False
+    #: auto's ranking among accelerators: a dedicated GPU backend ranks above a
+    #: PJRT device (tpu is 100).
+    priority = 200
+
+    def __init__(self, device: _native.Device, libraries: dict[str, LibrarySearch]):
+        self.device = device
+        self.kernels = Launcher(device)
+        self.libraries = libraries
+
+    def describe(self) -> str:
+        gib = self.device.total_memory / (1 << 30)
+        found = ", ".join(
+            f"{name} {s.loaded}" for name, s in self.libraries.items() if s.loaded is not None
+        )
+        return (
+            f"CUDA device {self.device.ordinal}: {self.device.name} ({self.device.arch}, "
+            f"{gib:.0f} GiB), NVRTC {_native.nvrtc_version()}" + (f"; {found}" if found else "")
+        )
+
+    def _missing(self, capability: str) -> CapabilityMissing:
+        return CapabilityMissing(
+            f"{capability!r} is not supported on cuda; there is no fallback to the CPU: "
+            "move the tensors with .to('cpu') to use it there"
+        )
+
+
+__all__ = ["API_VERSION", "CudaBackend"]

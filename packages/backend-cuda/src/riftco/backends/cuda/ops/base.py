@@ -1,0 +1,267 @@
+"""Storage, layout, elementwise ops, reductions, softmax and matmul."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from riftco.backends.cuda import _native
+from riftco.backends.cuda.errors import CudaError
+from riftco.backends.cuda.ops.launch import (
+    Launcher,
+    broadcast_strides,
+    coalesce,
+    count,
+    dims,
+    element,
+    itemsize,
+    kernel,
+    outer_inner,
+    require,
+    sized,
+)
+from riftco.tensor.backend import Shape
+from riftco.tensor.dtypes import DType
+
+UNARY_OPS = "neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu".split()
+BINARY_OPS = "add sub mul div pow maximum minimum".split()
+COMPARE_OPS = "eq ne lt le gt ge logical_and logical_or".split()
+REDUCE_OPS = "sum mean max min sum_squares".split()
+
+_UNARY_F32 = kernel("elementwise", "unary_f32")
+_UNARY_I64 = kernel("elementwise", "unary_i64")
+_NOT = kernel("elementwise", "logical_not_b")
+_BINARY = {
+    "float32": kernel("elementwise", "binary_f32"),
+    "int64": kernel("elementwise", "binary_i64"),
+}
+_COMPARE = {
+    "float32": kernel("elementwise", "compare_f32"),
+    "int64": kernel("elementwise", "compare_i64"),
+    "bool": kernel("elementwise", "compare_u8"),
+    "uint8": kernel("elementwise", "compare_u8"),
+}
+_WHERE = sized("elementwise", "where")
+_CONVERT = kernel("elementwise", "convert")
+_COPY_STRIDED = sized("layout", "copy_strided")
+_PLACE = sized("layout", "place")
+_REDUCE_ROWS = kernel("reduce", "reduce_rows_f32")
+_REDUCE_COLS = kernel("reduce", "reduce_cols_f32")
+_REDUCE_I64 = kernel("reduce", "reduce_i64")
+_ARGMAX = {"float32": kernel("reduce", "argmax_f32"), "int64": kernel("reduce", "argmax_i64")}
+_SOFTMAX = kernel("reduce", "softmax_f32")
+
+
+class BaseOps:
+    """The API 1.0 capabilities (indexing lives in ops.index)."""
+
+    kernels: Launcher
+    device: _native.Device
+
+    # -- storage --------------------------------------------------------------
+    def from_numpy(self, array: np.ndarray) -> _native.Buffer:
+        array = np.ascontiguousarray(array)
+        name = "bool" if array.dtype == np.bool_ else str(array.dtype)
+        element(name)
+        return self.kernels.upload(array, name)
+
+    def to_numpy(self, x: _native.Buffer, shape: Shape, dtype: DType) -> np.ndarray:
+        raw = self.device.download(x, 0, count(shape) * itemsize(dtype))
+        out = raw.view(dtype.numpy).reshape(shape)
+        out.flags.writeable = False
+        return out
+
+    def reshape(self, x: _native.Buffer, shape: Shape, new_shape: Shape) -> _native.Buffer:
+        return x
+
+    def assign(self, dst: _native.Buffer, src: _native.Buffer, shape: Shape, dtype: DType) -> None:
+        self.device.copy(dst, 0, src, 0, count(shape) * itemsize(dtype))
+
+    def astype(self, x: _native.Buffer, shape: Shape, src: DType, dst: DType) -> _native.Buffer:
+        return self._convert(x, shape, src.value, dst.value)
+
+    def _convert(self, x: _native.Buffer, shape: Shape, src: str, dst: str) -> _native.Buffer:
+        """A converted copy; dtypes by name, so storages riftco-tensor may not name yet
+        (bfloat16) convert too."""
+        n = count(shape)
+        out = self.kernels.alloc(shape, dst)
+        self.kernels.launch(_CONVERT, n, [x, out, n, element(src)[1], element(dst)[1]])
+        return out
+
+    # -- layout ---------------------------------------------------------------
+    def copy_strided(
+        self,
+        x: _native.Buffer,
+        shape: Shape,
+        dtype: DType,
+        out_shape: Shape,
+        strides: Sequence[int],
+        offset: int,
+    ) -> _native.Buffer:
+        n = count(out_shape)
+        out = self.kernels.alloc(out_shape, dtype)
+        merged, (st,) = coalesce(out_shape, strides)
+        self.kernels.launch(
+            _COPY_STRIDED[itemsize(dtype)],
+            n,
+            [x, out, n, dims(merged, 1), dims(st, 0), len(merged), int(offset)],
+        )
+        return out
+
+    def concat(
+        self, xs: Sequence[_native.Buffer], shapes: Sequence[Shape], dtype: DType, axis: int
+    ) -> _native.Buffer:
+        total = sum(int(s[axis]) for s in shapes)
+        out_shape = (*shapes[0][:axis], total, *shapes[0][axis + 1 :])
+        out = self.kernels.alloc(out_shape, dtype)
+        first = 0
+        for x, shape in zip(xs, shapes):
+            outer, rows, inner = outer_inner(shape, axis)
+            n = outer * rows * inner
+            self.kernels.launch(
+                _PLACE[itemsize(dtype)], n, [x, out, outer, rows, inner, total, first]
+            )
+            first += rows
+        return out
+
+    # -- elementwise ----------------------------------------------------------
+    def unary(self, op: str, x: _native.Buffer, shape: Shape, dtype: DType) -> _native.Buffer:
+        n = count(shape)
+        out = self.kernels.alloc(shape, dtype)
+        if op == "logical_not":
+            self.kernels.launch(_NOT, n, [x, out, n])
+        elif dtype is DType.float32:
+            self.kernels.launch(_UNARY_F32, n, [x, out, n, UNARY_OPS.index(op)])
+        elif dtype is DType.int64 and op in ("neg", "abs"):
+            self.kernels.launch(_UNARY_I64, n, [x, out, n, UNARY_OPS.index(op)])
+        else:
+            raise CudaError(f"unary {op!r} on cuda takes float32, found {dtype.value}")
+        return out
+
+    def _broadcast_args(self, out_shape: Shape, *shapes: Shape) -> list:
+        merged, strides = coalesce(out_shape, *(broadcast_strides(s, out_shape) for s in shapes))
+        return [dims(merged, 1), *(dims(s, 0) for s in strides), len(merged)]
+
+    def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        require(f"binary {op!r}", dtype, "float32", "int64")
+        n = count(out_shape)
+        out = self.kernels.alloc(out_shape, dtype)
+        args = self._broadcast_args(out_shape, a_shape, b_shape)
+        self.kernels.launch(_BINARY[dtype.value], n, [a, b, out, n, BINARY_OPS.index(op), *args])
+        return out
+
+    def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
+        require(f"compare {op!r}", dtype, "float32", "int64", "bool", "uint8")
+        n = count(out_shape)
+        out = self.kernels.alloc(out_shape, DType.bool)
+        args = self._broadcast_args(out_shape, a_shape, b_shape)
+        self.kernels.launch(_COMPARE[dtype.value], n, [a, b, out, n, COMPARE_OPS.index(op), *args])
+        return out
+
+    def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
+        n = count(out_shape)
+        out = self.kernels.alloc(out_shape, dtype)
+        args = self._broadcast_args(out_shape, cond_shape, a_shape, b_shape)
+        self.kernels.launch(_WHERE[itemsize(dtype)], n, [cond, a, b, out, n, *args])
+        return out
+
+    # -- reductions -----------------------------------------------------------
+    def reduce(self, op, x, shape, dtype, axis):
+        outer, n, inner = outer_inner(shape, axis)
+        out_shape = (*shape[:axis], *shape[axis + 1 :])
+        out = self.kernels.alloc(out_shape, dtype)
+        code = REDUCE_OPS.index(op)
+        if dtype is DType.int64:
+            if op not in ("sum", "max", "min"):
+                raise CudaError(f"reduce {op!r} on cuda takes float32, found int64")
+            self.kernels.launch(_REDUCE_I64, outer * inner, [x, out, outer, n, inner, code])
+        else:
+            require(f"reduce {op!r}", dtype, "float32")
+            if inner == 1:
+                self.kernels.rows(_REDUCE_ROWS, outer, [x, out, outer, n, code])
+            else:
+                self.kernels.launch(_REDUCE_COLS, outer * inner, [x, out, outer, n, inner, code])
+        return out
+
+    def argmax(self, x, shape, dtype, axis):
+        require("argmax", dtype, "float32", "int64")
+        outer, n, inner = outer_inner(shape, axis)
+        out = self.kernels.alloc((*shape[:axis], *shape[axis + 1 :]), DType.int64)
+        self.kernels.launch(_ARGMAX[dtype.value], outer * inner, [x, out, outer, n, inner])
+        return out
+
+    def softmax(self, x, shape, causal, log):
+        s = int(shape[-1]) if shape else 1
+        t = int(shape[-2]) if len(shape) >= 2 else 1
+        rows = count(shape[:-1])
+        out = self.kernels.alloc(shape, DType.float32)
+        self.kernels.rows(_SOFTMAX, rows, [x, out, rows, s, t, int(causal), int(log)])
+        return out
+
+    # -- linear algebra -------------------------------------------------------
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        dtype = a.dtype
+        if dtype not in ("float32", "bfloat16") or b.dtype != dtype:
+            raise CudaError(
+                f"matmul on cuda takes float32 or bfloat16 operands of one dtype, found "
+                f"{a.dtype} and {b.dtype}"
+            )
+        m, k = (a_shape[-1], a_shape[-2]) if transpose_a else (a_shape[-2], a_shape[-1])
+        n = b_shape[-2] if transpose_b else b_shape[-1]
+        batch_a, batch_b = tuple(a_shape[:-2]), tuple(b_shape[:-2])
+        batch = tuple(np.broadcast_shapes(batch_a, batch_b))
+        out = self.kernels.alloc((*batch, m, n), "float32")
+        if m == 0 or n == 0 or count(batch) == 0:
+            return self._as_dtype(out, (*batch, m, n), dtype)
+        size_a, size_b, size_c = m * k, k * n, m * n
+        ld_a = m if transpose_a else k
+        ld_b = k if transpose_b else n
+        if k == 0:
+            self.device.zero(out)
+            return self._as_dtype(out, (*batch, m, n), dtype)
+        plans = _batch_plan(batch_a, batch_b, batch)
+        for a_first, b_first, c_first, a_step, b_step, runs in plans:
+            # Column-major C^T[n, m] = op(B)^T op(A)^T: B is cuBLAS's first operand.
+            self.device.gemm(
+                dtype,
+                n,
+                m,
+                k,
+                (b, b_first * size_b, ld_b, b_step * size_b, bool(transpose_b)),
+                (a, a_first * size_a, ld_a, a_step * size_a, bool(transpose_a)),
+                (out, c_first * size_c, n, size_c, False),
+                runs,
+            )
+        return self._as_dtype(out, (*batch, m, n), dtype)
+
+    def _as_dtype(self, out: _native.Buffer, shape: Shape, dtype: str) -> _native.Buffer:
+        if dtype == "float32":
+            return out
+        return self._convert(out, shape, "float32", dtype)
+
+
+def _batch_plan(
+    batch_a: tuple[int, ...], batch_b: tuple[int, ...], batch: tuple[int, ...]
+) -> list[tuple[int, int, int, int, int, int]]:
+    """Strided-batched calls covering ``batch``: ``(first a, first b, first c, a step,
+    b step, count)`` in matrices. One call when each operand's batch is the whole
+    batch or a single matrix; otherwise one call per run of the last batch axis."""
+    total = count(batch)
+    na, nb = count(batch_a), count(batch_b)
+    # A batch that broadcasts to `batch` with as many matrices is `batch` itself.
+    if na in (1, total) and nb in (1, total):
+        return [(0, 0, 0, int(na == total and total > 1), int(nb == total and total > 1), total)]
+    sa = broadcast_strides(batch_a, batch)
+    sb = broadcast_strides(batch_b, batch)
+    last = batch[-1]
+    plans = []
+    for i in range(total // last):
+        index = np.unravel_index(i * last, batch)
+        fa = sum(int(x) * s for x, s in zip(index, sa))
+        fb = sum(int(x) * s for x, s in zip(index, sb))
+        plans.append((fa, fb, i * last, sa[-1], sb[-1], last))
+    return plans
+
+
+__all__ = ["BINARY_OPS", "COMPARE_OPS", "REDUCE_OPS", "UNARY_OPS", "BaseOps"]

@@ -1,0 +1,196 @@
+"""Launch helpers shared by every op: kernel names, launch shapes, shapes and
+strides passed by value, dtype sizes, and the device-side error flag."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from riftco.backends.cuda import _native
+from riftco.backends.cuda.errors import CudaError
+from riftco.tensor.dtypes import DType
+
+#: Threads of a block (the kernels' THREADS; attention's TILE is 128).
+BLOCK = 256
+TILE = 128
+#: Blocks of a grid-stride launch (kernels loop over what is left).
+MAX_BLOCKS = 1 << 16
+#: The axes a Dims argument holds (the kernels' MAX_DIMS).
+MAX_DIMS = 8
+#: The "no bad index" value of an error flag.
+NO_BAD = (1 << 63) - 1
+
+#: dtype name -> (bytes, kind code of the `convert` kernel). bfloat16 storage is
+#: the high half of a float32, as ml_dtypes and torch keep it.
+ELEMENTS: dict[str, tuple[int, int]] = {
+    "float32": (4, 0),
+    "int64": (8, 1),
+    "bool": (1, 2),
+    "uint8": (1, 3),
+    "bfloat16": (2, 4),
+}
+
+
+class Kernel(NamedTuple):
+    module: str
+    name: str
+
+
+#: Every kernel an op launches (the NVRTC test checks each is in its module).
+KERNELS: set[Kernel] = set()
+
+
+def kernel(module: str, name: str) -> Kernel:
+    k = Kernel(module, name)
+    KERNELS.add(k)
+    return k
+
+
+def sized(module: str, stem: str) -> dict[int, Kernel]:
+    """The by-element-size variants ``stem_1 stem_2 stem_4 stem_8``."""
+    return {size: kernel(module, f"{stem}_{size}") for size in (1, 2, 4, 8)}
+
+
+def element(dtype: DType | str) -> tuple[int, int]:
+    name = dtype if isinstance(dtype, str) else dtype.value
+    try:
+        return ELEMENTS[name]
+    except KeyError:
+        raise CudaError(f"cuda has no storage for dtype {name!r}") from None
+
+
+def itemsize(dtype: DType | str) -> int:
+    return element(dtype)[0]
+
+
+def require(op: str, dtype: DType, *allowed: str) -> None:
+    if dtype.value not in allowed:
+        raise CudaError(
+            f"{op} on cuda takes {' or '.join(allowed)}, found {dtype.value} "
+            "(convert with .astype first)"
+        )
+
+
+def count(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def grid(n: int, block: int = BLOCK) -> tuple[int, int, int]:
+    """Blocks for a grid-stride loop over n elements (0: nothing runs)."""
+    return (min((n + block - 1) // block, MAX_BLOCKS), 1, 1)
+
+
+def row_grid(rows: int) -> tuple[int, int, int]:
+    return (min(rows, MAX_BLOCKS), 1, 1)
+
+
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= int(d)
+    return strides[::-1]
+
+
+def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
+    """Strides reading a contiguous ``shape`` broadcast to ``out_shape`` (0 on
+    broadcast axes)."""
+    pad = len(out_shape) - len(shape)
+    full = [1] * pad + list(shape)
+    strides = [0] * pad + contiguous_strides(shape)
+    return [0 if n == 1 and o != 1 else s for n, o, s in zip(full, out_shape, strides)]
+
+
+def coalesce(shape: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], list[list[int]]]:
+    """Merge adjacent axes that every operand walks contiguously, so that most
+    views fit in MAX_DIMS axes; drops size-1 axes."""
+    keep = [d for d, n in enumerate(shape) if n != 1]
+    out_shape = [int(shape[d]) for d in keep]
+    out_strides = [[int(s[d]) for d in keep] for s in strides]
+    d = len(out_shape) - 2
+    while d >= 0:
+        inner = out_shape[d + 1]
+        if all(s[d] == s[d + 1] * inner for s in out_strides):
+            out_shape[d] *= inner
+            del out_shape[d + 1]
+            for s in out_strides:
+                s[d] = s[d + 1]
+                del s[d + 1]
+        d -= 1
+    return out_shape, out_strides
+
+
+def dims(values: Sequence[int], fill: int) -> tuple[int, ...]:
+    if len(values) > MAX_DIMS:
+        raise CudaError(
+            f"cuda kernels take views of at most {MAX_DIMS} axes after merging, found {len(values)}"
+        )
+    return tuple(int(v) for v in values) + (fill,) * (MAX_DIMS - len(values))
+
+
+def outer_inner(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
+    """``shape`` read as ``[outer, shape[axis], inner]``."""
+    return count(shape[:axis]), int(shape[axis]), count(shape[axis + 1 :])
+
+
+class Launcher:
+    """The device and how ops enqueue work on it. ``block`` and ``tile`` are the
+    threads of a block (powers of two up to BLOCK and TILE: the kernels size
+    their shared memory for those and loop over blockDim)."""
+
+    def __init__(self, device: _native.Device, block: int = BLOCK, tile: int = TILE):
+        self.device = device
+        self.block, self.tile = block, tile
+
+    def alloc(self, shape: Sequence[int], dtype: DType | str) -> _native.Buffer:
+        name = dtype if isinstance(dtype, str) else dtype.value
+        return self.device.alloc(count(shape) * itemsize(name), name)
+
+    def upload(self, array: np.ndarray, dtype: str) -> _native.Buffer:
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        return self.device.upload(raw, dtype)
+
+    def upload_i64(self, values: Sequence[int] | np.ndarray) -> _native.Buffer:
+        return self.upload(np.asarray(values, dtype=np.int64), "int64")
+
+    def launch(self, k: Kernel, n: int, args: list) -> None:
+        """A grid-stride launch over n elements."""
+        self.device.launch(k.module, k.name, grid(n, self.block), (self.block, 1, 1), 0, args)
+
+    def rows(self, k: Kernel, rows: int, args: list, tiled: bool = False) -> None:
+        """One block per row (grid-stride over rows); ``tiled``: an attention kernel."""
+        block = self.tile if tiled else self.block
+        self.device.launch(k.module, k.name, row_grid(rows), (block, 1, 1), 0, args)
+
+    def flag(self) -> _native.Buffer:
+        """A fresh error flag holding NO_BAD."""
+        return self.upload_i64([NO_BAD])
+
+    def first_bad(self, flag: _native.Buffer) -> int | None:
+        """The position a kernel reported, or None (reads the flag: a wait)."""
+        value = int(self.device.download(flag, 0, 8).view(np.int64)[0])
+        return None if value == NO_BAD else value
+
+    def read_i64(self, buf: _native.Buffer, index: int) -> int:
+        return int(self.device.download(buf, index * 8, 8).view(np.int64)[0])
+
+    def check_index(
+        self, flag: _native.Buffer, indices: _native.Buffer, op: str, size: int
+    ) -> None:
+        """Raise, worded as every backend words it, if a kernel flagged an index."""
+        pos = self.first_bad(flag)
+        if pos is not None:
+            value = self.read_i64(indices, pos)
+            raise CudaError(
+                f"{op}: index {value} at position {pos} is out of range for an axis of size {size}"
+            )
+
+    def raise_if(self, flag: _native.Buffer, describe: Callable[[int], str]) -> None:
+        pos = self.first_bad(flag)
+        if pos is not None:
+            raise CudaError(describe(pos))

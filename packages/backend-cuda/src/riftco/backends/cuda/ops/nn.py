@@ -1,0 +1,159 @@
+"""Fused neural-network kernels: layer and RMS norms, activation gradients,
+cross-entropy, rotary embeddings."""
+
+from __future__ import annotations
+
+from riftco.backends.cuda import _native
+from riftco.backends.cuda.errors import CudaError
+from riftco.backends.cuda.ops.launch import Launcher, count, kernel
+from riftco.tensor.backend import Shape
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
+#: Rows a thread sums per partial of a parameter gradient (then chunks in order).
+PARAM_CHUNK = 64
+
+_LAYER_NORM = kernel("norm", "layer_norm_f32")
+_LAYER_NORM_DX = kernel("norm", "layer_norm_dx_f32")
+_RMS_NORM = kernel("norm", "rms_norm_f32")
+_RMS_NORM_DX = kernel("norm", "rms_norm_dx_f32")
+_PARAM_PARTIAL = kernel("norm", "norm_param_partial_f32")
+_PARAM_FINAL = kernel("norm", "norm_param_final_f32")
+_ACTIVATION_BACKWARD = kernel("norm", "activation_backward_f32")
+_CROSS_ENTROPY = kernel("loss", "cross_entropy_f32")
+_CROSS_ENTROPY_BACKWARD = kernel("loss", "cross_entropy_backward_f32")
+_ROTARY = kernel("loss", "rotary_f32")
+_CHECK_INDICES = kernel("index", "check_indices")
+_NO_UPPER_BOUND = (1 << 63) - 1
+
+
+def _rows(shape: Shape) -> tuple[int, int]:
+    return count(shape[:-1]), int(shape[-1])
+
+
+class NnOps:
+    kernels: Launcher
+    device: _native.Device
+
+    def _param_grad(self, dy, x, mean, rstd, rows: int, d: int, what: int) -> _native.Buffer:
+        """sum over rows of dy * xhat (what 0) or dy (what 1), in fixed chunks."""
+        chunks = max(1, (rows + PARAM_CHUNK - 1) // PARAM_CHUNK)
+        partial = self.device.alloc(chunks * d * 8, "float64")
+        out = self.kernels.alloc((d,), "float32")
+        if rows == 0:
+            self.device.zero(out)
+            return out
+        self.kernels.launch(
+            _PARAM_PARTIAL, chunks * d, [dy, x, mean, rstd, partial, rows, d, PARAM_CHUNK, what]
+        )
+        self.kernels.launch(_PARAM_FINAL, d, [partial, out, chunks, d])
+        return out
+
+    def layer_norm(self, x, shape: Shape, weight, bias, eps: float):
+        rows, d = _rows(shape)
+        y = self.kernels.alloc(shape, "float32")
+        mean = self.kernels.alloc(shape[:-1], "float32")
+        rstd = self.kernels.alloc(shape[:-1], "float32")
+        self.kernels.rows(
+            _LAYER_NORM,
+            rows,
+            [
+                x,
+                weight,
+                bias,
+                y,
+                mean,
+                rstd,
+                rows,
+                d,
+                float(eps),
+                int(weight is not None),
+                int(bias is not None),
+            ],
+        )
+        return y, mean, rstd
+
+    def layer_norm_backward(self, dy, x, shape: Shape, weight, mean, rstd, with_bias: bool):
+        rows, d = _rows(shape)
+        dx = self.kernels.alloc(shape, "float32")
+        self.kernels.rows(
+            _LAYER_NORM_DX, rows, [dy, x, weight, mean, rstd, dx, rows, d, int(weight is not None)]
+        )
+        dw = self._param_grad(dy, x, mean, rstd, rows, d, 0) if weight is not None else None
+        db = self._param_grad(dy, x, mean, rstd, rows, d, 1) if with_bias else None
+        return dx, dw, db
+
+    def rms_norm(self, x, shape: Shape, weight, eps: float):
+        rows, d = _rows(shape)
+        y = self.kernels.alloc(shape, "float32")
+        rstd = self.kernels.alloc(shape[:-1], "float32")
+        self.kernels.rows(
+            _RMS_NORM, rows, [x, weight, y, rstd, rows, d, float(eps), int(weight is not None)]
+        )
+        return y, rstd
+
+    def rms_norm_backward(self, dy, x, shape: Shape, weight, rstd):
+        rows, d = _rows(shape)
+        dx = self.kernels.alloc(shape, "float32")
+        self.kernels.rows(
+            _RMS_NORM_DX, rows, [dy, x, weight, rstd, dx, rows, d, int(weight is not None)]
+        )
+        dw = self._param_grad(dy, x, None, rstd, rows, d, 0) if weight is not None else None
+        return dx, dw
+
+    def activation_backward(self, op: str, x, dy, shape: Shape):
+        if op not in ACTIVATIONS:
+            raise CudaError(
+                f"activation_backward on cuda has {', '.join(ACTIVATIONS)}, found {op!r}"
+            )
+        n = count(shape)
+        dx = self.kernels.alloc(shape, "float32")
+        self.kernels.launch(_ACTIVATION_BACKWARD, n, [x, dy, dx, n, ACTIVATIONS.index(op)])
+        return dx
+
+    def cross_entropy(self, logits, shape: Shape, targets, ignore_index: int):
+        rows, classes = int(shape[0]), int(shape[1])
+        losses = self.kernels.alloc((rows,), "float32")
+        lse = self.kernels.alloc((rows,), "float32")
+        flag = self.kernels.flag()
+        self.kernels.rows(
+            _CROSS_ENTROPY,
+            rows,
+            [logits, targets, losses, lse, rows, classes, int(ignore_index), flag],
+        )
+        row = self.kernels.first_bad(flag)
+        if row is not None:
+            target = self.kernels.read_i64(targets, row)
+            raise CudaError(
+                f"cross_entropy: target {target} of row {row} is out of range for {classes} "
+                f"classes (ignore index {ignore_index})"
+            )
+        return losses, lse
+
+    def cross_entropy_backward(self, logits, shape: Shape, targets, lse, grad, ignore_index: int):
+        rows, classes = int(shape[0]), int(shape[1])
+        dlogits = self.kernels.alloc(shape, "float32")
+        self.kernels.launch(
+            _CROSS_ENTROPY_BACKWARD,
+            rows * classes,
+            [logits, targets, lse, grad, dlogits, rows, classes, int(ignore_index)],
+        )
+        return dlogits
+
+    def rotary(self, x, shape: Shape, positions, theta: float, inverse: bool):
+        rows, heads, dh = count(shape[:-2]), int(shape[-2]), int(shape[-1])
+        flag = self.kernels.flag()
+        self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])
+        row = self.kernels.first_bad(flag)
+        if row is not None:
+            position = self.kernels.read_i64(positions, row)
+            raise CudaError(f"rotary: position {position} of row {row} is negative")
+        y = self.kernels.alloc(shape, "float32")
+        self.kernels.launch(
+            _ROTARY,
+            rows * heads * (dh // 2),
+            [x, positions, y, rows, heads, dh, float(theta), int(inverse)],
+        )
+        return y
+
+
+__all__ = ["ACTIVATIONS", "NnOps"]

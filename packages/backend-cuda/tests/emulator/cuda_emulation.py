@@ -1,0 +1,252 @@
+"""The cuda backend's own ops and kernels, run on the host (tests only).
+
+``EmulatedDevice`` stands in for ``_native.Device``: buffers are numpy memory,
+kernels are the package's CUDA C sources compiled by the host C++ compiler over
+``shim.h`` (threads and a barrier per block), and ``gemm`` follows cuBLAS's
+column-major contract with numpy. Everything above the device -- the
+``CudaBackend`` ops, their launch shapes and arguments, the kernels' arithmetic
+and indexing -- is the code that runs on a GPU. What it cannot show: real
+memory-model races, timing, cuBLAS itself, NVRTC/driver loading.
+
+Loaded as a pytest plugin (``-p cuda_emulation``), it registers the backend
+``cudaemu`` before the shared suite's ``backend`` fixture is built.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import numpy as np
+
+from riftco.backends.cuda import _native
+from riftco.backends.cuda.backend import CudaBackend
+from riftco.backends.cuda.errors import CudaError
+
+HERE = Path(__file__).resolve().parent
+CXX = os.environ.get("CXX", "g++")
+#: Threads per block and blocks per axis of an emulated launch (kernels loop over the rest).
+BLOCK, TILE, MAX_GRID = 16, 16, 3
+KERNEL = re.compile(r'extern "C" EMU_GLOBAL void (\w+)\s*\(([^)]*)\)')
+CACHE = Path(
+    os.environ.get("RIFTCO_CUDA_EMU_CACHE", Path(tempfile.gettempdir()) / "riftco-cuda-emu")
+)
+
+
+def available() -> str | None:
+    """None when the emulation can run, else why not."""
+    return None if shutil.which(CXX) else f"no C++ compiler ({CXX}) to build the host emulation"
+
+
+def _wrappers(preprocessed: str) -> str:
+    lines = []
+    for name, params in KERNEL.findall(preprocessed):
+        unpacked = []
+        for i, param in enumerate(p.strip() for p in params.split(",") if p.strip()):
+            ptype = re.sub(r"\s*\b\w+\s*$", "", param)  # drop the parameter's name
+            unpacked.append(f"*({ptype}*)args[{i}]")
+        lines.append(
+            f'extern "C" void emu_{name}(void** args) {{ {name}({", ".join(unpacked)}); }}'
+        )
+    return "\n".join(lines)
+
+
+_libraries: dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+
+
+def library(module: str) -> ctypes.CDLL:
+    with _lock:
+        if module in _libraries:
+            return _libraries[module]
+        text = _native.program_text(module)
+        shim = (HERE / "shim.h").read_text()
+        runtime = (HERE / "runtime.cpp").read_text()
+        key = hashlib.sha256((shim + runtime + text).encode()).hexdigest()[:16]
+        CACHE.mkdir(parents=True, exist_ok=True)
+        so = CACHE / f"{module}-{key}.so"
+        if not so.exists():
+            work = Path(tempfile.mkdtemp(dir=CACHE))
+            (work / "shim.h").write_text(shim)
+            source = work / f"{module}.cpp"
+            source.write_text('#include "shim.h"\n' + text)
+            # Preprocessed once only to find the kernels (macros make some of them).
+            pre = subprocess.run(
+                [CXX, "-std=c++17", "-E", "-P", "-D__global__=EMU_GLOBAL", str(source)],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            full = work / f"{module}_full.cpp"
+            body = runtime.replace("struct emu_dim3 { unsigned int x, y, z; };\n", "", 1)
+            full.write_text(source.read_text() + "\n" + _wrappers(pre) + "\n" + body)
+            out = work / "lib.so"
+            subprocess.run(
+                [
+                    CXX,
+                    "-std=c++17",
+                    "-O1",
+                    "-shared",
+                    "-fPIC",
+                    "-pthread",
+                    "-w",
+                    str(full),
+                    "-o",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            os.replace(out, so)
+        lib = ctypes.CDLL(str(so))
+        lib.emu_launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_uint] * 4
+        _libraries[module] = lib
+        return lib
+
+
+class EmulatedBuffer:
+    """Device memory stand-in: numpy bytes with an address."""
+
+    def __init__(self, nbytes: int, dtype: str):
+        self.array = np.zeros(max(nbytes, 8), dtype=np.uint8)
+        self.nbytes, self.dtype = nbytes, dtype
+
+    @property
+    def ptr(self) -> int:
+        return int(self.array.ctypes.data)
+
+
+class EmulatedDevice:
+    ordinal, name, arch, total_memory = 0, "host emulation", "sm_90", 1 << 30
+
+    def __init__(self) -> None:
+        self.launches = 0
+
+    def alloc(self, nbytes: int, dtype: str) -> EmulatedBuffer:
+        buf = EmulatedBuffer(nbytes, dtype)
+        buf.array[:] = 0xA5  # garbage, as cuMemAlloc gives
+        return buf
+
+    def upload(self, data: np.ndarray, dtype: str) -> EmulatedBuffer:
+        buf = EmulatedBuffer(data.size, dtype)
+        buf.array[: data.size] = data
+        return buf
+
+    def download(self, src: EmulatedBuffer, offset: int, nbytes: int) -> np.ndarray:
+        if offset + nbytes > src.nbytes:
+            raise CudaError(f"reading {nbytes} bytes at {offset} of a {src.nbytes}-byte buffer")
+        return src.array[offset : offset + nbytes].copy()
+
+    def copy(self, dst, dst_offset, src, src_offset, nbytes) -> None:
+        assert dst_offset + nbytes <= dst.nbytes and src_offset + nbytes <= src.nbytes
+        dst.array[dst_offset : dst_offset + nbytes] = src.array[src_offset : src_offset + nbytes]
+
+    def zero(self, dst) -> None:
+        dst.array[:] = 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def launch(self, module, kernel, grid, block, shared_bytes, args) -> None:
+        if 0 in grid:
+            return
+        keep = []
+        for a in args:
+            if a is None:
+                keep.append(ctypes.c_uint64(0))
+            elif isinstance(a, EmulatedBuffer):
+                keep.append(ctypes.c_uint64(a.ptr))
+            elif isinstance(a, float):
+                keep.append(ctypes.c_float(a))
+            elif isinstance(a, (tuple, list)):
+                keep.append((ctypes.c_int64 * len(a))(*a))
+            elif isinstance(a, int):
+                keep.append(ctypes.c_uint64(a) if a > (1 << 63) - 1 else ctypes.c_int64(a))
+            else:
+                raise CudaError(f"a kernel argument of type {type(a).__name__}")
+        pointers = (ctypes.c_void_p * max(1, len(keep)))(*[ctypes.addressof(k) for k in keep])
+        lib = library(module)
+        fn = getattr(lib, f"emu_{kernel}")
+        g = [min(int(x), MAX_GRID) for x in grid]
+        lib.emu_launch(ctypes.cast(fn, ctypes.c_void_p), pointers, g[0], g[1], g[2], int(block[0]))
+        self.launches += 1
+
+    def gemm(self, element, m, n, k, a, b, c, batch) -> None:
+        def matrices(op, rows, cols, size):
+            buf, offset, ld, stride, transpose = op
+            dtype = np.float32 if size == 4 else np.uint16
+            flat = buf.array[: buf.nbytes].view(dtype)
+            stored = (cols, rows) if transpose else (rows, cols)
+            out = []
+            for i in range(batch):
+                first = offset + i * stride
+                mat = np.lib.stride_tricks.as_strided(
+                    flat[first:], shape=stored, strides=(size, ld * size)
+                )
+                mat = (
+                    mat.astype(np.float64)
+                    if size == 4
+                    else (mat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+                )
+                out.append(mat.T if transpose else mat)
+            return out
+
+        size = 4 if element == "float32" else 2
+        for i, (x, y) in enumerate(zip(matrices(a, m, k, size), matrices(b, k, n, size))):
+            product = (x @ y).astype(np.float32)
+            buf, offset, ld, stride, _ = c
+            flat = buf.array[: buf.nbytes].view(np.float32)
+            first = offset + i * stride
+            view = np.lib.stride_tricks.as_strided(flat[first:], shape=(m, n), strides=(4, ld * 4))
+            view[...] = product
+
+
+class EmulatedCudaBackend(CudaBackend):
+    name = "cudaemu"
+    runs_on_host = True
+
+    def __init__(self) -> None:
+        super().__init__(EmulatedDevice(), {})  # type: ignore[arg-type]
+        self.kernels.block, self.kernels.tile = BLOCK, TILE
+
+    def describe(self) -> str:
+        return "the cuda backend's kernels on the host (tests only)"
+
+
+def create_backend() -> EmulatedCudaBackend:
+    reason = available()
+    if reason:
+        from riftco.tensor.errors import BackendUnavailable
+
+        raise BackendUnavailable(reason)
+    return EmulatedCudaBackend()
+
+
+ENTRY_POINT = EntryPoint(
+    name="cudaemu", value="cuda_emulation:create_backend", group="riftco.backends"
+)
+
+
+def _register() -> None:
+    from riftco.tensor import registry
+
+    original = registry.entry_points
+
+    def patched(*, group: str):
+        found = list(original(group=group))
+        return ([ENTRY_POINT] if group == ENTRY_POINT.group else []) + found
+
+    registry.entry_points = patched  # type: ignore[assignment]
+    registry.reset_discovery()
+
+
+_register()

@@ -1,0 +1,161 @@
+"""The OpenAPI 3.1 document of what the server accepts (``GET /openapi.json``).
+
+It is built from the same field sets and bounds the request parser enforces
+(`protocol`), so a schema-driven fuzzer's "valid" cases are the ones the server
+serves and its "invalid" ones are refused with a 4xx.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from riftco.serve.config import ServerConfig
+from riftco.serve.protocol import CHAT_ROLES, IGNORED, MAX_MESSAGES
+
+_ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type", "param", "code"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+
+
+def _sampling(config: ServerConfig) -> dict[str, Any]:
+    return {
+        "model": {"type": "string", "minLength": 1},
+        "max_tokens": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": config.max_tokens_limit,
+        },
+        "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
+        "top_p": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
+        "top_k": {"type": ["integer", "null"], "minimum": -1, "maximum": 1 << 31},
+        "seed": {"type": ["integer", "null"], "minimum": -(1 << 63), "maximum": (1 << 64) - 1},
+        "repetition_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 100},
+        "stop": {
+            "oneOf": [
+                {"type": "null"},
+                {"type": "string", "minLength": 1, "maxLength": config.max_stop_length},
+                {
+                    "type": "array",
+                    "maxItems": config.max_stop_strings,
+                    "items": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": config.max_stop_length,
+                    },
+                },
+            ]
+        },
+        "stream": {"type": ["boolean", "null"]},
+        **{name: {} for name in sorted(IGNORED)},
+    }
+
+
+def _message() -> dict[str, Any]:
+    text_part = {
+        "type": "object",
+        "required": ["type", "text"],
+        "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+    }
+    return {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"enum": sorted(CHAT_ROLES)},
+            "content": {
+                "oneOf": [
+                    {"type": "string"},
+                    {"type": "array", "items": text_part},
+                ]
+            },
+            "name": {"type": "string"},
+        },
+        "additionalProperties": False,
+    }
+
+
+def _json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _answers(description: str) -> dict[str, Any]:
+    error = {"content": {"application/json": {"schema": _ERROR}}}
+    return {
+        "200": {
+            "description": description,
+            "content": {"application/json": {"schema": {}}, "text/event-stream": {"schema": {}}},
+        },
+        "4XX": {"description": "refused: an OpenAI error object", **error},
+        "503": {"description": "loading, or too many connections", **error},
+    }
+
+
+def openapi_document(config: ServerConfig) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for a server under ``config``."""
+    completion = {
+        "type": "object",
+        "required": ["model", "prompt"],
+        "properties": {
+            **_sampling(config),
+            "prompt": {
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {"type": "integer", "minimum": 0},
+                    },
+                ]
+            },
+        },
+        "additionalProperties": False,
+    }
+    chat = {
+        "type": "object",
+        "required": ["model", "messages"],
+        "properties": {
+            **_sampling(config),
+            "max_completion_tokens": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": config.max_tokens_limit,
+            },
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_MESSAGES,
+                "items": _message(),
+            },
+        },
+        "additionalProperties": False,
+    }
+    simple = {"200": {"description": "ok"}, "503": {"description": "not ready"}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "riftco-serve", "version": "1"},
+        "paths": {
+            "/health": {"get": {"responses": simple}},
+            "/v1/models": {"get": {"responses": {"200": {"description": "the served model"}}}},
+            "/v1/completions": {
+                "post": {"requestBody": _json_body(completion), "responses": _answers("text")}
+            },
+            "/v1/chat/completions": {
+                "post": {"requestBody": _json_body(chat), "responses": _answers("a reply")}
+            },
+        },
+    }
+
+
+__all__ = ["openapi_document"]
