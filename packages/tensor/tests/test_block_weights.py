@@ -123,10 +123,14 @@ def test_dequantize_and_linear_on_every_backend(backend, fmt):
     want = want + np.linspace(-1, 1, 70, dtype=np.float32)
     assert y.shape == (2, 3, 70)
     assert np.allclose(y, want, rtol=1e-5, atol=1e-5)
-    # One row at a time (decode) gives the same bits as the batch (prefill).
+    # One row at a time (decode) gives the same bits as the batch (prefill) on the cpu
+    # (its kernels promise it; other backends agree to rounding).
     for i in range(2):
         row = rt.block_linear(rt.tensor(x[i, :1], backend=backend), packed, bias).numpy()
-        assert np.array_equal(row[0], y[i, 0])
+        if backend.name == "cpu":
+            assert np.array_equal(row[0], y[i, 0])
+        else:
+            assert np.allclose(row[0], y[i, 0], rtol=1e-5, atol=1e-5)
     # Against float32: the 8-bit activations cost about 1/254 of each product.
     exact = x @ dequantize_block_array(raw, fmt, w.shape).T
     scale = np.abs(x) @ np.abs(dequantize_block_array(raw, fmt, w.shape)).T

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from riftco.backends.tpu import _native
+from riftco.backends.tpu.blockquant import BlockOps
 from riftco.backends.tpu.plugin import PluginLocation
 from riftco.tensor import Backend, CapabilityMissing
 from riftco.tensor.backend import Shape
@@ -17,11 +18,12 @@ from riftco.tensor.dtypes import DType
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.0 base capabilities, 1.1 adam_update, 1.2 fused kernels, 1.3 paged_attention,
-#: 1.4 NF4 quantized weights.
-API_VERSION = (1, 4)
+#: 1.4 NF4 quantized weights, 1.5 (bfloat16, which this backend does not hold),
+#: 1.6 llama.cpp block-layout weights (composed from the ops above: ``blockquant``).
+API_VERSION = (1, 6)
 
 
-class TpuBackend(Backend):
+class TpuBackend(BlockOps, Backend):
     """Any PJRT plugin: libtpu on a Cloud TPU VM, or the plugin named by RIFTCO_PJRT_PLUGIN."""
 
     name = "tpu"
