@@ -1,6 +1,6 @@
-"""llama.cpp's block-layout weights (Q8_0, Q4_0, F16; API 1.6) on the device, composed
-from this backend's own ops (no StableHLO program of their own yet, and no host
-round trip): bytes are read with strided copies, turned into values by lookup tables
+"""llama.cpp's block-layout weights (Q8_0, Q4_0, F16; API 1.6) for a backend without
+kernels of its own for them, composed from its base ops (so on its device, with no
+host round trip): bytes are read with strided copies, turned into values by lookup tables
 (``index_select``), and the linear follows the CPU's arithmetic: the input quantized
 to 8 bits per block of 32, one exact integer product per block (a batched matmul of
 integer-valued float32, exact below 2^24), scaled by ``d * s`` and summed over blocks.
@@ -30,8 +30,10 @@ def _tables() -> dict[str, np.ndarray]:
     }
 
 
-class BlockOps:
-    """Mixin over the base ops of a backend (``self.copy_strided`` and the others)."""
+class ComposedBlockOps:
+    """Mixin of ``block_dequantize`` and ``block_linear`` over a backend's base ops
+    (``copy_strided``, ``index_select``, ``binary``, ``matmul``, ...): put it before
+    ``Backend`` in the bases."""
 
     def _table(self: Any, name: str) -> Any:
         cache = self.__dict__.setdefault("_block_tables", {})
@@ -160,4 +162,4 @@ class BlockOps:
         return self.reduce("sum", y, (nb, m, rows), _F32, 0)
 
 
-__all__ = ["BlockOps"]
+__all__ = ["ComposedBlockOps"]
