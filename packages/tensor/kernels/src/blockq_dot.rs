@@ -294,7 +294,7 @@ mod tests {
             })
             .collect();
         let f16: Vec<u8> = (0..cols + 5)
-            .flat_map(|i| (0x3000u16 + (i as u16 * 977) % 0x1800).to_le_bytes())
+            .flat_map(|i| (0x3000 + ((i * 977) % 0x1800) as u16).to_le_bytes())
             .collect();
         let y: Vec<f32> = (0..cols + 5).map(|i| (i % 9) as f32 - 4.0).collect();
         let got = [
