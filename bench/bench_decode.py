@@ -6,7 +6,9 @@ random weights and a BPE tokenizer trained on the embedded corpus) is measured:
 - greedy decode of ``--gen`` tokens after a 1-token prompt, float32 weights;
 - the same after a ``--prompt``-token context;
 - prefill of a ``--prompt``-token prompt (one forward);
-- greedy decode with NF4 weights (``riftco.nn.quantize_model``).
+- greedy decode with F16, Q8_0 and Q4_0 weights in llama.cpp's block layouts
+  (``model.quantize_for_inference``), each beside llama.cpp at the same type, and
+  with NF4 weights (``riftco.nn.quantize_model``) beside its Q4_0.
 
 With llama.cpp built in the cache folder (``--build-peer`` builds it once from the
 vendored source of the ``llama-cpp-python`` sdist; a few minutes of compiling), the
@@ -18,6 +20,7 @@ alone. Serving throughput is ``bench/bench_serve.py``'s. Nothing asserts on time
 
     python bench/bench_decode.py [--threads 2] [--rounds 3] [--build-peer]
                                  [--peer-dir ~/.cache/riftco/llamacpp]
+                                 [--weights f16,q8_0,q4_0,nf4]
 """
 
 from __future__ import annotations
@@ -84,15 +87,20 @@ def prefill(model: nn.DecoderOnlyTransformer, prompt: list[int], repeats: int = 
     return len(prompt) / best
 
 
+#: Reduced-precision weights: (model key, row key).
+WEIGHTS = (("f16", "decode f16"), ("q8_0", "decode q8_0"), ("q4_0", "decode q4_0"))
+
+
 def riftco_round(models: dict, prompt: list[int], gen: int) -> dict[str, float]:
-    f32, nf4 = models["f32"], models["nf4"]
+    f32 = models["f32"]
     figures = {
         "decode f32": decode(f32, prompt[:1], gen),
         "decode f32 after context": decode(f32, prompt, gen),
         "prefill f32": prefill(f32, prompt),
     }
-    if nf4 is not None:
-        figures["decode 4-bit"] = decode(nf4, prompt[:1], gen)
+    for kind, key in (*WEIGHTS, ("nf4", "decode nf4")):
+        if models.get(kind) is not None:
+            figures[key] = decode(models[kind], prompt[:1], gen)
     return figures
 
 
@@ -116,8 +124,9 @@ def peer_round(args, files: dict[str, Path]) -> dict[str, float]:
     figures = {"decode f32": f32["decode"], "prefill f32": f32["prefill"]}
     after = peer.bench(args.peer_dir, files["f32"], t, prompt=0, gen=n, depth=p)
     figures["decode f32 after context"] = after["decode"]
-    for kind, label in (("f16", "decode f16"), ("q8_0", "decode 8-bit"), ("q4_0", "decode 4-bit")):
-        figures[label] = peer.bench(args.peer_dir, files[kind], t, prompt=0, gen=n)["decode"]
+    for kind, key in WEIGHTS:
+        figures[key] = peer.bench(args.peer_dir, files[kind], t, prompt=0, gen=n)["decode"]
+    figures["decode nf4"] = figures["decode q4_0"]  # its nearest type
     return figures
 
 
@@ -126,8 +135,9 @@ ROWS = (
     ("decode f32 after context", "decode after the context (tok/s)"),
     ("prefill f32", "prefill of the prompt, F32 (tok/s)"),
     ("decode f16", "decode, F16 weights (tok/s)"),
-    ("decode 8-bit", "decode, 8-bit weights (its Q8_0) (tok/s)"),
-    ("decode 4-bit", "decode, 4-bit (our NF4 / its Q4_0) (tok/s)"),
+    ("decode q8_0", "decode, Q8_0 weights (tok/s)"),
+    ("decode q4_0", "decode, Q4_0 weights (tok/s)"),
+    ("decode nf4", "decode, our NF4 / its Q4_0 (tok/s)"),
 )
 
 
@@ -160,18 +170,26 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--corpus-bytes", type=int, default=60_000)
-    parser.add_argument("--skip-nf4", action="store_true")
+    parser.add_argument(
+        "--weights",
+        default="f16,q8_0,q4_0,nf4",
+        help="reduced-precision rows to measure, comma-separated (default: all)",
+    )
     parser.add_argument("--build-peer", action="store_true", help="build llama.cpp if missing")
     parser.add_argument("--no-peer", action="store_true", help="riftco's figures alone")
     parser.add_argument("--peer-dir", type=Path, default=peer.DEFAULT_CACHE)
     args = parser.parse_args()
     rt.set_num_threads(args.threads)
     model, tokenizer = build_model(args)
-    nf4 = None
-    if not args.skip_nf4:
-        nf4, _ = build_model(args)
-        nn.quantize_model(nf4)
-    models = {"f32": model, "nf4": nf4}
+    models = {"f32": model}
+    for kind in filter(None, args.weights.split(",")):
+        if kind not in ("f16", "q8_0", "q4_0", "nf4"):
+            parser.error(f"--weights: expected f16, q8_0, q4_0 or nf4; found {kind!r}")
+        models[kind], _ = build_model(args)
+        if kind == "nf4":
+            nn.quantize_model(models[kind])
+        else:
+            models[kind].quantize_for_inference(kind)
     rng = np.random.default_rng(0)
     prompt = [int(t) for t in rng.integers(0, args.vocab, args.prompt)]
     if args.build_peer and not args.no_peer:

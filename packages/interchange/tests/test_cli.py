@@ -238,3 +238,14 @@ def test_written_files_follow_the_umask(tmp_path, bundle, umask):
     assert len(files) >= 2 + 5
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask, path
+
+
+@pytest.mark.parametrize("weights", ["f16", "q8_0", "q4_0"])
+def test_generate_on_reduced_precision_weights(tmp_path, make_model, tokenizer, capsys, weights):
+    path = tmp_path / "wide.rift"
+    save_bundle(path, make_model(d_model=32, d_ff=64), tokenizer)
+    runnable = load_bundle(path)
+    assert len(runnable.model.quantize_for_inference(weights)) == 12
+    args = [str(path), "--prompt", "the quick", "--max-new-tokens", "8", "--weights", weights]
+    assert generate_main(args) == 0
+    assert capsys.readouterr().out == runnable.generate("the quick", max_new_tokens=8) + "\n"

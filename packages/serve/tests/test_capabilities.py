@@ -7,6 +7,7 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
+import riftco.nn as nn
 import riftco.serve.loading as loading
 import riftco.tensor as rt
 from riftco.nn import TransformerConfig
@@ -98,3 +99,22 @@ def test_the_command_refuses_a_backend_that_cannot_serve(bundle, restricted, cap
     assert "write_rows, paged_attention" in err
     assert main([str(bundle), "--backend", "nope"]) == 1
     assert "'nope' is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.anyio
+async def test_reduced_precision_weights_serve(bundle, restricted, serve, anyio_backend):
+    engine = engine_from_bundle(bundle, model_id="tiny", page_size=8, weights="q8_0")
+    formats = set(nn.inference_formats(engine.model).values())
+    assert formats == {"q8_0"}
+    async with serve(engine, ServerConfig(model_id="tiny")) as client:
+        r = await client.post(
+            "/v1/completions",
+            json={"model": "tiny", "prompt": "the quick", "max_tokens": 6, "temperature": 0},
+        )
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] > 0
+    # A backend without the block-layout linear is refused before the weights are read.
+    restricted(serving_capabilities(engine.model.config))
+    with pytest.raises(rt.JobUnsupported) as caught:
+        engine_from_bundle(bundle, backend="restricted", weights="q4_0")
+    assert caught.value.missing == ("block_linear",)

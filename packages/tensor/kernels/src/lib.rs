@@ -11,6 +11,8 @@ pub mod adam;
 pub mod attention;
 pub mod bf16;
 pub mod binary;
+pub mod blockq;
+mod blockq_dot;
 pub mod flash;
 pub mod index;
 mod lanes;

@@ -5,6 +5,7 @@
 //! which releases the GIL and turns kernel errors and panics into
 //! `riftco.tensor.errors.KernelError` (a `RiftcoError`).
 
+mod blockq_ops;
 mod convert;
 mod nf4_ops;
 mod nn_ops;
@@ -65,5 +66,6 @@ fn riftco_tensor_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     nn_ops::register(m)?;
     serve_ops::register(m)?;
     nf4_ops::register(m)?;
+    blockq_ops::register(m)?;
     ops::register(m)
 }

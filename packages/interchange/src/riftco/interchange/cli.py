@@ -43,6 +43,12 @@ def generate_main(argv: list[str]) -> int:
     parser.add_argument(
         "--backend", default=None, help="tensor backend (default: RIFTCO_BACKEND or cpu)"
     )
+    parser.add_argument(
+        "--weights",
+        default="float32",
+        choices=("float32", "f16", "q8_0", "q4_0"),
+        help="precision of the linear weights (llama.cpp's F16, Q8_0, Q4_0; default float32)",
+    )
     args = parser.parse_args(argv)
     if args.max_new_tokens < 0:
         parser.error("--max-new-tokens must be >= 0")
@@ -54,6 +60,8 @@ def generate_main(argv: list[str]) -> int:
 
     try:
         runnable = load_bundle(args.bundle, backend=args.backend)
+        if args.weights != "float32":
+            runnable.model.quantize_for_inference(args.weights)
         text = runnable.generate(
             args.prompt,
             max_new_tokens=args.max_new_tokens,
@@ -92,7 +100,11 @@ def convert_main(argv: list[str]) -> int:
         "--stage", default=None, help="stage recorded in a new .rift (default: kept, or 'imported')"
     )
     parser.add_argument(
-        "--dtype", default="f32", choices=("f32", "f16"), help="GGUF tensor type (default f32)"
+        "--dtype",
+        default="f32",
+        choices=("f32", "f16", "q8_0", "q4_0"),
+        help="GGUF tensor type of the matrices (default f32; q8_0 and q4_0 in llama.cpp's "
+        "block layouts)",
     )
     parser.add_argument(
         "--allow-tokenizer-mismatch",

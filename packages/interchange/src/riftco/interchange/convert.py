@@ -54,14 +54,14 @@ def convert(
     dst: str | os.PathLike[str],
     to: Target,
     stage: str | None = None,
-    dtype: Literal["f32", "f16"] = "f32",
+    dtype: Literal["f32", "f16", "q8_0", "q4_0"] = "f32",
     allow_tokenizer_mismatch: bool = False,
     config_source: str | os.PathLike[str] | None = None,
     tokenizer_source: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``.
 
-    ``dtype`` (``f32`` or ``f16``) and ``allow_tokenizer_mismatch`` apply to GGUF;
+    ``dtype`` (``f32``, ``f16``, ``q8_0`` or ``q4_0``) and ``allow_tokenizer_mismatch`` apply to GGUF;
     ``config_source`` and ``tokenizer_source`` to a plain ``.safetensors`` source."""
     src, dst = Path(src), Path(dst)
     if to not in TARGETS:

@@ -5,7 +5,10 @@ its ``llama`` architecture (names and layouts in :mod:`riftco.interchange.gguf_l
 with the keys llama.cpp reads for them and a ``gpt2`` (byte-level BPE) tokenizer
 section (:mod:`riftco.interchange.gguf_tokenizer`). Tensors are F32, or with
 ``dtype="f16"`` F16 for the matrices and F32 for the vectors and the position
-embedding, as llama.cpp's converter writes them.
+embedding, as llama.cpp's converter writes them. With ``dtype="q8_0"`` or ``"q4_0"``
+the matrices are quantized to that type in llama.cpp's block layout (the bytes its
+reference quantizer makes, :mod:`riftco.tensor.ops.blockquant`); a matrix whose rows
+do not hold whole blocks of 32 is written F16, as llama.cpp's converter does.
 
 What llama.cpp would compute differently is refused with the reason: exact GELU
 (its ``gpt2`` graph computes the tanh form), a head bias, a sliding window,
@@ -45,17 +48,17 @@ from riftco.interchange.models import model_arrays
 from riftco.interchange.optional import require
 from riftco.interchange.runnable import RunnableModel
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
+from riftco.tensor.ops.blockquant import BLOCK_QK, quantize_block_array
 from riftco.text import Tokenizer
 
 FORMAT_VERSION = 1
 RIFTCO_CONFIG = "riftco.config"
 RIFTCO_FORMAT_VERSION = "riftco.format_version"
 RIFTCO_TENSORS = "riftco.tensors"
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "q8_0", "q4_0")
 _F16_MAX = float(np.finfo(np.float16).max)
-_TYPE_NAMES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
 
-Dtype = Literal["f32", "f16"]
+Dtype = Literal["f32", "f16", "q8_0", "q4_0"]
 
 
 def check_gguf_exportable(config: TransformerConfig) -> str:
@@ -92,7 +95,7 @@ def export_gguf(
     gguf = require("gguf")
     path = Path(path)
     if dtype not in DTYPES:
-        raise ConversionError(f"GGUF export: expected dtype 'f32' or 'f16'; found {dtype!r}")
+        raise ConversionError(f"GGUF export: expected a dtype among {DTYPES}; found {dtype!r}")
     check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
     architecture = check_gguf_exportable(config)
     vocabulary = gguf_vocabulary(tokenizer, config.vocab_size, allow_tokenizer_mismatch)
@@ -109,11 +112,12 @@ def export_gguf(
         writer.add_string(RIFTCO_STATE, canonical_json(tokenizer.to_state()).decode("utf-8"))
         writer.add_string(RIFTCO_PARITY, vocabulary.parity)
         writer.add_string(RIFTCO_LINEAGE, canonical_json(dict(lineage or {})).decode("utf-8"))
-        digest = tensors_digest((n, _TYPE_NAMES[a.dtype], a.shape, a) for n, a in tensors.items())
+        digest = tensors_digest((n, t, shape, a) for n, (a, t, shape) in tensors.items())
         integrity = {"sha256": digest, "file_type": _file_type(dtype, gguf)}
         writer.add_string(RIFTCO_TENSORS, canonical_json(integrity).decode("utf-8"))
-        for name, array in tensors.items():
-            writer.add_tensor(name, array)
+        for name, (array, type_name, _) in tensors.items():
+            raw = gguf.GGMLQuantizationType[type_name] if array.dtype == np.uint8 else None
+            writer.add_tensor(name, array, raw_dtype=raw)
         try:
             writer.write_header_to_file()
             writer.write_kv_data_to_file()
@@ -123,20 +127,29 @@ def export_gguf(
     return path
 
 
-def _stored(name: str, array: np.ndarray, dtype: str) -> np.ndarray:
+def _stored(name: str, array: np.ndarray, dtype: str) -> tuple[np.ndarray, str, tuple[int, ...]]:
+    """The array as written (uint8 bytes ``[rows, row_bytes]`` for a block type), its
+    ggml type name, and its shape in elements."""
+    shape = tuple(array.shape)
     if dtype == "f32" or array.ndim < 2 or name == "position_embd.weight":
-        return np.ascontiguousarray(array, dtype=np.float32)
+        return np.ascontiguousarray(array, dtype=np.float32), "F32", shape
+    if dtype in ("q8_0", "q4_0") and shape[1] % BLOCK_QK == 0:
+        data = quantize_block_array(array, dtype)
+        return data.reshape(shape[0], -1), dtype.upper(), shape
     largest = float(np.max(np.abs(array))) if array.size else 0.0
     if largest > _F16_MAX:
         raise ConversionError(
             f"{name}: a value of magnitude {largest:g} does not fit float16 "
             f"(largest {_F16_MAX:g}); export with dtype 'f32'"
         )
-    return np.ascontiguousarray(array, dtype=np.float16)
+    return np.ascontiguousarray(array, dtype=np.float16), "F16", shape
+
+
+_FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0", "q4_0": "MOSTLY_Q4_0"}
 
 
 def _file_type(dtype: str, gguf: Any) -> int:
-    return int(gguf.LlamaFileType.MOSTLY_F16 if dtype == "f16" else gguf.LlamaFileType.ALL_F32)
+    return int(gguf.LlamaFileType[_FILE_TYPES[dtype]])
 
 
 def _write_hyperparameters(

@@ -48,6 +48,8 @@ MAX_ALIGNMENT = 1 << 20
 
 # GGUF value types: their codes, and the size of the fixed-size ones.
 _UINT32, _STRING, _ARRAY = 4, 8, 9
+#: ggml types whose bytes riftco's block-layout weights use as they are.
+BLOCK_TYPES = ("Q8_0", "Q4_0", "F16")
 _FIXED_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
@@ -65,7 +67,9 @@ class GgufTensorInfo:
 
 @dataclass
 class GgufFile:
-    """A checked GGUF file: its metadata as Python values and its tensors as float32."""
+    """A checked GGUF file: its metadata as Python values and its tensors as float32;
+    ``stored`` also keeps the bytes of every Q8_0, Q4_0 and F16 tensor as written
+    (uint8 ``[rows, row_bytes]``), for layers that run on them as they are."""
 
     path: Path
     version: int
@@ -73,6 +77,7 @@ class GgufFile:
     tensors: dict[str, GgufTensorInfo]
     arrays: dict[str, np.ndarray] = field(repr=False)
     digest: str = ""
+    stored: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def architecture(self) -> Any:
@@ -116,11 +121,14 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
         (name, info.ggml_type, info.shape, found[name].data)
         for name, info in layout.tensors.items()
     )
-    arrays = {}
+    arrays, stored = {}, {}
     for name, info in layout.tensors.items():
         arrays[name] = _widen(path, name, info, found[name], gguf)
+        if info.ggml_type in BLOCK_TYPES and len(info.shape) == 2:
+            raw = np.array(found[name].data).reshape(-1).view(np.uint8)
+            stored[name] = raw.reshape(info.shape[0], -1)
     del reader, found
-    return GgufFile(path, layout.version, metadata, layout.tensors, arrays, digest)
+    return GgufFile(path, layout.version, metadata, layout.tensors, arrays, digest, stored)
 
 
 def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> str:

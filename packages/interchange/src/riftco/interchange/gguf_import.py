@@ -38,7 +38,12 @@ from riftco.interchange.gguf_export import (
     RIFTCO_TENSORS,
 )
 from riftco.interchange.gguf_file import GgufFile, read_gguf
-from riftco.interchange.gguf_layout import ARCHITECTURES, GPT2, from_gguf_tensors
+from riftco.interchange.gguf_layout import (
+    ARCHITECTURES,
+    GPT2,
+    from_gguf_tensors,
+    linear_sources,
+)
 from riftco.interchange.gguf_tokenizer import TOKENS, tokenizer_from_gguf
 from riftco.interchange.layout import check_shapes, config_from_dict
 from riftco.interchange.lineage import RIFTCO_LINEAGE, parse_lineage
@@ -81,6 +86,10 @@ class GgufModel:
     architecture: str
     metadata: dict[str, Any] = field(repr=False)
     lineage: dict[str, Any] = field(default_factory=dict)
+    #: The bytes of the file's Q8_0, Q4_0 and F16 matrices, by llama.cpp name.
+    stored: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: The ggml type of every tensor, by llama.cpp name.
+    types: dict[str, str] = field(default_factory=dict)
 
     def origin(self) -> dict[str, Any]:
         """The stage, parent and metadata a bundle made from this file records."""
@@ -137,7 +146,17 @@ def import_gguf(
             f"{path}: tokenizer: {tokenizer.vocab_size} ids do not fit the model's "
             f"vocab_size {config.vocab_size}"
         )
-    return GgufModel(config, arrays, tokenizer, metadata["general.architecture"], metadata, lineage)
+    types = {name: info.ggml_type for name, info in stored.tensors.items()}
+    return GgufModel(
+        config,
+        arrays,
+        tokenizer,
+        metadata["general.architecture"],
+        metadata,
+        lineage,
+        stored.stored,
+        types,
+    )
 
 
 def import_gguf_model(
@@ -145,12 +164,46 @@ def import_gguf_model(
     tokenizer: Tokenizer | None = None,
     backend: str | Backend | None = None,
     trainable: bool = False,
+    weights: str = "float32",
 ) -> RunnableModel:
-    """A llama.cpp ``gpt2`` or ``llama`` GGUF file as a runnable model."""
+    """A llama.cpp ``gpt2`` or ``llama`` GGUF file as a runnable model.
+
+    With ``weights="stored"`` every linear layer whose tensor is Q8_0, Q4_0 or F16 runs
+    on the file's own bytes (a ``BlockLinear`` of that type: the weights are not
+    quantized again, so they equal llama.cpp's); the other tensors are float32."""
+    if weights not in ("float32", "stored"):
+        raise ConversionError(f"weights: expected 'float32' or 'stored'; found {weights!r}")
+    if weights == "stored" and trainable:
+        raise ConversionError("weights='stored' is for inference; it cannot be trainable")
     imported = import_gguf(path, tokenizer)
     assert imported.tokenizer is not None  # import_gguf requires one by default
     model = build_model(imported.model_config, imported.arrays, backend, trainable)
+    if weights == "stored":
+        use_stored_weights(model, imported)
     return RunnableModel(model, imported.tokenizer, None, Path(path), imported.origin())
+
+
+def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
+    """Swap each linear of ``model`` whose GGUF tensor is Q8_0, Q4_0 or F16 for a
+    ``BlockLinear`` over the stored bytes; returns the layers swapped."""
+    from riftco.nn import BlockLinear
+    from riftco.nn.quantized import replace_module
+    from riftco.tensor import BlockWeight
+
+    modules = dict(model.named_modules())
+    swapped = []
+    for name, (tensor, take_rows) in linear_sources(imported.model_config).items():
+        raw = imported.stored.get(tensor)
+        if raw is None:
+            continue
+        fmt = imported.types[tensor].lower()
+        linear = modules[name]
+        shape = (linear.out_features, linear.in_features)
+        data = np.ascontiguousarray(take_rows(raw))
+        weight = BlockWeight.from_bytes(data, fmt, shape, backend=linear.weight.value.backend)
+        replace_module(model, name, BlockLinear(weight, linear.bias))
+        swapped.append(name)
+    return swapped
 
 
 def config_from_gguf(

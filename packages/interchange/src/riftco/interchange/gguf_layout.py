@@ -20,7 +20,7 @@ tied to the token embedding, and llama.cpp then reuses ``token_embd``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -123,6 +123,39 @@ def from_gguf_tensors(
         raise ConversionError("tensors: unexpected output.weight (the head is tied)")
     take.finish()
     return float32(out)
+
+
+def linear_sources(
+    config: TransformerConfig,
+) -> dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]]:
+    """For each linear layer of ``config``'s model (qualified name), the llama.cpp
+    tensor its weight comes from and how its rows are taken from that tensor's rows
+    (any trailing axes ride along, so the rows may be stored blocks of bytes)."""
+    d = config.d_model
+    out: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {}
+
+    def rows(k: int) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda a: a[k * d : (k + 1) * d]
+
+    def heads(n: int) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda a: split_heads(a, n)
+
+    same: Callable[[np.ndarray], np.ndarray] = lambda a: a  # noqa: E731
+    layer: tuple[tuple[str, str], ...]
+    for i in range(config.n_layers):
+        ours, theirs = f"blocks.{i}", f"blk.{i}"
+        if config.family == "gpt":
+            for k, name in enumerate(("query", "key", "value")):
+                out[f"{ours}.attention.{name}"] = (f"{theirs}.attn_qkv.weight", rows(k))
+            layer = _GPT2_LAYER[1:]
+        else:
+            out[f"{ours}.attention.query"] = (f"{theirs}.attn_q.weight", heads(config.n_heads))
+            out[f"{ours}.attention.key"] = (f"{theirs}.attn_k.weight", heads(config.n_kv_heads))
+            layer = _LLAMA_LAYER[1:]
+        for mine, name in layer:
+            if not mine.endswith("norm"):
+                out[f"{ours}.{mine}"] = (f"{theirs}.{name}.weight", same)
+    return out
 
 
 def _gpt2_block(

@@ -28,6 +28,13 @@ from riftco.nn.generation import (
     sample_next,
     sequence_rng,
 )
+from riftco.nn.inference_weights import (
+    INFERENCE_FORMATS,
+    BlockLinear,
+    dequantize_for_training,
+    inference_formats,
+    quantize_for_inference,
+)
 from riftco.nn.layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
 from riftco.nn.lora import (
     LORA_TARGETS,
@@ -120,4 +127,11 @@ __all__ += [
     "merge_lora",
     "quantize_model",
     "weight_memory",
+]
+__all__ += [
+    "INFERENCE_FORMATS",
+    "BlockLinear",
+    "dequantize_for_training",
+    "inference_formats",
+    "quantize_for_inference",
 ]

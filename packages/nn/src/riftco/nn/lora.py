@@ -414,6 +414,15 @@ def check_exportable(model: Module, action: str = "save a bundle") -> None:
             f"cannot {action}: {len(quantized)} layers ({quantized[0]}, ...) hold NF4 "
             "weights; dequantize them with dequantize_model(model) first"
         )
+    from riftco.nn.inference_weights import BlockLinear
+
+    blocks = [n for n, m in model.named_modules() if isinstance(m, BlockLinear)]
+    if blocks:
+        raise AdapterError(
+            f"cannot {action}: {len(blocks)} layers ({blocks[0]}, ...) hold inference "
+            "weights (Q8_0, Q4_0 or F16); dequantize them with dequantize_for_training(model) "
+            "first"
+        )
 
 
 __all__ = [

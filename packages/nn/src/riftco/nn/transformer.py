@@ -137,6 +137,13 @@ class DecoderOnlyTransformer(Module):
     def extra_repr(self) -> str:
         return f"{self.num_parameters():,} parameters"
 
+    def quantize_for_inference(self, fmt: str) -> list[str]:
+        """Hold the linear weights in llama.cpp's ``q8_0``, ``q4_0`` or ``f16`` layout
+        for inference (see riftco.nn.inference_weights); returns the layers changed."""
+        from riftco.nn.inference_weights import quantize_for_inference
+
+        return quantize_for_inference(self, fmt)
+
     # -- dense forward ------------------------------------------------------------
     def _tokens(self, tokens: Any) -> Tensor:
         t = (

@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend", default=None, help="tensor backend (default: RIFTCO_BACKEND or cpu)"
     )
+    p.add_argument(
+        "--weights",
+        default="float32",
+        choices=("float32", "f16", "q8_0", "q4_0"),
+        help="precision of the linear weights (llama.cpp's F16, Q8_0, Q4_0; default float32)",
+    )
     p.add_argument("--threads", type=int, default=None, help="kernel threads (default: all cores)")
     p.add_argument("--max-running", type=int, default=16, help="sequences per batched step")
     p.add_argument("--max-waiting", type=int, default=64, help="queued requests before 429")
@@ -116,7 +122,7 @@ def main(argv: list[str]) -> int:
     from riftco.tensor import RiftcoError
 
     try:  # before the server starts: a backend that cannot serve the model is an error now
-        require_serving_backend(args.bundle, args.backend)
+        require_serving_backend(args.bundle, args.backend, args.weights)
     except RiftcoError as exc:
         print(f"riftco serve: {exc}", file=sys.stderr)
         return 1
@@ -129,6 +135,7 @@ def main(argv: list[str]) -> int:
         pages=args.pages,
         page_size=args.page_size,
         limits=limits,
+        weights=args.weights,
     )
     import uvicorn
 

@@ -30,14 +30,19 @@ def engine_from_bundle(
     pages: int | None = None,
     page_size: int = 16,
     limits: SchedulerLimits | None = None,
+    weights: str | None = None,
 ) -> BatchEngine:
     """Validate and load a bundle (riftco-interchange), then wrap it in a `BatchEngine`.
     The backend is checked for what serving the bundle's model needs before its weights
-    are read (``riftco.tensor.JobUnsupported`` names what is missing)."""
+    are read (``riftco.tensor.JobUnsupported`` names what is missing). ``weights``
+    (``f16``, ``q8_0`` or ``q4_0``) runs the linear layers on reduced-precision weights
+    (riftco.nn's ``quantize_for_inference``); ``None`` or ``float32`` keeps float32."""
     from riftco.interchange import load_bundle
 
-    require_serving_backend(path, backend)
+    require_serving_backend(path, backend, weights)
     runnable = load_bundle(path, backend=backend)
+    if weights not in (None, "float32"):
+        runnable.model.quantize_for_inference(weights)
     return BatchEngine(
         runnable.model,
         runnable.tokenizer,
@@ -59,14 +64,20 @@ def serving_capabilities(config: TransformerConfig) -> tuple[str, ...]:
 
 
 def require_serving_backend(
-    path: str | os.PathLike[str], backend: str | rt.Backend | None = None
+    path: str | os.PathLike[str],
+    backend: str | rt.Backend | None = None,
+    weights: str | None = None,
 ) -> rt.Backend:
     """The backend (``None``: RIFTCO_BACKEND or auto), once it has every capability that
-    serving the bundle at ``path`` needs; reads the bundle's manifest, not its weights."""
+    serving the bundle at ``path`` (on ``weights``) needs; reads the bundle's manifest,
+    not its weights."""
     from riftco.interchange import read_manifest
 
     config = TransformerConfig.from_dict(read_manifest(path)["config"])
-    return rt.require_capabilities(backend, serving_capabilities(config), job="serving")
+    needs = serving_capabilities(config)
+    if weights not in (None, "float32"):
+        needs += ("block_linear",)
+    return rt.require_capabilities(backend, needs, job="serving")
 
 
 def default_model_id(path: str | os.PathLike[str]) -> str:

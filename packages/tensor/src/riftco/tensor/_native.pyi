@@ -17,6 +17,8 @@ __all__ = [
     "bf16_from_f32",
     "bf16_to_f32",
     "binary",
+    "block_dequantize",
+    "block_linear",
     "compare",
     "concat",
     "copy_strided",
@@ -196,6 +198,15 @@ def nf4_linear_backward(
     rows: int,
     cols: int,
     block_size: int,
+) -> np.ndarray: ...
+def block_dequantize(data: np.ndarray, format: str, rows: int, cols: int) -> np.ndarray: ...
+def block_linear(
+    x: np.ndarray,
+    data: np.ndarray,
+    format: str,
+    rows: int,
+    cols: int,
+    bias: np.ndarray | None = None,
 ) -> np.ndarray: ...
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...

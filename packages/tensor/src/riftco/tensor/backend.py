@@ -32,7 +32,7 @@ from riftco.tensor.errors import CapabilityMissing, DTypeError
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 5)
+BACKEND_API_VERSION = (1, 6)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -57,6 +57,7 @@ CAPABILITIES.update(
 
 CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
+CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).
@@ -594,6 +595,29 @@ class Backend:
         """``dy [..., rows] @ dequant(W)`` -> ``[..., cols]``: the input gradient of
         :meth:`nf4_linear` (the packed weight gets none)."""
         raise self._missing("nf4_linear_backward")
+
+    # -- weights in llama.cpp's block layouts (inference) -----------------------------
+    # ``data`` is uint8, the rows of a ``w_shape`` = [rows, cols] weight one after
+    # another, each as a GGUF tensor row of ``format``: ``q8_0`` (blocks of 32: a half
+    # scale d and 32 int8 q, x = d q), ``q4_0`` (a half d and 16 bytes of nibbles, low
+    # nibbles elements 0..15, high 16..31, x = d (q - 8)) or ``f16``
+    # (riftco.tensor.ops.blockquant documents the layouts and the arithmetic).
+    def block_dequantize(self, data: Storage, format: str, w_shape: Shape) -> Storage:
+        """The float32 weight ``[rows, cols]`` of a block-layout weight."""
+        raise self._missing("block_dequantize")
+
+    def block_linear(
+        self,
+        x: Storage,
+        x_shape: Shape,
+        data: Storage,
+        format: str,
+        w_shape: Shape,
+        bias: Storage | None,
+    ) -> Storage:
+        """``x [..., cols] @ W^T (+ bias [rows])`` -> ``[..., rows]`` without a float32
+        copy of the weight (Q8_0 / Q4_0 may quantize ``x`` to 8 bits per block of 32)."""
+        raise self._missing("block_linear")
 
 
 @cache

@@ -282,6 +282,14 @@ class CpuBackend(Backend):
             dy, codes, absmax, group_range, offset, rows, cols, block_size
         )
 
+    def block_dequantize(self, data, format, w_shape):
+        rows, cols = w_shape
+        return _native.block_dequantize(data, format, rows, cols)
+
+    def block_linear(self, x, x_shape, data, format, w_shape, bias):
+        rows, cols = w_shape
+        return _native.block_linear(x, data, format, rows, cols, bias)
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

@@ -451,6 +451,21 @@ class NumpyReferenceBackend(Backend):
         w = _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size)
         return _box((_a(dy) @ w).astype(np.float32))
 
+    def block_dequantize(self, data, format, w_shape):
+        from riftco.tensor.ops.blockquant import dequantize_block_array
+
+        return _box(dequantize_block_array(_a(data), format, w_shape))
+
+    def block_linear(self, x, x_shape, data, format, w_shape, bias):
+        from riftco.tensor.ops.blockquant import block_linear_reference
+
+        rows, cols = w_shape
+        flat = _a(x).reshape(-1, cols)
+        y = block_linear_reference(flat, _a(data), format, w_shape)
+        if bias is not None:
+            y = y + _a(bias)
+        return _box(y.astype(np.float32).reshape(*x_shape[:-1], rows))
+
 
 def _nf4_weight(codes, absmax, group_range, offset, w_shape, block_size) -> np.ndarray:
     from riftco.tensor.ops.quantized import dequantize_nf4_array

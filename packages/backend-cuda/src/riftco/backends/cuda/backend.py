@@ -16,12 +16,16 @@ from riftco.backends.cuda.ops.nn import NnOps
 from riftco.backends.cuda.ops.optim import OptimOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
 from riftco.tensor import Backend, CapabilityMissing
+from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
 
-#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
-API_VERSION = (1, 4)
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION);
+#: 1.6's block-layout weights are riftco-tensor's ``ComposedBlockOps`` over the ops here.
+API_VERSION = (1, 6)
 
 
-class CudaBackend(BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, Backend):
+class CudaBackend(
+    BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, ComposedBlockOps, Backend
+):
     """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""
 
     name = "cuda"

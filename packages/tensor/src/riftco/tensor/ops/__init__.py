@@ -6,6 +6,7 @@ per submodule is the only place an op is named for export.
 """
 
 from riftco.tensor.ops import (
+    blockquant,
     elementwise,
     fused,
     indexing,
@@ -17,6 +18,7 @@ from riftco.tensor.ops import (
     reduction,
 )
 from riftco.tensor.ops._common import broadcast_shapes, check_same_backend
+from riftco.tensor.ops.blockquant import *  # noqa: F403
 from riftco.tensor.ops.elementwise import *  # noqa: F403
 from riftco.tensor.ops.fused import *  # noqa: F403
 from riftco.tensor.ops.indexing import *  # noqa: F403
@@ -28,6 +30,7 @@ from riftco.tensor.ops.quantized import *  # noqa: F403
 from riftco.tensor.ops.reduction import *  # noqa: F403
 
 __all__: list[str] = []
+__all__ += blockquant.__all__
 __all__ += elementwise.__all__
 __all__ += fused.__all__
 __all__ += indexing.__all__
