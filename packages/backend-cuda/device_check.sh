@@ -7,11 +7,14 @@
 #     bash packages/backend-cuda/device_check.sh
 #
 # It installs the riftco wheels into a private folder, then runs, each under its
-# own time limit inside one overall budget: riftco-tensor's op suite on cuda,
-# this package's tests (a tiny model, 50 steps of `small` pretraining, QLoRA
-# steps and batch-1 decode, all against the CPU), bench/bench_cuda.py against
-# PyTorch on GPT-2 124M shapes, and, with time left, riftco-backend-tpu's suite
-# on XLA's CUDA PJRT plugin. Logs go to $OUT (default /tmp/riftco-device-check).
+# own time limit inside one overall budget: riftco-tensor's op suite on cuda
+# (bfloat16 included), this package's tests (a tiny model in float32 and in
+# bfloat16 mixed precision, `small` pretraining: 50 steps in f32, 30 in bf16, QLoRA
+# steps and batch-1 decode, all against the CPU), `riftco pretrain --precision
+# bf16` on cuda, bench/bench_cuda.py against PyTorch on GPT-2 124M shapes with
+# `--precision bf16`, then `--precision f32`, and, with time left,
+# riftco-backend-tpu's suite on XLA's CUDA PJRT plugin. Logs go to $OUT (default
+# /tmp/riftco-device-check).
 # The exit status is that of the first failed check (0 when all passed).
 
 set -uo pipefail
@@ -79,15 +82,24 @@ log "backends: $(grep '^cuda:' "$OUT/backends.txt" | tail -n 1)"
 
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider --maxfail=25)
 
-# Every capability against its numpy formula, on cuda.
-run tensor-suite 150 "${PYTEST[@]}" packages/tensor/tests -k cuda
-# This package: discovery, the NVRTC compile check, the tiny model, the jobs.
-# (The host emulation of the kernels, test_on_emulator.py, is CI's; not here.)
-run cuda-tests 170 "${PYTEST[@]}" packages/backend-cuda/tests \
+# Every capability against its numpy formula, on cuda (test_bfloat16.py included).
+run tensor-suite 130 "${PYTEST[@]}" packages/tensor/tests -k cuda
+# This package: discovery, the NVRTC compile check, the tiny model (f32 and bf16),
+# the jobs (f32 and bf16 pretraining). The host emulation of the kernels,
+# test_on_emulator.py, is CI's; not here.
+run cuda-tests 150 "${PYTEST[@]}" packages/backend-cuda/tests \
     --ignore=packages/backend-cuda/tests/test_on_emulator.py \
     --deselect packages/backend-cuda/tests/test_on_gpu.py::test_shared_tensor_suite_runs_on_cuda
-# Throughput next to PyTorch (figures only).
-run bench 150 "$PY" bench/bench_cuda.py --batch 4 --steps 4 --rounds 2 --decode 64
+# The command a user runs: 50 steps of a `small`-shaped model in bf16 on cuda (the
+# bundle and checkpoint go to /tmp, the log to $OUT).
+run pretrain-bf16 60 env RIFTCO_BACKEND=cuda "$PY" -m riftco.cli pretrain --precision bf16 \
+    --steps 50 --warmup 5 --d-model 384 --layers 6 --heads 6 --d-ff 1536 --context 256 \
+    --batch-size 8 --eval-every 0 --eval-batches 2 --sample '' --out /tmp/riftco-pretrain-bf16
+# Throughput next to PyTorch (figures only): bf16 first (the target), then f32.
+run bench-bf16 80 "$PY" bench/bench_cuda.py --precision bf16 --batch 4 --steps 4 --rounds 2 \
+    --decode 64
+run bench-f32 50 "$PY" bench/bench_cuda.py --precision f32 --batch 4 --steps 3 --rounds 1 \
+    --decode 0
 
 # riftco-backend-tpu's suite on XLA's CUDA plugin, with what time is left.
 plugin=$("$PY" - <<'PYEOF'

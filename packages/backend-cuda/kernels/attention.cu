@@ -4,6 +4,12 @@
 // positions back. One block (of at most TILE threads) per query row (or key row in the
 // key/value gradient), keys in tiles of blockDim.x with an online softmax, so memory
 // is linear in the sequence length; every sum has a fixed order.
+//
+// The dense kernels come in two input types: q, k and v all float32 (`_f32`) or all
+// bfloat16 (`_bf16`, mixed precision). Each element is widened to float32 as it is
+// read and everything after is the float32 kernel's arithmetic, so the bfloat16
+// kernel gives the float32 kernel's bits on the widened inputs. Scores, statistics,
+// outputs and gradients (and `dout`) are float32.
 
 #define TILE 128
 #define MAX_HEAD_DIM 256
@@ -13,9 +19,10 @@ __device__ __forceinline__ bool sees(i64 pos, i64 s, i64 causal, i64 window) {
     return s <= pos && (window <= 0 || pos - s < window);
 }
 
-__device__ __forceinline__ float dot(const float* a, const float* b, i64 n) {
+template <typename A, typename B>
+__device__ __forceinline__ float dot(const A* a, const B* b, i64 n) {
     float acc = 0.0f;
-    for (i64 d = 0; d < n; ++d) acc += a[d] * b[d];
+    for (i64 d = 0; d < n; ++d) acc += ld(a, d) * ld(b, d);
     return acc;
 }
 
@@ -40,7 +47,8 @@ __device__ __forceinline__ i64 key_row(const KeyRows& r, i64 p, i64* bad, i64 ba
 
 // One query row over keys 0..len of `rows` (key row stride hkv * dh): writes
 // out[dh] and returns (max, sum) in stats. Shared: qs, acc (MAX_HEAD_DIM), ps, scratch.
-__device__ void attend_row(const float* qrow, const float* k, const float* v, float* orow, const KeyRows& rows,
+template <typename T>
+__device__ void attend_row(const T* qrow, const T* k, const T* v, float* orow, const KeyRows& rows,
                            i64 len, i64 pos, i64 causal, i64 window, i64 hkv, i64 g, i64 dh, float scale,
                            float* stats, i64* bad, i64 bad_at) {
     __shared__ float qs[MAX_HEAD_DIM];
@@ -49,7 +57,7 @@ __device__ void attend_row(const float* qrow, const float* k, const float* v, fl
     __shared__ i64 krow[TILE];
     __shared__ float fscratch[TILE];
     __shared__ double dscratch[TILE];
-    for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { qs[d] = qrow[d]; acc[d] = 0.0f; }
+    for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { qs[d] = ld(qrow, d); acc[d] = 0.0f; }
     __syncthreads();
     float m = NEG_INF;
     double l = 0.0;
@@ -72,7 +80,7 @@ __device__ void attend_row(const float* qrow, const float* k, const float* v, fl
         for (i64 d = threadIdx.x; d < dh; d += blockDim.x) {
             float a = acc[d] * alpha;
             for (i64 j = 0; j < (i64)blockDim.x && s0 + j < len; ++j) {
-                if (ps[j] != 0.0f) a += ps[j] * v[(krow[j] * hkv + g) * dh + d];
+                if (ps[j] != 0.0f) a += ps[j] * ld(v, (krow[j] * hkv + g) * dh + d);
             }
             acc[d] = a;
         }
@@ -87,14 +95,15 @@ __device__ void attend_row(const float* qrow, const float* k, const float* v, fl
 
 // Forward, materialized (probs [B, H, T, S] not null) or flash (row_max and
 // row_sum [B, H, T] not null).
-extern "C" __global__ void attention_f32(const float* q, const float* k, const float* v, float* out, float* probs,
-                                         float* row_max, float* row_sum, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv,
-                                         i64 dh, float scale, i64 causal, i64 window) {
+template <typename T>
+__device__ void attention_forward(const T* q, const T* k, const T* v, float* out, float* probs, float* row_max,
+                                  float* row_sum, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv, i64 dh, float scale,
+                                  i64 causal, i64 window) {
     i64 group = h_ / hkv;
     for (i64 row = blockIdx.x; row < b_ * h_ * t_; row += gridDim.x) {
         i64 t = row % t_, h = (row / t_) % h_, b = row / (t_ * h_);
         i64 g = h / group, pos = s_ - t_ + t;
-        const float* qrow = q + ((b * t_ + t) * h_ + h) * dh;
+        const T* qrow = q + ((b * t_ + t) * h_ + h) * dh;
         float* orow = out + ((b * t_ + t) * h_ + h) * dh;
         KeyRows rows = {b * s_, nullptr, 1, 0};
         float stats[2];
@@ -116,8 +125,9 @@ extern "C" __global__ void attention_f32(const float* q, const float* k, const f
 }
 
 // The probability of (query row, key s): saved (probs) or recomputed (flash).
+template <typename A, typename B>
 __device__ __forceinline__ float prob(const float* probs, const float* row_max, const float* row_sum, i64 row,
-                                      i64 s_, i64 s, const float* qrow, const float* krow, i64 dh, float scale) {
+                                      i64 s_, i64 s, const A* qrow, const B* krow, i64 dh, float scale) {
     if (probs) return probs[row * s_ + s];
     if (row_sum[row] <= 0.0f) return 0.0f;
     return (float)((double)expf(scale * dot(qrow, krow, dh) - row_max[row]) / (double)row_sum[row]);
@@ -125,10 +135,10 @@ __device__ __forceinline__ float prob(const float* probs, const float* row_max, 
 
 // Backward, stage 1 (one block per query row): delta = sum_s P dP and
 // dq = scale * sum_s P (dP - delta) k_s, dP = dout . v_s.
-extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, const float* k, const float* v,
-                                            const float* probs, const float* row_max, const float* row_sum,
-                                            float* dq, float* delta, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv,
-                                            i64 dh, float scale, i64 causal, i64 window) {
+template <typename T>
+__device__ void attention_dq(const float* dout, const T* q, const T* k, const T* v, const float* probs,
+                             const float* row_max, const float* row_sum, float* dq, float* delta, i64 b_, i64 t_,
+                             i64 s_, i64 h_, i64 hkv, i64 dh, float scale, i64 causal, i64 window) {
     __shared__ float qs[MAX_HEAD_DIM];
     __shared__ float dos[MAX_HEAD_DIM];
     __shared__ float acc[MAX_HEAD_DIM];
@@ -139,12 +149,12 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
         i64 t = row % t_, h = (row / t_) % h_, b = row / (t_ * h_);
         i64 g = h / group, pos = s_ - t_ + t;
         i64 at = ((b * t_ + t) * h_ + h) * dh;
-        for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { qs[d] = q[at + d]; dos[d] = dout[at + d]; acc[d] = 0.0f; }
+        for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { qs[d] = ld(q, at + d); dos[d] = dout[at + d]; acc[d] = 0.0f; }
         __syncthreads();
         double part = 0.0;
         for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
             if (!sees(pos, s, causal, window)) continue;
-            const float* kr = k + ((b * s_ + s) * hkv + g) * dh;
+            const T* kr = k + ((b * s_ + s) * hkv + g) * dh;
             float p = prob(probs, row_max, row_sum, row, s_, s, qs, kr, dh, scale);
             part += (double)p * (double)dot(dos, v + ((b * s_ + s) * hkv + g) * dh, dh);
         }
@@ -153,7 +163,7 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
             i64 s = s0 + threadIdx.x;
             float ds = 0.0f;
             if (s < s_ && sees(pos, s, causal, window)) {
-                const float* kr = k + ((b * s_ + s) * hkv + g) * dh;
+                const T* kr = k + ((b * s_ + s) * hkv + g) * dh;
                 float p = prob(probs, row_max, row_sum, row, s_, s, qs, kr, dh, scale);
                 ds = p * (dot(dos, v + ((b * s_ + s) * hkv + g) * dh, dh) - dl);
             }
@@ -162,7 +172,7 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
             for (i64 d = threadIdx.x; d < dh; d += blockDim.x) {
                 float a = acc[d];
                 for (i64 j = 0; j < (i64)blockDim.x && s0 + j < s_; ++j) {
-                    if (dss[j] != 0.0f) a += dss[j] * k[((b * s_ + s0 + j) * hkv + g) * dh + d];
+                    if (dss[j] != 0.0f) a += dss[j] * ld(k, ((b * s_ + s0 + j) * hkv + g) * dh + d);
                 }
                 acc[d] = a;
             }
@@ -177,10 +187,11 @@ extern "C" __global__ void attention_dq_f32(const float* dout, const float* q, c
 // Backward, stage 2 (one block per key row of one key/value head): over every
 // query head of its group and every query that sees it, in order,
 // dv = sum P dout_t, dk = scale * sum P (dP - delta_t) q_t.
-extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, const float* k, const float* v,
-                                             const float* probs, const float* row_max, const float* row_sum,
-                                             const float* delta, float* dk, float* dv, i64 b_, i64 t_, i64 s_,
-                                             i64 h_, i64 hkv, i64 dh, float scale, i64 causal, i64 window) {
+template <typename T>
+__device__ void attention_dkv(const float* dout, const T* q, const T* k, const T* v, const float* probs,
+                              const float* row_max, const float* row_sum, const float* delta, float* dk, float* dv,
+                              i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv, i64 dh, float scale, i64 causal,
+                              i64 window) {
     __shared__ float ks[MAX_HEAD_DIM];
     __shared__ float vs[MAX_HEAD_DIM];
     __shared__ float dka[MAX_HEAD_DIM];
@@ -191,7 +202,7 @@ extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, 
     for (i64 key = blockIdx.x; key < b_ * hkv * s_; key += gridDim.x) {
         i64 s = key % s_, g = (key / s_) % hkv, b = key / (s_ * hkv);
         i64 at = ((b * s_ + s) * hkv + g) * dh;
-        for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { ks[d] = k[at + d]; vs[d] = v[at + d]; dka[d] = 0.0f; dva[d] = 0.0f; }
+        for (i64 d = threadIdx.x; d < dh; d += blockDim.x) { ks[d] = ld(k, at + d); vs[d] = ld(v, at + d); dka[d] = 0.0f; dva[d] = 0.0f; }
         __syncthreads();
         for (i64 h = g * group; h < (g + 1) * group; ++h) {
             for (i64 t0 = 0; t0 < t_; t0 += blockDim.x) {
@@ -211,7 +222,7 @@ extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, 
                     for (i64 j = 0; j < (i64)blockDim.x && t0 + j < t_; ++j) {
                         i64 qa = ((b * t_ + t0 + j) * h_ + h) * dh + d;
                         if (pss[j] != 0.0f) a += pss[j] * dout[qa];
-                        if (dss[j] != 0.0f) c += dss[j] * q[qa];
+                        if (dss[j] != 0.0f) c += dss[j] * ld(q, qa);
                     }
                     dva[d] = a;
                     dka[d] = c;
@@ -223,6 +234,34 @@ extern "C" __global__ void attention_dkv_f32(const float* dout, const float* q, 
         __syncthreads();
     }
 }
+
+// The entry points, one per input type.
+#define DENSE_ATTENTION(SUFFIX, T)                                                                               \
+    extern "C" __global__ void attention_##SUFFIX(const T* q, const T* k, const T* v, float* out, float* probs, \
+                                                  float* row_max, float* row_sum, i64 b_, i64 t_, i64 s_,       \
+                                                  i64 h_, i64 hkv, i64 dh, float scale, i64 causal,             \
+                                                  i64 window) {                                                 \
+        attention_forward<T>(q, k, v, out, probs, row_max, row_sum, b_, t_, s_, h_, hkv, dh, scale, causal,    \
+                             window);                                                                           \
+    }                                                                                                           \
+    extern "C" __global__ void attention_dq_##SUFFIX(const float* dout, const T* q, const T* k, const T* v,     \
+                                                     const float* probs, const float* row_max,                  \
+                                                     const float* row_sum, float* dq, float* delta, i64 b_,     \
+                                                     i64 t_, i64 s_, i64 h_, i64 hkv, i64 dh, float scale,      \
+                                                     i64 causal, i64 window) {                                  \
+        attention_dq<T>(dout, q, k, v, probs, row_max, row_sum, dq, delta, b_, t_, s_, h_, hkv, dh, scale,     \
+                        causal, window);                                                                        \
+    }                                                                                                           \
+    extern "C" __global__ void attention_dkv_##SUFFIX(const float* dout, const T* q, const T* k, const T* v,    \
+                                                      const float* probs, const float* row_max,                 \
+                                                      const float* row_sum, const float* delta, float* dk,      \
+                                                      float* dv, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv,       \
+                                                      i64 dh, float scale, i64 causal, i64 window) {            \
+        attention_dkv<T>(dout, q, k, v, probs, row_max, row_sum, delta, dk, dv, b_, t_, s_, h_, hkv, dh,       \
+                         scale, causal, window);                                                                \
+    }
+DENSE_ATTENTION(f32, float)
+DENSE_ATTENTION(bf16, bf16)
 
 // Ragged (packed) sequences, contiguous (varlen) or paged keys and values:
 // q and out [N, H, Dh]; meta [N, 4] per query row = (sequence, first key row,

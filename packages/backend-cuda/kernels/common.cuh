@@ -23,15 +23,21 @@ __device__ __forceinline__ float bf16_to_f32(bf16 x) {
     return __uint_as_float(((unsigned int)x) << 16);
 }
 
-// Round to nearest even, NaN kept quiet (as ml_dtypes and torch do).
+// Round to nearest, ties to even (past the largest finite value: infinity); a NaN
+// becomes the quiet NaN of its sign, 0x7fc0 or 0xffc0: the bits ml_dtypes gives.
 __device__ __forceinline__ bf16 f32_to_bf16(float f) {
     unsigned int u = __float_as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (bf16)((u >> 16) | 0x0040u);
+        return (bf16)(((u >> 16) & 0x8000u) | 0x7fc0u);
     }
     u += 0x7fffu + ((u >> 16) & 1u);
     return (bf16)(u >> 16);
 }
+
+// An element read as float32: the value itself, or a bfloat16 widened (exact).
+// Kernels templated on their input type read every operand through these.
+__device__ __forceinline__ float ld(const float* p, i64 i) { return p[i]; }
+__device__ __forceinline__ float ld(const bf16* p, i64 i) { return bf16_to_f32(p[i]); }
 
 // The flat offset of element `linear` of a tensor of shape `shape` (ndim axes)
 // read through `strides` (0 on broadcast axes).

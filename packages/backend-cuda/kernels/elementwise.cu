@@ -1,6 +1,8 @@
 // Elementwise kernels: unary ops, broadcasting binary ops and comparisons,
 // where, and dtype conversions. Op codes are the positions in the lists the
-// Python side keeps (riftco.backends.cuda.ops.elementwise).
+// Python side keeps (riftco.backends.cuda.ops.base). bfloat16 operands are
+// widened to float32 (exactly), the float32 function computed as the float32
+// kernel computes it, and the result rounded once to bfloat16.
 
 // neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu
 __device__ __forceinline__ float unary_op(i64 op, float x) {
@@ -26,6 +28,10 @@ __device__ __forceinline__ float unary_op(i64 op, float x) {
 
 extern "C" __global__ void unary_f32(const float* x, float* y, i64 n, i64 op) {
     FOR_EACH(i, n) y[i] = unary_op(op, x[i]);
+}
+
+extern "C" __global__ void unary_bf16(const bf16* x, bf16* y, i64 n, i64 op) {
+    FOR_EACH(i, n) y[i] = f32_to_bf16(unary_op(op, bf16_to_f32(x[i])));
 }
 
 extern "C" __global__ void unary_i64(const i64* x, i64* y, i64 n, i64 op) {
@@ -71,6 +77,14 @@ extern "C" __global__ void binary_f32(const float* a, const float* b, float* out
     }
 }
 
+extern "C" __global__ void binary_bf16(const bf16* a, const bf16* b, bf16* out, i64 n, i64 op,
+                                       Dims shape, Dims sa, Dims sb, i64 ndim) {
+    FOR_EACH(i, n) {
+        float x = ld(a, strided_offset(i, shape, sa, ndim)), y = ld(b, strided_offset(i, shape, sb, ndim));
+        out[i] = f32_to_bf16(binary_f32_op(op, x, y));
+    }
+}
+
 extern "C" __global__ void binary_i64(const i64* a, const i64* b, i64* out, i64 n, i64 op,
                                       Dims shape, Dims sa, Dims sb, i64 ndim) {
     FOR_EACH(i, n) {
@@ -105,6 +119,15 @@ __device__ __forceinline__ unsigned char compare_op(i64 op, T a, T b) {
 COMPARE_KERNEL(compare_f32, float)
 COMPARE_KERNEL(compare_i64, i64)
 COMPARE_KERNEL(compare_u8, unsigned char)
+
+// bfloat16 operands compare as their float32 values (a NaN is unequal to all).
+extern "C" __global__ void compare_bf16(const bf16* a, const bf16* b, unsigned char* out, i64 n, i64 op,
+                                        Dims shape, Dims sa, Dims sb, i64 ndim) {
+    FOR_EACH(i, n) {
+        out[i] = compare_op<float>(op, ld(a, strided_offset(i, shape, sa, ndim)),
+                                   ld(b, strided_offset(i, shape, sb, ndim)));
+    }
+}
 
 // where, by element size (the values are copied, never interpreted).
 #define WHERE_KERNEL(NAME, T)                                                                    \

@@ -2,6 +2,11 @@
 (``_native.Buffer``, tagged with its dtype), every op enqueues CUDA kernels (or
 cuBLAS) on the device's one stream, and the host waits only when it reads:
 ``to_numpy``, an index check, the Adam finiteness flag.
+
+bfloat16 (backend API 1.5) is stored as its bits: matmul and dense attention read
+it with float32 arithmetic and float32 results, elementwise ops compute in float32
+and round once, layout ops copy it, and the float32-only kernels refuse it with a
+``DTypeError`` (``CudaDTypeError``), as the CPU backend does.
 """
 
 from __future__ import annotations
@@ -15,11 +20,12 @@ from riftco.backends.cuda.ops.launch import Launcher
 from riftco.backends.cuda.ops.nn import NnOps
 from riftco.backends.cuda.ops.optim import OptimOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
-from riftco.tensor import Backend, CapabilityMissing
+from riftco.tensor import BASE_DTYPES, Backend, CapabilityMissing, DType
 from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
 
-#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION);
-#: 1.6's block-layout weights are riftco-tensor's ``ComposedBlockOps`` over the ops here.
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
+#: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights are riftco-tensor's
+#: ``ComposedBlockOps`` over the ops here.
 API_VERSION = (1, 6)
 
 
@@ -34,6 +40,8 @@ class CudaBackend(
     #: auto's ranking among accelerators: a dedicated GPU backend ranks above a
     #: PJRT device (tpu is 100).
     priority = 200
+    #: Storage dtypes (API 1.5): the base four and bfloat16.
+    dtypes = BASE_DTYPES | {DType.bfloat16}
 
     def __init__(self, device: _native.Device, libraries: dict[str, LibrarySearch]):
         self.device = device

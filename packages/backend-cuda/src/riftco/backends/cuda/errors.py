@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from riftco.tensor.errors import KernelError
+from riftco.tensor.errors import DTypeError, KernelError
 
 
 class CudaError(KernelError):
@@ -10,4 +10,10 @@ class CudaError(KernelError):
     of range, or an operand is outside what the backend supports."""
 
 
-__all__ = ["CudaError"]
+class CudaDTypeError(CudaError, DTypeError):
+    """An operand of a dtype the kernel does not take (bfloat16 where only float32
+    is read): a ``DTypeError``, as riftco-tensor and the CPU backend refuse it, and a
+    ``CudaError``."""
+
+
+__all__ = ["CudaDTypeError", "CudaError"]

@@ -1,5 +1,9 @@
 """Attention: materialized and flash (forward and backward), and the ragged
-packed forms used by decoding (contiguous varlen and paged key/value caches)."""
+packed forms used by decoding (contiguous varlen and paged key/value caches).
+
+The dense forms take q, k and v all float32 or all bfloat16 (a kernel per input
+type, reading bfloat16 widened to float32); scores, statistics, outputs and
+gradients are float32. Decoding attention reads float32 only."""
 
 from __future__ import annotations
 
@@ -8,16 +12,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from riftco.backends.cuda import _native
-from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import Launcher, kernel
+from riftco.backends.cuda.errors import CudaDTypeError, CudaError
+from riftco.backends.cuda.ops.launch import Launcher, float32_only, kernel
 from riftco.tensor.backend import Shape
 
 #: The largest head dimension the kernels hold in shared memory.
 MAX_HEAD_DIM = 256
 
-_FORWARD = kernel("attention", "attention_f32")
-_DQ = kernel("attention", "attention_dq_f32")
-_DKV = kernel("attention", "attention_dkv_f32")
+#: The dense kernels (forward, dq, dk and dv) by the dtype of q, k and v.
+_SUFFIX = {"float32": "f32", "bfloat16": "bf16"}
+_FORWARD = {t: kernel("attention", f"attention_{s}") for t, s in _SUFFIX.items()}
+_DQ = {t: kernel("attention", f"attention_dq_{s}") for t, s in _SUFFIX.items()}
+_DKV = {t: kernel("attention", f"attention_dkv_{s}") for t, s in _SUFFIX.items()}
 _RAGGED = kernel("attention", "attention_ragged_f32")
 
 
@@ -36,18 +42,29 @@ def _dims(q_shape: Shape, kv_shape: Shape) -> tuple[int, int, int, int, int, int
     return b, t, s, h, hkv, dh
 
 
+def _input_type(op: str, q, k, v) -> str:
+    """The one dtype of q, k and v: float32 or bfloat16."""
+    types = (q.dtype, k.dtype, v.dtype)
+    if types[0] not in _SUFFIX or len(set(types)) != 1:
+        raise CudaDTypeError(
+            f"{op} on cuda takes q, k and v all float32 or all bfloat16, found {', '.join(types)}"
+        )
+    return types[0]
+
+
 class AttentionOps:
     kernels: Launcher
     device: _native.Device
 
     def _forward(self, q, k, v, q_shape, kv_shape, scale, causal, window, materialized: bool):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
+        dtype = _input_type("attention", q, k, v)
         out = self.kernels.alloc(q_shape, "float32")
         probs = self.kernels.alloc((b, h, t, s), "float32") if materialized else None
         row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
         row_sum = None if materialized else self.kernels.alloc((b, h, t), "float32")
         self.kernels.rows(
-            _FORWARD,
+            _FORWARD[dtype],
             b * h * t,
             [
                 q,
@@ -85,16 +102,21 @@ class AttentionOps:
         self, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window
     ):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
+        dtype = _input_type("attention_backward", q, k, v)
+        float32_only("attention_backward", dout, probs, row_max, row_sum)
         dq = self.kernels.alloc(q_shape, "float32")
         dk = self.kernels.alloc(kv_shape, "float32")
         dv = self.kernels.alloc(kv_shape, "float32")
         delta = self.kernels.alloc((b, h, t), "float32")
         common = [b, t, s, h, hkv, dh, float(scale), int(causal), int(window)]
         self.kernels.rows(
-            _DQ, b * h * t, [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common], tiled=True
+            _DQ[dtype],
+            b * h * t,
+            [dout, q, k, v, probs, row_max, row_sum, dq, delta, *common],
+            tiled=True,
         )
         self.kernels.rows(
-            _DKV,
+            _DKV[dtype],
             b * hkv * s,
             [dout, q, k, v, probs, row_max, row_sum, delta, dk, dv, *common],
             tiled=True,
@@ -169,6 +191,7 @@ class AttentionOps:
     def attention_varlen(
         self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
     ):
+        float32_only("attention_varlen", q, k, v)
         if len(kv_shape) != 3:
             raise CudaError(f"attention_varlen: expected k, v [M, Hkv, Dh], found {list(kv_shape)}")
         meta = _meta(int(q_shape[0]), q_starts, q_counts, kv_lengths, kv_starts, int(kv_shape[0]))
@@ -189,6 +212,7 @@ class AttentionOps:
         scale,
         window,
     ):
+        float32_only("paged_attention", q, k_pages, v_pages)
         pages, page_size, hkv = (int(x) for x in pages_shape[:3])
         meta = _meta(
             int(q_shape[0]), q_starts, q_counts, kv_lengths, None, page_size * int(table_shape[1])

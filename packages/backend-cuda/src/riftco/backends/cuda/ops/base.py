@@ -1,4 +1,9 @@
-"""Storage, layout, elementwise ops, reductions, softmax and matmul."""
+"""Storage, layout, elementwise ops, reductions, softmax and matmul.
+
+bfloat16 (API 1.5): stored as its bits; layout ops and ``where`` copy them;
+elementwise ops and comparisons widen to float32 in the kernel and round results
+once to bfloat16; ``matmul`` of two bfloat16 operands is a cuBLAS product with
+float32 accumulation and a float32 result; reductions and softmax refuse it."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from riftco.backends.cuda import _native
-from riftco.backends.cuda.errors import CudaError
+from riftco.backends.cuda.errors import CudaDTypeError
 from riftco.backends.cuda.ops.launch import (
     Launcher,
     broadcast_strides,
@@ -15,6 +20,7 @@ from riftco.backends.cuda.ops.launch import (
     count,
     dims,
     element,
+    float32_only,
     itemsize,
     kernel,
     outer_inner,
@@ -30,17 +36,20 @@ COMPARE_OPS = "eq ne lt le gt ge logical_and logical_or".split()
 REDUCE_OPS = "sum mean max min sum_squares".split()
 
 _UNARY_F32 = kernel("elementwise", "unary_f32")
+_UNARY_BF16 = kernel("elementwise", "unary_bf16")
 _UNARY_I64 = kernel("elementwise", "unary_i64")
 _NOT = kernel("elementwise", "logical_not_b")
 _BINARY = {
     "float32": kernel("elementwise", "binary_f32"),
     "int64": kernel("elementwise", "binary_i64"),
+    "bfloat16": kernel("elementwise", "binary_bf16"),
 }
 _COMPARE = {
     "float32": kernel("elementwise", "compare_f32"),
     "int64": kernel("elementwise", "compare_i64"),
     "bool": kernel("elementwise", "compare_u8"),
     "uint8": kernel("elementwise", "compare_u8"),
+    "bfloat16": kernel("elementwise", "compare_bf16"),
 }
 _WHERE = sized("elementwise", "where")
 _CONVERT = kernel("elementwise", "convert")
@@ -133,10 +142,15 @@ class BaseOps:
             self.kernels.launch(_NOT, n, [x, out, n])
         elif dtype is DType.float32:
             self.kernels.launch(_UNARY_F32, n, [x, out, n, UNARY_OPS.index(op)])
+        elif dtype is DType.bfloat16:
+            self.kernels.launch(_UNARY_BF16, n, [x, out, n, UNARY_OPS.index(op)])
         elif dtype is DType.int64 and op in ("neg", "abs"):
             self.kernels.launch(_UNARY_I64, n, [x, out, n, UNARY_OPS.index(op)])
         else:
-            raise CudaError(f"unary {op!r} on cuda takes float32, found {dtype.value}")
+            raise CudaDTypeError(
+                f"unary {op!r} on cuda takes float32 or bfloat16 (int64: neg, abs), found "
+                f"{dtype.value}"
+            )
         return out
 
     def _broadcast_args(self, out_shape: Shape, *shapes: Shape) -> list:
@@ -144,7 +158,9 @@ class BaseOps:
         return [dims(merged, 1), *(dims(s, 0) for s in strides), len(merged)]
 
     def binary(self, op, a, a_shape, b, b_shape, out_shape, dtype):
-        require(f"binary {op!r}", dtype, "float32", "int64")
+        require(f"binary {op!r}", dtype, "float32", "int64", "bfloat16")
+        if dtype is DType.int64 and op in ("div", "pow"):
+            raise CudaDTypeError(f"binary {op!r} on cuda takes float32 or bfloat16, found int64")
         n = count(out_shape)
         out = self.kernels.alloc(out_shape, dtype)
         args = self._broadcast_args(out_shape, a_shape, b_shape)
@@ -152,7 +168,7 @@ class BaseOps:
         return out
 
     def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
-        require(f"compare {op!r}", dtype, "float32", "int64", "bool", "uint8")
+        require(f"compare {op!r}", dtype, "float32", "int64", "bool", "uint8", "bfloat16")
         n = count(out_shape)
         out = self.kernels.alloc(out_shape, DType.bool)
         args = self._broadcast_args(out_shape, a_shape, b_shape)
@@ -174,7 +190,7 @@ class BaseOps:
         code = REDUCE_OPS.index(op)
         if dtype is DType.int64:
             if op not in ("sum", "max", "min"):
-                raise CudaError(f"reduce {op!r} on cuda takes float32, found int64")
+                raise CudaDTypeError(f"reduce {op!r} on cuda takes float32, found int64")
             self.kernels.launch(_REDUCE_I64, outer * inner, [x, out, outer, n, inner, code])
         else:
             require(f"reduce {op!r}", dtype, "float32")
@@ -192,6 +208,7 @@ class BaseOps:
         return out
 
     def softmax(self, x, shape, causal, log):
+        float32_only("softmax", x)
         s = int(shape[-1]) if shape else 1
         t = int(shape[-2]) if len(shape) >= 2 else 1
         rows = count(shape[:-1])
@@ -203,7 +220,7 @@ class BaseOps:
     def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
         dtype = a.dtype
         if dtype not in ("float32", "bfloat16") or b.dtype != dtype:
-            raise CudaError(
+            raise CudaDTypeError(
                 f"matmul on cuda takes float32 or bfloat16 operands of one dtype, found "
                 f"{a.dtype} and {b.dtype}"
             )
@@ -213,16 +230,18 @@ class BaseOps:
         batch = tuple(np.broadcast_shapes(batch_a, batch_b))
         out = self.kernels.alloc((*batch, m, n), "float32")
         if m == 0 or n == 0 or count(batch) == 0:
-            return self._as_dtype(out, (*batch, m, n), dtype)
+            return out
         size_a, size_b, size_c = m * k, k * n, m * n
         ld_a = m if transpose_a else k
         ld_b = k if transpose_b else n
         if k == 0:
             self.device.zero(out)
-            return self._as_dtype(out, (*batch, m, n), dtype)
+            return out
         plans = _batch_plan(batch_a, batch_b, batch)
         for a_first, b_first, c_first, a_step, b_step, runs in plans:
             # Column-major C^T[n, m] = op(B)^T op(A)^T: B is cuBLAS's first operand.
+            # bfloat16 operands: exact products, float32 sums, a float32 C (tensor
+            # cores where cuBLAS has them for this compute type).
             self.device.gemm(
                 dtype,
                 n,
@@ -233,12 +252,7 @@ class BaseOps:
                 (out, c_first * size_c, n, size_c, False),
                 runs,
             )
-        return self._as_dtype(out, (*batch, m, n), dtype)
-
-    def _as_dtype(self, out: _native.Buffer, shape: Shape, dtype: str) -> _native.Buffer:
-        if dtype == "float32":
-            return out
-        return self._convert(out, shape, "float32", dtype)
+        return out
 
 
 def _batch_plan(

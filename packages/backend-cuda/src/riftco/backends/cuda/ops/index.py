@@ -4,8 +4,15 @@ bad index is flagged on the device; reading the flag back is the op's one wait."
 from __future__ import annotations
 
 from riftco.backends.cuda import _native
-from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import Launcher, count, itemsize, kernel, outer_inner, sized
+from riftco.backends.cuda.ops.launch import (
+    Launcher,
+    count,
+    float32_only,
+    itemsize,
+    kernel,
+    outer_inner,
+    sized,
+)
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
 
@@ -15,11 +22,6 @@ _WRITE_ROWS = sized("index", "write_rows")
 _CHECK = kernel("index", "check_indices")
 _INDEX_ADD = kernel("index", "index_add_f32")
 _SCATTER_ADD = kernel("index", "scatter_add_f32")
-
-
-def _float32(op: str, dtype: str) -> None:
-    if dtype != "float32":
-        raise CudaError(f"{op} on cuda accumulates float32, found {dtype}")
 
 
 class IndexOps:
@@ -51,7 +53,7 @@ class IndexOps:
         return flag
 
     def index_add(self, base, shape: Shape, axis: int, indices, src, src_shape: Shape):
-        _float32("index_add", base.dtype)
+        float32_only("index_add", base, src)
         outer, n, inner = outer_inner(shape, axis)
         count_ = int(src_shape[axis])
         out = self._copy_of(base, shape, "float32")
@@ -75,7 +77,7 @@ class IndexOps:
         return out
 
     def scatter_add(self, base, shape: Shape, axis: int, indices, index_shape: Shape, src):
-        _float32("scatter_add", base.dtype)
+        float32_only("scatter_add", base, src)
         outer, n, _ = outer_inner(shape, axis)
         _, m, inner = outer_inner(index_shape, axis)
         out = self._copy_of(base, shape, "float32")

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from riftco.backends.cuda import _native
-from riftco.backends.cuda.errors import CudaError
+from riftco.backends.cuda.errors import CudaDTypeError, CudaError
 from riftco.tensor.dtypes import DType
 
 #: Threads of a block (the kernels' THREADS; attention's TILE is 128).
@@ -65,12 +65,22 @@ def itemsize(dtype: DType | str) -> int:
     return element(dtype)[0]
 
 
-def require(op: str, dtype: DType, *allowed: str) -> None:
-    if dtype.value not in allowed:
-        raise CudaError(
-            f"{op} on cuda takes {' or '.join(allowed)}, found {dtype.value} "
-            "(convert with .astype first)"
+def require(op: str, dtype: DType | str, *allowed: str) -> None:
+    """Refuse a dtype the kernels of ``op`` do not read (a ``DTypeError``)."""
+    name = dtype if isinstance(dtype, str) else dtype.value
+    if name not in allowed:
+        raise CudaDTypeError(
+            f"{op} on cuda takes {' or '.join(allowed)}, found {name} (convert with .astype first)"
         )
+
+
+def float32_only(op: str, *buffers: _native.Buffer | None) -> None:
+    """Refuse any buffer that is not float32: the norms, softmax, the loss, indexing
+    sums, Adam, decoding attention and NF4 read float32 only (mixed precision keeps
+    them there), as on the CPU."""
+    for buffer in buffers:
+        if buffer is not None:
+            require(op, buffer.dtype, "float32")
 
 
 def count(shape: Sequence[int]) -> int:

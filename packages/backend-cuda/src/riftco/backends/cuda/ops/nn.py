@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import Launcher, count, kernel
+from riftco.backends.cuda.ops.launch import Launcher, count, float32_only, kernel
 from riftco.tensor.backend import Shape
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
@@ -49,6 +49,7 @@ class NnOps:
         return out
 
     def layer_norm(self, x, shape: Shape, weight, bias, eps: float):
+        float32_only("layer_norm", x, weight, bias)
         rows, d = _rows(shape)
         y = self.kernels.alloc(shape, "float32")
         mean = self.kernels.alloc(shape[:-1], "float32")
@@ -73,6 +74,7 @@ class NnOps:
         return y, mean, rstd
 
     def layer_norm_backward(self, dy, x, shape: Shape, weight, mean, rstd, with_bias: bool):
+        float32_only("layer_norm_backward", dy, x, weight, mean, rstd)
         rows, d = _rows(shape)
         dx = self.kernels.alloc(shape, "float32")
         self.kernels.rows(
@@ -83,6 +85,7 @@ class NnOps:
         return dx, dw, db
 
     def rms_norm(self, x, shape: Shape, weight, eps: float):
+        float32_only("rms_norm", x, weight)
         rows, d = _rows(shape)
         y = self.kernels.alloc(shape, "float32")
         rstd = self.kernels.alloc(shape[:-1], "float32")
@@ -92,6 +95,7 @@ class NnOps:
         return y, rstd
 
     def rms_norm_backward(self, dy, x, shape: Shape, weight, rstd):
+        float32_only("rms_norm_backward", dy, x, weight, rstd)
         rows, d = _rows(shape)
         dx = self.kernels.alloc(shape, "float32")
         self.kernels.rows(
@@ -101,6 +105,7 @@ class NnOps:
         return dx, dw
 
     def activation_backward(self, op: str, x, dy, shape: Shape):
+        float32_only("activation_backward", x, dy)
         if op not in ACTIVATIONS:
             raise CudaError(
                 f"activation_backward on cuda has {', '.join(ACTIVATIONS)}, found {op!r}"
@@ -111,6 +116,7 @@ class NnOps:
         return dx
 
     def cross_entropy(self, logits, shape: Shape, targets, ignore_index: int):
+        float32_only("cross_entropy", logits)
         rows, classes = int(shape[0]), int(shape[1])
         losses = self.kernels.alloc((rows,), "float32")
         lse = self.kernels.alloc((rows,), "float32")
@@ -130,6 +136,7 @@ class NnOps:
         return losses, lse
 
     def cross_entropy_backward(self, logits, shape: Shape, targets, lse, grad, ignore_index: int):
+        float32_only("cross_entropy_backward", logits, lse, grad)
         rows, classes = int(shape[0]), int(shape[1])
         dlogits = self.kernels.alloc(shape, "float32")
         self.kernels.launch(
@@ -140,6 +147,7 @@ class NnOps:
         return dlogits
 
     def rotary(self, x, shape: Shape, positions, theta: float, inverse: bool):
+        float32_only("rotary", x)
         rows, heads, dh = count(shape[:-2]), int(shape[-2]), int(shape[-1])
         flag = self.kernels.flag()
         self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])

@@ -9,7 +9,7 @@ import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import MAX_BLOCKS, Launcher, kernel
+from riftco.backends.cuda.ops.launch import MAX_BLOCKS, Launcher, float32_only, kernel
 
 _CHECK = kernel("optim", "adam_check")
 _FIRST_BAD = kernel("optim", "adam_first_bad")
@@ -92,6 +92,7 @@ class OptimOps:
                     f"adam_update: parameter {i} of {size} elements needs {expected} moment "
                     f"pages of {page_size}, found {len(pages_m)} and {len(pages_v)}"
                 )
+            float32_only("adam_update", params[i], grads[i], *pages_m, *pages_v)
             for buf in (params[i], grads[i]):
                 if buf.nbytes < 4 * size:
                     raise CudaError(f"adam_update: parameter {i} holds fewer than {size} elements")

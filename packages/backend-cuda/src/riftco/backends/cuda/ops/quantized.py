@@ -1,10 +1,11 @@
 """NF4 quantized weights: dequantize, and the linear layer forward and backward
-with the weight decoded inside the kernel."""
+with the weight decoded inside the kernel. Inputs and gradients are float32 only
+(a bfloat16 one is refused with a DTypeError)."""
 
 from __future__ import annotations
 
 from riftco.backends.cuda import _native
-from riftco.backends.cuda.ops.launch import Launcher, count, kernel
+from riftco.backends.cuda.ops.launch import Launcher, count, float32_only, kernel
 from riftco.tensor.backend import Shape
 
 _DEQUANTIZE = kernel("nf4", "nf4_dequantize_f32")
@@ -38,6 +39,7 @@ class QuantizedOps:
         block_size: int,
         bias,
     ):
+        float32_only("nf4_linear", x, bias)
         rows, cols = int(w_shape[0]), int(w_shape[1])
         m = count(x_shape[:-1])
         y = self.kernels.alloc((*x_shape[:-1], rows), "float32")
@@ -59,6 +61,7 @@ class QuantizedOps:
         w_shape: Shape,
         block_size: int,
     ):
+        float32_only("nf4_linear_backward", dy)
         rows, cols = int(w_shape[0]), int(w_shape[1])
         m = count(dy_shape[:-1])
         dx = self.kernels.alloc((*dy_shape[:-1], cols), "float32")
