@@ -27,12 +27,16 @@ from riftco.backends.metal.runtime import Runtime, Storage
 from riftco.tensor import Backend, CapabilityMissing
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
+from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
 
-#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION).
-API_VERSION = (1, 4)
+#: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
+#: through 1.4 as WGSL kernels; 1.5 is bfloat16, which WGSL cannot hold (``dtypes``
+#: stays the base set); 1.6's llama.cpp block-layout weights are riftco-tensor's
+#: ``ComposedBlockOps`` over the kernels here.
+API_VERSION = (1, 6)
 
 
-class WgpuBackend(Backend):
+class WgpuBackend(ComposedBlockOps, Backend):
     """One wgpu device: an Apple GPU (``metal``) or a Vulkan adapter (``vulkan``)."""
 
     api_version = API_VERSION
