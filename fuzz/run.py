@@ -1,7 +1,7 @@
 """Run every harness (or those named) for a fixed time each, under a memory cap and
 a time limit, and report the executions each made.
 
-    python fuzz/run.py [--seconds 30] [--memory-mb 2048] [--per-input 10] [HARNESS ...]
+    python fuzz/run.py [--seconds 30] [--memory-mb 2048] [--per-input 10] [--seed 0] [HARNESS ...]
 
 The seeds come from make_corpus.py (run first); the inputs a harness finds go to
 build/fuzz/corpus/<harness>/, a crashing input to build/fuzz/findings/. The child
@@ -41,7 +41,9 @@ def _limit(address_mb: int):
     return apply
 
 
-def run_one(name: str, seconds: int, memory_mb: int, per_input: int) -> tuple[int, int, float]:
+def run_one(
+    name: str, seconds: int, memory_mb: int, per_input: int, seed: int
+) -> tuple[int, int, float]:
     """(exit status, executions, wall seconds) of one harness's run."""
     corpus = WORK / "corpus" / name
     corpus.mkdir(parents=True, exist_ok=True)
@@ -58,6 +60,7 @@ def run_one(name: str, seconds: int, memory_mb: int, per_input: int) -> tuple[in
         f"-rss_limit_mb={memory_mb}",
         f"-malloc_limit_mb={memory_mb}",
         "-print_final_stats=1",
+        f"-seed={seed}",
         f"-artifact_prefix={findings}/{name}-",
     ]
     env = dict(os.environ, RAYON_NUM_THREADS="1", PYTHONPATH=str(HERE), MPLBACKEND="Agg")
@@ -92,6 +95,13 @@ def main() -> int:
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--per-input", type=int, default=10, help="seconds one input may take")
     parser.add_argument("--fresh", action="store_true", help="drop inputs found by earlier runs")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="libFuzzer's random seed (0: a new one each run; the short pass in make test "
+        "fixes one, so that it explores the same way each time)",
+    )
     args = parser.parse_args()
     if args.fresh:
         shutil.rmtree(WORK / "corpus", ignore_errors=True)
@@ -99,7 +109,9 @@ def main() -> int:
         subprocess.run([sys.executable, str(HERE / "make_corpus.py"), str(WORK)], check=True)
     failed = []
     for name in args.harnesses or HARNESSES:
-        status, executions, elapsed = run_one(name, args.seconds, args.memory_mb, args.per_input)
+        status, executions, elapsed = run_one(
+            name, args.seconds, args.memory_mb, args.per_input, args.seed
+        )
         verdict = "ok" if status == 0 else "FOUND SOMETHING"
         print(f"{name:16} {executions:>9} executions in {elapsed:6.1f} s  {verdict}", flush=True)
         if status != 0:

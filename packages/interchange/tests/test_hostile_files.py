@@ -244,6 +244,8 @@ def test_bundle_with_a_huge_context_length_is_refused_before_building(
         ("n_embd", "8"),
         ("activation_function", ["gelu"]),
         ("scale_attn_weights", 1),
+        ("architectures", 6),  # found by the hf_directory fuzzer
+        ("architectures", [["GPT2LMHeadModel"]]),
     ],
 )
 def test_gpt2_config_fields_are_type_checked(tmp_path, random_arrays, key, value):

@@ -226,6 +226,10 @@ def _shards(folder: Path, index: Mapping[str, Any]) -> list[Path]:
 def _kind(config: Mapping[str, Any]) -> str:
     model_type = config.get("model_type")
     architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures):
+        raise ConversionError(
+            f"config.json: expected architectures as a list of names; found {architectures!r}"[:300]
+        )
     if model_type == "gpt2" or "GPT2LMHeadModel" in architectures:
         return "gpt2"
     if model_type == "llama" or "LlamaForCausalLM" in architectures:
