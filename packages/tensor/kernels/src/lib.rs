@@ -22,6 +22,7 @@ pub mod math;
 pub mod matmul;
 pub mod nf4;
 mod nf4_vector;
+pub mod decode;
 pub mod norm;
 pub mod packed;
 pub mod paged;

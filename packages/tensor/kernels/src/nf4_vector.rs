@@ -43,7 +43,7 @@ pub(crate) fn linear_vector(w: &Nf4Weight, x: &[f32], bias: Option<&[f32]>, out:
 }
 
 /// The dot product of `x` with the weight's flat elements `start .. start + x.len()`.
-fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
+pub(crate) fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.

@@ -6,6 +6,7 @@
 //! `riftco.tensor.errors.KernelError` (a `RiftcoError`).
 
 mod blockq_ops;
+mod decode_ops;
 mod convert;
 mod nf4_ops;
 mod nn_ops;
@@ -67,5 +68,6 @@ fn riftco_tensor_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     serve_ops::register(m)?;
     nf4_ops::register(m)?;
     blockq_ops::register(m)?;
+    decode_ops::register(m)?;
     ops::register(m)
 }

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 from riftco.autograd import Parameter
 from riftco.nn import functional
 from riftco.nn.attention import CausalSelfAttention
-from riftco.nn.cache import ContiguousKVCache, DecodeStep, KVCache
+from riftco.nn.cache import ContiguousKVCache, DecodeLayout, DecodeStep, KVCache
 from riftco.nn.config import PRESETS, SIZES, TransformerConfig
 from riftco.nn.errors import CacheError, ConfigError, StateDictError
 from riftco.nn.feed_forward import FeedForward, SwiGLU
@@ -76,6 +76,7 @@ __all__ = [
     "CausalSelfAttention",
     "ConfigError",
     "ContiguousKVCache",
+    "DecodeLayout",
     "DecodeStep",
     "DecoderOnlyTransformer",
     "Dropout",

@@ -63,6 +63,23 @@ class DecodeStep:
         return tuple(r + n - 1 for r, n in zip(self.row_starts, self.counts))
 
 
+@dataclass(frozen=True)
+class DecodeLayout:
+    """Where a begun step's keys and values go and are read, for whole-step decoding
+    (riftco.tensor's ``Decoder.step``): the cache row of every new token (int64
+    ``rows``), every layer's ``keys`` and ``values`` ``[rows, kv_heads, head_dim]``, each
+    sequence's length after the step, and either its first row (``starts``, contiguous)
+    or a ``page_table`` (int64 ``[S, width]``) over pages of ``page_size`` rows."""
+
+    rows: np.ndarray
+    keys: list[Tensor]
+    values: list[Tensor]
+    lengths: list[int]
+    starts: list[int] | None = None
+    page_table: np.ndarray | None = None
+    page_size: int = 0
+
+
 @runtime_checkable
 class KVCache(Protocol):
     """What a model needs from a key/value cache (see the module docstring)."""
@@ -111,6 +128,7 @@ class ContiguousKVCache:
         self.values = [rt.zeros(shape, backend=backend) for _ in range(self.layers)]
         self._backend = self.keys[0].backend if self.keys else rt.get_backend(backend)
         self._slots: dict[int, int] = {}
+        self._step_rows = np.zeros(0, np.int64)
         self._lengths: dict[int, int] = {}
         self._free = list(range(self.max_sequences - 1, -1, -1))
         self._next_id = 0
@@ -184,7 +202,13 @@ class ContiguousKVCache:
         )
         lengths = [st + n for st, n in zip(starts, counts)]
         self._step = (step, rt.from_numpy(rows, backend=self._backend), bases, lengths)
+        self._step_rows = rows
         return step
+
+    def decode_layout(self, step: DecodeStep) -> DecodeLayout:
+        """The begun ``step``'s layout, for whole-step decoding (see `DecodeLayout`)."""
+        _, bases, lengths = self._current(step)
+        return DecodeLayout(self._step_rows, self.keys, self.values, lengths, starts=bases)
 
     def _current(self, step: DecodeStep) -> tuple[Tensor, list[int], list[int]]:
         if self._step is None or self._step[0] is not step:
@@ -219,4 +243,4 @@ class ContiguousKVCache:
         self._step = None
 
 
-__all__ = ["ContiguousKVCache", "DecodeStep", "KVCache"]
+__all__ = ["ContiguousKVCache", "DecodeLayout", "DecodeStep", "KVCache"]

@@ -24,6 +24,17 @@ class LoadResult:
     unexpected: list[str] = field(default_factory=list)
 
 
+#: Bumped whenever any module's attributes, parameters, buffers or children change
+#: (what a compiled form of a model, such as its whole-step decoder, depends on).
+_EPOCH = [0]
+
+
+def structure_epoch() -> int:
+    """A counter that changes whenever a module anywhere gains, loses or replaces an
+    attribute, parameter, buffer or child (values written in place do not count)."""
+    return _EPOCH[0]
+
+
 class Module:
     """Base class of every layer. Assigning a ``Parameter``, a ``Module`` or (for a name
     registered with :meth:`register_buffer`) a ``Tensor`` to an attribute registers it,
@@ -45,6 +56,7 @@ class Module:
 
     # -- registration -----------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
+        _EPOCH[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
         if params is None:
@@ -82,6 +94,7 @@ class Module:
         object.__delattr__(self, name)
 
     def _forget(self, name: str) -> None:
+        _EPOCH[0] += 1
         d = self.__dict__
         d["_parameters"].pop(name, None)
         d["_modules"].pop(name, None)
@@ -215,6 +228,7 @@ class Module:
         for m, name, value in buffers:
             m._buffers[name] = value
             object.__setattr__(m, name, value)
+        _EPOCH[0] += 1
         return self
 
     # -- modes and calls --------------------------------------------------------
@@ -333,4 +347,11 @@ class ParameterList(Module):
         return ", ".join(str(p.shape) for p in self)
 
 
-__all__ = ["LoadResult", "Module", "ModuleList", "Parameter", "ParameterList"]
+__all__ = [
+    "LoadResult",
+    "Module",
+    "ModuleList",
+    "Parameter",
+    "ParameterList",
+    "structure_epoch",
+]

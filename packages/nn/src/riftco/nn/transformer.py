@@ -229,21 +229,82 @@ class DecoderOnlyTransformer(Module):
         for s, n in zip(seq_ids, counts):
             self.config.check_length(cache.length(s) + n)
         with no_grad():
-            step = cache.begin(seq_ids, counts)
-            backend = self.backend
-            flat = np.fromiter((tok for seq in tokens for tok in seq), dtype=np.int64)
-            ids = rt.from_numpy(flat, backend=backend)
-            positions = rt.from_numpy(step.positions, backend=backend)
-            x = rt.embedding(self.token_embedding.weight.value, ids)
-            if self.config.positions == "learned":
-                x = x + rt.embedding(self.position_embedding.weight.value, positions)
-            for i, block in enumerate(self.blocks):
-                x = block.forward_incremental(x, positions, cache, step, i)
-            if not all_logits:
-                rows = rt.from_numpy(np.asarray(step.last_rows, dtype=np.int64), backend=backend)
-                x = rt.index_select(x, 0, rows)
-            logits = self.language_model_head(self.final_norm(x), self.token_embedding.weight)
-            cache.commit(step)
+            decoder = None if all_logits else self._whole_step_decoder(cache)
+            if decoder is None:
+                return self._forward_ops(tokens, cache, seq_ids, all_logits)
+            # A sequence's path depends on its own count alone (riftco.nn.native_decode).
+            one = [j for j, n in enumerate(counts) if n == 1]
+            more = [j for j, n in enumerate(counts) if n > 1]
+            parts = []
+            if more:
+                parts.append(
+                    (more, self._forward_ops([tokens[j] for j in more], cache,
+                                             [seq_ids[j] for j in more], False))
+                )
+            if one:
+                parts.append(
+                    (one, self._forward_native(decoder, [tokens[j][0] for j in one], cache,
+                                               [seq_ids[j] for j in one]))
+                )
+            if len(parts) == 1:
+                return parts[0][1]
+            order = [j for idx, _ in parts for j in idx]
+            where = np.argsort(np.asarray(order, dtype=np.int64), kind="stable")
+            joined = rt.concatenate([logits for _, logits in parts], axis=0)
+            return rt.index_select(joined, 0, rt.from_numpy(where, backend=self.backend))
+
+    def _whole_step_decoder(self, cache: KVCache) -> Any:
+        if not hasattr(cache, "decode_layout"):
+            return None
+        from riftco.nn.native_decode import decoder_for
+
+        return decoder_for(self)
+
+    def _forward_native(
+        self, decoder: Any, tokens: list[int], cache: KVCache, seq_ids: list[int]
+    ) -> Tensor:
+        step = cache.begin(seq_ids, [1] * len(seq_ids))
+        layout = cache.decode_layout(step)  # type: ignore[attr-defined]
+        n = len(tokens)
+        logits = decoder.step(
+            tokens,
+            step.positions,
+            layout.rows,
+            layout.keys,
+            layout.values,
+            range(n),
+            range(n),
+            [1] * n,
+            layout.lengths,
+            kv_starts=layout.starts,
+            page_table=layout.page_table,
+            page_size=layout.page_size,
+        )
+        cache.commit(step)
+        return logits
+
+    def _forward_ops(
+        self,
+        tokens: Sequence[Sequence[int]],
+        cache: KVCache,
+        seq_ids: Sequence[int],
+        all_logits: bool,
+    ) -> Tensor:
+        step = cache.begin(seq_ids, [len(t) for t in tokens])
+        backend = self.backend
+        flat = np.fromiter((tok for seq in tokens for tok in seq), dtype=np.int64)
+        ids = rt.from_numpy(flat, backend=backend)
+        positions = rt.from_numpy(step.positions, backend=backend)
+        x = rt.embedding(self.token_embedding.weight.value, ids)
+        if self.config.positions == "learned":
+            x = x + rt.embedding(self.position_embedding.weight.value, positions)
+        for i, block in enumerate(self.blocks):
+            x = block.forward_incremental(x, positions, cache, step, i)
+        if not all_logits:
+            rows = rt.from_numpy(np.asarray(step.last_rows, dtype=np.int64), backend=backend)
+            x = rt.index_select(x, 0, rows)
+        logits = self.language_model_head(self.final_norm(x), self.token_embedding.weight)
+        cache.commit(step)
         return logits
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import riftco.tensor as rt
-from riftco.nn import DecodeStep, TransformerConfig
+from riftco.nn import DecodeLayout, DecodeStep, TransformerConfig
 from riftco.serve.errors import CacheError, PoolExhausted
 from riftco.serve.page_allocator import PageAllocator, PrefixKey, prefix_keys
 from riftco.serve.paged_attention import dispatch
@@ -43,6 +43,8 @@ class _Staged:
     rows: Tensor  # pool row of every new token
     table: Tensor  # [S, max_pages] page tables of the step's sequences
     lengths: list[int]
+    row_array: np.ndarray  # rows and table as numpy, for whole-step decoding
+    table_array: np.ndarray
     leased: list[tuple[int, int, bool]]  # (seq_id, page, taken from its reservation)
 
 
@@ -207,7 +209,7 @@ class PagedKVCachePool:
 
     def _step_tensors(
         self, seqs: list[_Sequence], counts: tuple[int, ...]
-    ) -> tuple[Tensor, Tensor, list[int]]:
+    ) -> tuple[Tensor, Tensor, list[int], np.ndarray, np.ndarray]:
         ps = self.page_size
         rows = []
         for seq, n in zip(seqs, counts):
@@ -220,10 +222,13 @@ class PagedKVCachePool:
             table[j, : len(seq.pages)] = seq.pages
         lengths = [seq.length + n for seq, n in zip(seqs, counts)]
         b = self._backend
+        flat = np.concatenate(rows)
         return (
-            rt.from_numpy(np.concatenate(rows), backend=b),
+            rt.from_numpy(flat, backend=b),
             rt.from_numpy(table, backend=b),
             lengths,
+            flat,
+            table,
         )
 
     def _current(self, step: DecodeStep) -> _Staged:
@@ -271,6 +276,19 @@ class PagedKVCachePool:
             staged.lengths,
             scale=scale,
             window=window,
+        )
+
+    def decode_layout(self, step: DecodeStep) -> DecodeLayout:
+        """The begun ``step``'s layout, for whole-step decoding (riftco.nn's
+        ``DecodeLayout``): the pools as rows, the page table and the page size."""
+        staged = self._current(step)
+        return DecodeLayout(
+            staged.row_array,
+            self.keys,
+            self.values,
+            staged.lengths,
+            page_table=staged.table_array,
+            page_size=self.page_size,
         )
 
     def commit(self, step: DecodeStep) -> None:

@@ -50,6 +50,7 @@ from riftco.tensor.errors import (
     UnknownCapability,
 )
 from riftco.tensor.ops.blockquant import *  # noqa: F403
+from riftco.tensor.ops.decode import *  # noqa: F403
 from riftco.tensor.ops.elementwise import *  # noqa: F403
 from riftco.tensor.ops.fused import *  # noqa: F403
 from riftco.tensor.ops.indexing import *  # noqa: F403
@@ -125,6 +126,7 @@ __all__ = [
     "zeros_like",
 ]
 __all__ += ops.blockquant.__all__
+__all__ += ops.decode.__all__
 __all__ += ops.elementwise.__all__
 __all__ += ops.fused.__all__
 __all__ += ops.indexing.__all__

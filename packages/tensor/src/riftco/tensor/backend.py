@@ -32,7 +32,7 @@ from riftco.tensor.errors import CapabilityMissing, DTypeError
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 6)
+BACKEND_API_VERSION = (1, 7)
 
 Storage = Any
 Shape = tuple[int, ...]
@@ -58,6 +58,7 @@ CAPABILITIES.update(
 CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
+CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).
@@ -618,6 +619,21 @@ class Backend:
         """``x [..., cols] @ W^T (+ bias [rows])`` -> ``[..., rows]`` without a float32
         copy of the weight (Q8_0 / Q4_0 may quantize ``x`` to 8 bits per block of 32)."""
         raise self._missing("block_linear")
+
+    # -- whole-step decoding (API 1.7) --------------------------------------------------
+    # riftco.tensor.ops.decode documents the step; its DecodeSpec and DecodeBatch name
+    # storage handles of this backend, already checked against each other's shapes.
+    def decode_program(self, spec: Any) -> Any:
+        """Compile a ``DecodeSpec`` into an opaque program for :meth:`decode_step`; it may
+        read the weight storages in place (it must keep them alive)."""
+        raise self._missing("decode_program")
+
+    def decode_step(self, program: Any, batch: Any) -> Storage:
+        """Run one ``DecodeBatch`` through ``program``: write each new token's keys and
+        values at its cache row, return the logits ``[len(logit_rows), vocab]``. Each
+        row's logits must not depend on the other rows of the batch or the thread count
+        (a backend without that guarantee should not implement this)."""
+        raise self._missing("decode_step")
 
 
 @cache

@@ -290,6 +290,55 @@ class CpuBackend(Backend):
         rows, cols = w_shape
         return _native.block_linear(x, data, format, rows, cols, bias)
 
+    def decode_program(self, spec):
+        def linear(lin):
+            rows, cols = lin.shape
+            return (lin.format, rows, cols, list(lin.arrays), lin.bias, lin.block_size, lin.offset)
+
+        layers = [
+            (
+                layer.attention_norm,
+                [linear(p) for p in (layer.query, layer.key, layer.value, layer.output)],
+                layer.feed_forward_norm,
+                layer.feed_forward,
+                [linear(p) for p in layer.feed_forward_linears],
+            )
+            for layer in spec.layers
+        ]
+        return _native.DecodeProgram(
+            spec.d_model,
+            spec.vocab,
+            spec.heads,
+            spec.kv_heads,
+            spec.head_dim,
+            spec.scale,
+            spec.window,
+            spec.norm,
+            spec.eps,
+            spec.rope_theta,
+            spec.token_embedding,
+            spec.position_embedding,
+            layers,
+            spec.final_norm,
+            linear(spec.head),
+        )
+
+    def decode_step(self, program, batch):
+        return program.step(
+            batch.tokens,
+            batch.positions,
+            batch.cache_rows,
+            list(batch.keys),
+            list(batch.values),
+            list(batch.logit_rows),
+            list(batch.q_starts),
+            list(batch.q_counts),
+            list(batch.kv_starts),
+            list(batch.kv_lengths),
+            batch.page_table,
+            batch.page_size,
+        )
+
 
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""

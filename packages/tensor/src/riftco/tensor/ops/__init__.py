@@ -7,6 +7,7 @@ per submodule is the only place an op is named for export.
 
 from riftco.tensor.ops import (
     blockquant,
+    decode,
     elementwise,
     fused,
     indexing,
@@ -19,6 +20,7 @@ from riftco.tensor.ops import (
 )
 from riftco.tensor.ops._common import broadcast_shapes, check_same_backend
 from riftco.tensor.ops.blockquant import *  # noqa: F403
+from riftco.tensor.ops.decode import *  # noqa: F403
 from riftco.tensor.ops.elementwise import *  # noqa: F403
 from riftco.tensor.ops.fused import *  # noqa: F403
 from riftco.tensor.ops.indexing import *  # noqa: F403
@@ -31,6 +33,7 @@ from riftco.tensor.ops.reduction import *  # noqa: F403
 
 __all__: list[str] = []
 __all__ += blockquant.__all__
+__all__ += decode.__all__
 __all__ += elementwise.__all__
 __all__ += fused.__all__
 __all__ += indexing.__all__

@@ -1,0 +1,501 @@
+//! The whole-step decoder of `riftco_kernels::decode`: a `DecodeProgram` holds
+//! a model's weights (references to the numpy arrays that store them, which it
+//! keeps alive) and runs one incremental step per call, writing keys and values
+//! into the caller's cache arrays in place.
+//!
+//! A linear arrives as `(format, rows, cols, arrays, bias, block_size, offset)`:
+//! `f32` with `[weight]`; `q8_0`, `q4_0` or `f16` with `[data]` (uint8, GGUF
+//! rows); `nf4` with `[codes, absmax]` (float32 scales) or `[codes, absmax,
+//! group_range]` (double-quantized), its block size and scale offset.
+
+use numpy::{PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use riftco_kernels::attention::{Heads, Segment};
+use riftco_kernels::blockq::{BlockFormat, BlockWeight};
+use riftco_kernels::decode::{
+    self, Attend, Batch, CacheLayer, FeedForward, Layer, Linear, Model, NormWeights, Weight,
+};
+use riftco_kernels::nf4::{Nf4Weight, Scales};
+use riftco_kernels::norm::Norm;
+use riftco_kernels::paged::{PagedLayout, PagedSegment};
+
+use crate::convert::{alloc, error, run, slice};
+
+type Array<'py> = Bound<'py, PyUntypedArray>;
+
+/// An array's data, held alive by the program (numpy never moves the data of
+/// an array that something references).
+#[derive(Debug, Clone, Copy)]
+struct Raw {
+    ptr: usize,
+    len: usize,
+}
+
+impl Raw {
+    /// # Safety
+    /// The array behind `self` holds `len` elements of `T` and is alive.
+    unsafe fn get<'a, T>(self) -> &'a [T] {
+        std::slice::from_raw_parts(self.ptr as *const T, self.len)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum RawWeight {
+    F32(Raw),
+    Block(BlockFormat, Raw),
+    Nf4 {
+        codes: Raw,
+        scales: Raw,
+        ranges: Option<Raw>,
+        offset: f32,
+        block: usize,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RawLinear {
+    weight: RawWeight,
+    rows: usize,
+    cols: usize,
+    bias: Option<Raw>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RawNorm {
+    weight: Option<Raw>,
+    bias: Option<Raw>,
+}
+
+#[derive(Debug, Clone)]
+struct RawLayer {
+    attention_norm: RawNorm,
+    qkvo: [RawLinear; 4],
+    feed_forward_norm: RawNorm,
+    /// `None`: SwiGLU (gate, up, down); else GELU (tanh or not) with expand, project.
+    gelu_tanh: Option<bool>,
+    feed_forward: Vec<RawLinear>,
+}
+
+/// The arrays a program keeps alive, and how to read them.
+struct Holder {
+    keep: Vec<Py<PyAny>>,
+}
+
+impl Holder {
+    fn take<T: numpy::Element>(&mut self, a: &Array<'_>) -> PyResult<Raw> {
+        let s = slice::<T>(a)?;
+        let raw = Raw {
+            ptr: s.as_ptr() as usize,
+            len: s.len(),
+        };
+        self.keep.push(a.clone().into_any().unbind());
+        Ok(raw)
+    }
+
+    fn opt_f32(&mut self, a: Option<&Array<'_>>) -> PyResult<Option<Raw>> {
+        a.map(|a| self.take::<f32>(a)).transpose()
+    }
+
+    fn norm(&mut self, (w, b): &NormSpec<'_>) -> PyResult<RawNorm> {
+        Ok(RawNorm {
+            weight: self.opt_f32(w.as_ref())?,
+            bias: self.opt_f32(b.as_ref())?,
+        })
+    }
+
+    fn linear(&mut self, spec: &LinearSpec<'_>) -> PyResult<RawLinear> {
+        let (format, rows, cols, arrays, bias, block, offset) = spec;
+        let weight = match (format.as_str(), arrays.as_slice()) {
+            ("f32", [w]) => RawWeight::F32(self.take::<f32>(w)?),
+            ("nf4", [codes, absmax, rest @ ..]) if rest.len() <= 1 => {
+                let codes = self.take::<u8>(codes)?;
+                let ranges = rest.first().map(|r| self.take::<f32>(r)).transpose()?;
+                let scales = if ranges.is_some() {
+                    self.take::<u8>(absmax)?
+                } else {
+                    self.take::<f32>(absmax)?
+                };
+                RawWeight::Nf4 {
+                    codes,
+                    scales,
+                    ranges,
+                    offset: *offset,
+                    block: *block,
+                }
+            }
+            (name, [data]) => {
+                let f = BlockFormat::parse(name).map_err(|e| error(e.0))?;
+                RawWeight::Block(f, self.take::<u8>(data)?)
+            }
+            (name, found) => {
+                return Err(error(format!(
+                    "DecodeProgram: a {name} linear with {} arrays",
+                    found.len()
+                )))
+            }
+        };
+        Ok(RawLinear {
+            weight,
+            rows: *rows,
+            cols: *cols,
+            bias: self.opt_f32(bias.as_ref())?,
+        })
+    }
+}
+
+type NormSpec<'py> = (Option<Array<'py>>, Option<Array<'py>>);
+type LinearSpec<'py> = (String, usize, usize, Vec<Array<'py>>, Option<Array<'py>>, usize, f32);
+type LayerSpec<'py> = (
+    NormSpec<'py>,
+    [LinearSpec<'py>; 4],
+    NormSpec<'py>,
+    String,
+    Vec<LinearSpec<'py>>,
+);
+
+/// A model compiled for whole-step decoding.
+#[pyclass(name = "DecodeProgram", module = "riftco.tensor._native", frozen)]
+pub struct DecodeProgram {
+    _keep: Vec<Py<PyAny>>,
+    d_model: usize,
+    vocab: usize,
+    heads: Heads,
+    norm: Norm,
+    eps: f32,
+    rope_theta: Option<f64>,
+    token_embedding: Raw,
+    position_embedding: Option<Raw>,
+    layers: Vec<RawLayer>,
+    final_norm: RawNorm,
+    head: RawLinear,
+}
+
+// SAFETY: the raw pointers are into arrays the program keeps alive; the program
+// only reads them.
+unsafe impl Send for DecodeProgram {}
+unsafe impl Sync for DecodeProgram {}
+
+/// # Safety
+/// `r`'s arrays are alive.
+unsafe fn linear<'a>(r: &RawLinear) -> Linear<'a> {
+    let weight = match r.weight {
+        RawWeight::F32(w) => Weight::F32(w.get()),
+        RawWeight::Block(format, data) => Weight::Block(BlockWeight {
+            format,
+            data: data.get(),
+            rows: r.rows,
+            cols: r.cols,
+        }),
+        RawWeight::Nf4 {
+            codes,
+            scales,
+            ranges,
+            offset,
+            block,
+        } => Weight::Nf4(Nf4Weight {
+            codes: codes.get(),
+            scales: match ranges {
+                Some(ranges) => Scales::Double {
+                    codes: scales.get(),
+                    ranges: ranges.get(),
+                    offset,
+                },
+                None => Scales::Plain(scales.get()),
+            },
+            rows: r.rows,
+            cols: r.cols,
+            block,
+        }),
+    };
+    Linear {
+        weight,
+        rows: r.rows,
+        cols: r.cols,
+        bias: r.bias.map(|b| b.get()),
+    }
+}
+
+/// # Safety
+/// `r`'s arrays are alive.
+unsafe fn norm<'a>(r: &RawNorm) -> NormWeights<'a> {
+    NormWeights {
+        weight: r.weight.map(|w| w.get()),
+        bias: r.bias.map(|b| b.get()),
+    }
+}
+
+impl DecodeProgram {
+    fn model(&self) -> Model<'_> {
+        // SAFETY: every Raw points into an array held in `_keep`.
+        unsafe {
+            let layers = self
+                .layers
+                .iter()
+                .map(|l| {
+                    let [q, k, v, o] = l.qkvo.map(|x| linear(&x));
+                    let ff = &l.feed_forward;
+                    let feed_forward = match l.gelu_tanh {
+                        Some(tanh) => FeedForward::Gelu {
+                            expand: linear(&ff[0]),
+                            project: linear(&ff[1]),
+                            tanh,
+                        },
+                        None => FeedForward::SwiGlu {
+                            gate: linear(&ff[0]),
+                            up: linear(&ff[1]),
+                            down: linear(&ff[2]),
+                        },
+                    };
+                    Layer {
+                        attention_norm: norm(&l.attention_norm),
+                        query: q,
+                        key: k,
+                        value: v,
+                        output: o,
+                        feed_forward_norm: norm(&l.feed_forward_norm),
+                        feed_forward,
+                    }
+                })
+                .collect();
+            Model {
+                d_model: self.d_model,
+                vocab: self.vocab,
+                heads: self.heads,
+                norm: self.norm,
+                eps: self.eps,
+                rope_theta: self.rope_theta,
+                token_embedding: self.token_embedding.get(),
+                position_embedding: self.position_embedding.map(|p| p.get()),
+                layers,
+                final_norm: norm(&self.final_norm),
+                head: linear(&self.head),
+            }
+        }
+    }
+}
+
+/// A writable, C-contiguous float32 array, borrowed for writing (numpy's borrow
+/// tracking refuses a second borrow of the same array, so caches cannot alias).
+fn writable<'py>(a: &Array<'py>, what: &str) -> PyResult<PyReadwriteArrayDyn<'py, f32>> {
+    let typed = a
+        .cast::<PyArrayDyn<f32>>()
+        .map_err(|_| error(format!("DecodeProgram: the {what} must be float32")))?;
+    match typed.try_readwrite() {
+        Ok(rw) if typed.is_c_contiguous() => Ok(rw),
+        _ => Err(error(format!(
+            "DecodeProgram: the {what} must be C-contiguous, writable and not in use twice"
+        ))),
+    }
+}
+
+#[pymethods]
+impl DecodeProgram {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (
+        d_model, vocab, heads, kv_heads, head_dim, scale, window, norm, eps, rope_theta,
+        token_embedding, position_embedding, layers, final_norm, head
+    ))]
+    fn new<'py>(
+        d_model: usize,
+        vocab: usize,
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        scale: f32,
+        window: usize,
+        norm: &str,
+        eps: f32,
+        rope_theta: Option<f64>,
+        token_embedding: Array<'py>,
+        position_embedding: Option<Array<'py>>,
+        layers: Vec<LayerSpec<'py>>,
+        final_norm: NormSpec<'py>,
+        head: LinearSpec<'py>,
+    ) -> PyResult<Self> {
+        let norm = match norm {
+            "layer" => Norm::Layer,
+            "rms" => Norm::Rms,
+            other => {
+                return Err(error(format!(
+                    "DecodeProgram: norm must be 'layer' or 'rms', found {other:?}"
+                )))
+            }
+        };
+        let mut h = Holder { keep: Vec::new() };
+        let mut raw_layers = Vec::with_capacity(layers.len());
+        for (attention_norm, qkvo, feed_forward_norm, kind, ff) in &layers {
+            let gelu_tanh = match (kind.as_str(), ff.len()) {
+                ("gelu", 2) => Some(false),
+                ("gelu_tanh", 2) => Some(true),
+                ("swiglu", 3) => None,
+                (k, n) => {
+                    return Err(error(format!(
+                        "DecodeProgram: a {k:?} feed-forward with {n} linears"
+                    )))
+                }
+            };
+            let mut lins = Vec::with_capacity(4);
+            for l in qkvo {
+                lins.push(h.linear(l)?);
+            }
+            raw_layers.push(RawLayer {
+                attention_norm: h.norm(attention_norm)?,
+                qkvo: [lins[0], lins[1], lins[2], lins[3]],
+                feed_forward_norm: h.norm(feed_forward_norm)?,
+                gelu_tanh,
+                feed_forward: ff.iter().map(|l| h.linear(l)).collect::<PyResult<_>>()?,
+            });
+        }
+        let program = DecodeProgram {
+            d_model,
+            vocab,
+            heads: Heads {
+                heads,
+                kv_heads,
+                head_dim,
+                scale,
+                causal: true,
+                window,
+            },
+            norm,
+            eps,
+            rope_theta,
+            token_embedding: h.take::<f32>(&token_embedding)?,
+            position_embedding: h.opt_f32(position_embedding.as_ref())?,
+            layers: raw_layers,
+            final_norm: h.norm(&final_norm)?,
+            head: h.linear(&head)?,
+            _keep: Vec::new(),
+        };
+        program.model().check().map_err(|e| error(e.0))?;
+        Ok(DecodeProgram {
+            _keep: h.keep,
+            ..program
+        })
+    }
+
+    /// One step: `tokens`, `positions` and `cache_rows` (int64 `[N]`), every layer's
+    /// cache `keys` and `values` (float32, written in place), the rows whose logits
+    /// come back (`[len(logit_rows), vocab]`), and the sequences: query rows
+    /// `q_starts[j]..+q_counts[j]`, keys `kv_starts[j]..+kv_lengths[j]`, or with a
+    /// `page_table` (int64 `[S, max_pages]`) its first `kv_lengths[j]` positions
+    /// through pages of `page_size`.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (
+        tokens, positions, cache_rows, keys, values, logit_rows, q_starts, q_counts,
+        kv_starts, kv_lengths, page_table=None, page_size=0
+    ))]
+    fn step<'py>(
+        &self,
+        py: Python<'py>,
+        tokens: &Array<'py>,
+        positions: &Array<'py>,
+        cache_rows: &Array<'py>,
+        keys: Vec<Array<'py>>,
+        values: Vec<Array<'py>>,
+        logit_rows: Vec<usize>,
+        q_starts: Vec<usize>,
+        q_counts: Vec<usize>,
+        kv_starts: Vec<usize>,
+        kv_lengths: Vec<usize>,
+        page_table: Option<&Array<'py>>,
+        page_size: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let s = q_starts.len();
+        if q_counts.len() != s || kv_lengths.len() != s || (page_table.is_none() && kv_starts.len() != s)
+        {
+            return Err(error("DecodeProgram.step: segment lists of different lengths"));
+        }
+        if keys.len() != values.len() {
+            return Err(error(format!(
+                "DecodeProgram.step: {} key and {} value caches",
+                keys.len(),
+                values.len()
+            )));
+        }
+        let mut guards = Vec::with_capacity(2 * keys.len());
+        for (k, v) in keys.iter().zip(&values) {
+            guards.push(writable(k, "key cache")?);
+            guards.push(writable(v, "value cache")?);
+        }
+        let mut cache = Vec::with_capacity(keys.len());
+        let mut it = guards.iter_mut();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            let (keys, values) = (k.as_slice_mut(), v.as_slice_mut());
+            cache.push(CacheLayer {
+                keys: keys.map_err(|_| error("DecodeProgram.step: a key cache is not contiguous"))?,
+                values: values
+                    .map_err(|_| error("DecodeProgram.step: a value cache is not contiguous"))?,
+            });
+        }
+        let (tokens, positions, cache_rows) = (
+            slice::<i64>(tokens)?,
+            slice::<i64>(positions)?,
+            slice::<i64>(cache_rows)?,
+        );
+        let contiguous: Vec<Segment>;
+        let paged: Vec<PagedSegment>;
+        let attend = match page_table {
+            None => {
+                contiguous = (0..s)
+                    .map(|j| Segment {
+                        q_row: q_starts[j],
+                        q_len: q_counts[j],
+                        kv_row: kv_starts[j],
+                        kv_len: kv_lengths[j],
+                    })
+                    .collect();
+                Attend::Contiguous(&contiguous)
+            }
+            Some(table) => {
+                let shape = table.shape();
+                let kv = self.heads.kv_heads * self.heads.head_dim;
+                let rows = cache.first().map_or(0, |c| c.keys.len() / kv);
+                if shape.len() != 2 || shape[0] != s || page_size == 0 || rows % page_size != 0 {
+                    return Err(error(format!(
+                        "DecodeProgram.step: a page table {shape:?} for {s} sequences and pages \
+                         of {page_size} over {rows} rows"
+                    )));
+                }
+                paged = (0..s)
+                    .map(|j| PagedSegment {
+                        q_row: q_starts[j],
+                        q_len: q_counts[j],
+                        kv_len: kv_lengths[j],
+                    })
+                    .collect();
+                Attend::Paged {
+                    layout: PagedLayout {
+                        pages: rows / page_size,
+                        page_size,
+                        max_pages: shape[1],
+                    },
+                    segments: &paged,
+                    table: slice::<i64>(table)?,
+                }
+            }
+        };
+        let batch = Batch {
+            tokens,
+            positions,
+            cache_rows,
+            attend,
+            logit_rows: &logit_rows,
+        };
+        let (out, os) = alloc::<f32>(py, &[logit_rows.len(), self.vocab]);
+        let model = self.model();
+        run(py, || decode::step(&model, &batch, &mut cache, os))?;
+        Ok(out.into_any())
+    }
+
+    /// The number of blocks.
+    #[getter]
+    fn layers(&self) -> usize {
+        self.layers.len()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<DecodeProgram>()
+}
