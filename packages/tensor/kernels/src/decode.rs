@@ -476,41 +476,69 @@ const GROUP: usize = 4;
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
 
-multiversion! {
-    /// `out[r] = w[r] . x` for the `out.len()` rows of `w` (`[rows, k]`, `k = x.len()`),
-    /// each summed as [`dot8`] sums it, `GROUP` rows at a time.
-    fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
+/// `out[r] = w[r] . x` for the `out.len()` rows of `w` (`[rows, k]`, `k = x.len()`),
+/// each summed as [`dot8`] sums it, `GROUP` rows at a time.
+fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { avx2::dot_rows_f32(w, x, out) };
+    }
+    for (r, o) in out.iter_mut().enumerate() {
+        let k = x.len();
+        *o = dot8(&w[r * k..(r + 1) * k], x);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::GROUP;
+    use crate::lanes::dot8;
+
+    /// The lanes added in order from 0, then the tail's fused multiply-adds: the
+    /// end of [`dot8`].
+    #[inline(always)]
+    unsafe fn finish(acc: __m256, row: &[f32], x: &[f32], whole: usize) -> f32 {
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
+        let mut s = 0.0f32;
+        for v in lanes {
+            s += v;
+        }
+        for (&a, &b) in row[whole..].iter().zip(&x[whole..]) {
+            s = a.mul_add(b, s);
+        }
+        s
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
         let k = x.len();
         let whole = k / 8 * 8;
-        let done = out.len() / GROUP * GROUP;
-        let mut groups = out.chunks_exact_mut(GROUP);
-        for (g, dst) in (&mut groups).enumerate() {
-            let rows: [&[f32]; GROUP] =
-                std::array::from_fn(|r| &w[(g * GROUP + r) * k..(g * GROUP + r + 1) * k]);
-            let mut lanes = [[0.0f32; 8]; GROUP];
-            for c in (0..whole).step_by(8) {
-                let xs: &[f32; 8] = x[c..c + 8].try_into().expect("eight elements");
-                for (lane, row) in lanes.iter_mut().zip(&rows) {
-                    let ws: &[f32; 8] = row[c..c + 8].try_into().expect("eight elements");
-                    for j in 0..8 {
-                        lane[j] = ws[j].mul_add(xs[j], lane[j]);
-                    }
+        assert!(w.len() >= out.len() * k);
+        let xp = x.as_ptr();
+        let groups = out.len() / GROUP;
+        for g in 0..groups {
+            let r0 = g * GROUP;
+            let p: [*const f32; GROUP] = std::array::from_fn(|r| w.as_ptr().add((r0 + r) * k));
+            let mut acc = [_mm256_setzero_ps(); GROUP];
+            let mut c = 0;
+            while c < whole {
+                let xv = _mm256_loadu_ps(xp.add(c));
+                for r in 0..GROUP {
+                    acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(p[r].add(c)), xv, acc[r]);
                 }
+                c += 8;
             }
-            for ((o, lane), row) in dst.iter_mut().zip(&lanes).zip(&rows) {
-                let mut s = 0.0f32;
-                for &v in lane {
-                    s += v;
-                }
-                for (&a, &b) in row[whole..].iter().zip(&x[whole..]) {
-                    s = a.mul_add(b, s);
-                }
-                *o = s;
+            for r in 0..GROUP {
+                let row = &w[(r0 + r) * k..(r0 + r + 1) * k];
+                out[r0 + r] = finish(acc[r], row, x, whole);
             }
         }
-        for (r, o) in groups.into_remainder().iter_mut().enumerate() {
-            let row = done + r;
-            *o = dot8(&w[row * k..(row + 1) * k], x);
+        for r in groups * GROUP..out.len() {
+            out[r] = dot8(&w[r * k..(r + 1) * k], x);
         }
     }
 }
