@@ -66,6 +66,25 @@ def test_paged_equals_contiguous_equals_full_forward(model, page_size):
     np.testing.assert_allclose(every, full_logits(model, seqs[2]), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("page_size", [4, 16])
+def test_whole_step_decoding_over_pages_equals_the_op_by_op_steps(model, page_size):
+    from riftco.nn.native_decode import decoder_for
+
+    assert decoder_for(model) is not None  # single tokens go through it
+    seqs = prompts(1)
+    runs = []
+    for whole_step in (True, False):
+        cache = PagedKVCachePool(model.config, pages=64, page_size=page_size)
+        ids = [cache.add_sequence() for _ in seqs]
+        logits = [model.forward_incremental(seqs, cache, ids).numpy()]
+        for t in range(page_size + 3):  # across a page boundary
+            feed = [[(5 * t + j) % 97] for j in range(len(seqs))]
+            step = model.forward_incremental(feed, cache, ids, whole_step=whole_step)
+            logits.append(step.numpy())
+        runs.append(np.stack(logits))
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-5, atol=1e-5)
+
+
 def test_pages_are_leased_as_sequences_grow_and_reused(model):
     cache = PagedKVCachePool(model.config, pages=6, page_size=4, share_prefixes=False)
     a = cache.add_sequence()

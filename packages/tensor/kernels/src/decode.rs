@@ -22,7 +22,6 @@
 use crate::attention::{Heads, Segment};
 use crate::blockq::{quantize_rows, BlockFormat, BlockWeight, QuantizedRows, QK};
 use crate::blockq_dot::{dot_f16, dot_q4_0, dot_q8_0};
-use crate::flash::flash_forward;
 use crate::lanes::dot8;
 use crate::nf4::Nf4Weight;
 use crate::nf4_vector::row_dot as nf4_row_dot;
@@ -318,7 +317,11 @@ pub fn step(
             c.values.len()
         );
         let rows = c.keys.len() / kvw;
-        if let Some(&r) = batch.cache_rows.iter().find(|&&r| r < 0 || r as usize >= rows) {
+        if let Some(&r) = batch
+            .cache_rows
+            .iter()
+            .find(|&&r| r < 0 || r as usize >= rows)
+        {
             return Err(crate::KernelError(format!(
                 "decode: cache row {r} is outside layer {l}'s {rows} rows"
             )));
@@ -337,6 +340,7 @@ pub fn step(
             }
         }
     }
+    let attend = Pages::of(&batch.attend);
     let mut s = Scratch::new(n, d);
     for (layer, c) in model.layers.iter().zip(cache.iter_mut()) {
         s.norm(model, &layer.attention_norm, &x)?;
@@ -361,16 +365,8 @@ pub fn step(
             c.values[r * kvw..(r + 1) * kvw].copy_from_slice(&v[i * kvw..(i + 1) * kvw]);
         }
         let mut a = vec![0.0; n * qw];
-        match batch.attend {
-            Attend::Contiguous(segments) => {
-                flash_forward(h, segments, &q, c.keys, c.values, &mut a, None)?
-            }
-            Attend::Paged {
-                layout,
-                segments,
-                table,
-            } => paged_attention(h, &layout, segments, table, &q, c.keys, c.values, &mut a)?,
-        }
+        let (layout, segments, table) = attend.parts(c.keys.len() / kvw);
+        paged_attention(h, &layout, segments, table, &q, c.keys, c.values, &mut a)?;
         let mut o = vec![0.0; n * d];
         linears(&[&layer.output], &a, n, &mut [&mut o]);
         add_in_place(&mut x, &o);
@@ -404,6 +400,63 @@ pub fn step(
     s.norm(model, &model.final_norm, &last)?;
     linears(&[&model.head], &s.h, m, &mut [logits]);
     Ok(())
+}
+
+/// The step's sequences as the paged kernel reads them. A contiguous cache is
+/// read as pages of one row (a table entry per position), which the kernel
+/// walks as runs of consecutive rows: its single-query path is the decode step's.
+enum Pages<'a> {
+    Paged(PagedLayout, &'a [PagedSegment], &'a [i64]),
+    Rows(Vec<PagedSegment>, Vec<i64>, usize),
+}
+
+impl<'a> Pages<'a> {
+    fn of(attend: &Attend<'a>) -> Self {
+        match *attend {
+            Attend::Paged {
+                layout,
+                segments,
+                table,
+            } => Pages::Paged(layout, segments, table),
+            Attend::Contiguous(segments) => {
+                let width = segments.iter().map(|s| s.kv_len).max().unwrap_or(0).max(1);
+                let mut table = vec![0i64; segments.len() * width];
+                for (j, s) in segments.iter().enumerate() {
+                    for (p, t) in table[j * width..j * width + s.kv_len]
+                        .iter_mut()
+                        .enumerate()
+                    {
+                        *t = (s.kv_row + p) as i64;
+                    }
+                }
+                let segs = segments
+                    .iter()
+                    .map(|s| PagedSegment {
+                        q_row: s.q_row,
+                        q_len: s.q_len,
+                        kv_len: s.kv_len,
+                    })
+                    .collect();
+                Pages::Rows(segs, table, width)
+            }
+        }
+    }
+
+    /// The layout, segments and table over a layer cache of `rows` rows.
+    fn parts(&self, rows: usize) -> (PagedLayout, &[PagedSegment], &[i64]) {
+        match self {
+            Pages::Paged(layout, segments, table) => (*layout, segments, table),
+            Pages::Rows(segments, table, width) => (
+                PagedLayout {
+                    pages: rows,
+                    page_size: 1,
+                    max_pages: *width,
+                },
+                segments,
+                table,
+            ),
+        }
+    }
 }
 
 /// A norm's output and statistics.
@@ -547,9 +600,9 @@ mod avx2 {
 /// input, as one job of pieces of `ROWS` output rows.
 fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
     let k = lins[0].cols;
-    let needs_codes = lins.iter().any(|l| {
-        matches!(l.weight, Weight::Block(b) if b.format != BlockFormat::F16)
-    });
+    let needs_codes = lins
+        .iter()
+        .any(|l| matches!(l.weight, Weight::Block(b) if b.format != BlockFormat::F16));
     let codes: Option<QuantizedRows> = needs_codes.then(|| quantize_rows(x, true));
     let mut pieces = Vec::new();
     for (j, l) in lins.iter().enumerate() {
@@ -644,9 +697,7 @@ mod tests {
                 "rows {rows}, k {k}"
             );
             for (r, &v) in a.iter().enumerate() {
-                let exact: f64 = (0..k)
-                    .map(|p| w[r * k + p] as f64 * x[p] as f64)
-                    .sum();
+                let exact: f64 = (0..k).map(|p| w[r * k + p] as f64 * x[p] as f64).sum();
                 assert!((v as f64 - exact).abs() < 1e-4, "{v} vs {exact}");
             }
         }

@@ -8,7 +8,9 @@
 //! rows); `nf4` with `[codes, absmax]` (float32 scales) or `[codes, absmax,
 //! group_range]` (double-quantized), its block size and scale offset.
 
-use numpy::{PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{
+    PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArray, PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use riftco_kernels::attention::{Heads, Segment};
 use riftco_kernels::blockq::{BlockFormat, BlockWeight};
@@ -144,7 +146,15 @@ impl Holder {
 }
 
 type NormSpec<'py> = (Option<Array<'py>>, Option<Array<'py>>);
-type LinearSpec<'py> = (String, usize, usize, Vec<Array<'py>>, Option<Array<'py>>, usize, f32);
+type LinearSpec<'py> = (
+    String,
+    usize,
+    usize,
+    Vec<Array<'py>>,
+    Option<Array<'py>>,
+    usize,
+    f32,
+);
 type LayerSpec<'py> = (
     NormSpec<'py>,
     [LinearSpec<'py>; 4],
@@ -403,9 +413,13 @@ impl DecodeProgram {
         page_size: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
         let s = q_starts.len();
-        if q_counts.len() != s || kv_lengths.len() != s || (page_table.is_none() && kv_starts.len() != s)
+        if q_counts.len() != s
+            || kv_lengths.len() != s
+            || (page_table.is_none() && kv_starts.len() != s)
         {
-            return Err(error("DecodeProgram.step: segment lists of different lengths"));
+            return Err(error(
+                "DecodeProgram.step: segment lists of different lengths",
+            ));
         }
         if keys.len() != values.len() {
             return Err(error(format!(
@@ -424,7 +438,8 @@ impl DecodeProgram {
         while let (Some(k), Some(v)) = (it.next(), it.next()) {
             let (keys, values) = (k.as_slice_mut(), v.as_slice_mut());
             cache.push(CacheLayer {
-                keys: keys.map_err(|_| error("DecodeProgram.step: a key cache is not contiguous"))?,
+                keys: keys
+                    .map_err(|_| error("DecodeProgram.step: a key cache is not contiguous"))?,
                 values: values
                     .map_err(|_| error("DecodeProgram.step: a value cache is not contiguous"))?,
             });

@@ -6,8 +6,8 @@
 //! `riftco.tensor.errors.KernelError` (a `RiftcoError`).
 
 mod blockq_ops;
-mod decode_ops;
 mod convert;
+mod decode_ops;
 mod nf4_ops;
 mod nn_ops;
 mod ops;

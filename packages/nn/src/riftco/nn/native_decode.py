@@ -63,13 +63,16 @@ class _Build:
             return rt.DecoderLinear(m.weight, self.param(m.bias))
         if kind is QuantizedLinear:
             assert isinstance(m, QuantizedLinear)
-            if m.weight_requires_grad:
-                raise _Unsupported
             return rt.DecoderLinear(m.weight, self.param(m.bias))
         raise _Unsupported
 
     def norm(self, m: Module) -> rt.DecoderNorm:
         return rt.DecoderNorm(self.param(m.weight), self.param(getattr(m, "bias", None)))
+
+    def tensor(self, p: Any) -> rt.Tensor:
+        t = self.param(p)
+        assert t is not None
+        return t
 
 
 def _build(model: DecoderOnlyTransformer) -> tuple[rt.Decoder, list[tuple[Any, Any]]]:
@@ -77,6 +80,7 @@ def _build(model: DecoderOnlyTransformer) -> tuple[rt.Decoder, list[tuple[Any, A
     layers = []
     for block in model.blocks:
         a, ff = block.attention, block.feed_forward
+        lins: tuple[Module, ...]
         if isinstance(ff, SwiGLU):
             kind, lins = "swiglu", (ff.gate, ff.up, ff.down)
         elif isinstance(ff, FeedForward):
@@ -104,15 +108,15 @@ def _build(model: DecoderOnlyTransformer) -> tuple[rt.Decoder, list[tuple[Any, A
         kv_heads=c.n_kv_heads,
         head_dim=c.head_dim,
         norm="rms" if isinstance(model.final_norm, RMSNorm) else "layer",
-        eps=model.final_norm.eps,
-        token_embedding=b.param(model.token_embedding.weight),
+        eps=c.norm_eps,
+        token_embedding=b.tensor(model.token_embedding.weight),
         position_embedding=None if rotary else b.param(model.position_embedding.weight),
         rope_theta=c.rope_theta if rotary else None,
         window=c.sliding_window or 0,
         scale=model.blocks[0].attention.scale if len(model.blocks) else None,
         layers=layers,
         final_norm=b.norm(model.final_norm),
-        head=rt.DecoderLinear(b.param(head_weight), b.param(head.bias)),
+        head=rt.DecoderLinear(b.tensor(head_weight), b.param(head.bias)),
     )
     return decoder, b.watch
 
@@ -128,16 +132,14 @@ def decoder_for(model: DecoderOnlyTransformer) -> rt.Decoder | None:
         if made == epoch and all(p.value is v for p, v in watch):
             return decoder
     norms = {type(m) for blk in model.blocks for m in (blk.attention_norm, blk.feed_forward_norm)}
-    if len(norms | {type(model.final_norm)}) != 1:
-        decoder = None
-        watch: list[tuple[Any, Any]] = []
-    else:
+    built: tuple[rt.Decoder | None, list[tuple[Any, Any]]] = (None, [])
+    if len(norms | {type(model.final_norm)}) == 1:
         try:
-            decoder, watch = _build(model)
+            built = _build(model)
         except _Unsupported:
-            decoder, watch = None, []
-    model.__dict__["_native_decoder"] = (epoch, decoder, watch)
-    return decoder
+            pass
+    model.__dict__["_native_decoder"] = (epoch, *built)
+    return built[0]
 
 
 __all__ = ["decoder_for"]

@@ -214,11 +214,16 @@ class DecoderOnlyTransformer(Module):
         cache: KVCache,
         seq_ids: Sequence[int] | None = None,
         all_logits: bool = False,
+        whole_step: bool = True,
     ) -> Tensor:
         """Append each sequence's new ``tokens[j]`` (a prompt or one token) to ``cache``
         under ``seq_ids[j]`` (default ``0..n-1``) in one forward, and return the logits
         of each sequence's last new token ``[n, vocab]`` (``all_logits``: of every new
-        token, packed ``[sum of counts, vocab]``). Runs without recording gradients."""
+        token, packed ``[sum of counts, vocab]``). Runs without recording gradients.
+
+        The sequences that add one token run through the backend's whole-step decoder
+        where there is one (riftco.nn.native_decode; ``whole_step=False`` keeps every
+        sequence on the op-by-op forward)."""
         seq_ids = list(range(len(tokens))) if seq_ids is None else list(seq_ids)
         counts = [len(t) for t in tokens]
         if len(seq_ids) != len(tokens) or not tokens or min(counts) == 0:
@@ -229,7 +234,8 @@ class DecoderOnlyTransformer(Module):
         for s, n in zip(seq_ids, counts):
             self.config.check_length(cache.length(s) + n)
         with no_grad():
-            decoder = None if all_logits else self._whole_step_decoder(cache)
+            use = whole_step and not all_logits
+            decoder = self._whole_step_decoder(cache) if use else None
             if decoder is None:
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
             # A sequence's path depends on its own count alone (riftco.nn.native_decode).
@@ -238,13 +244,21 @@ class DecoderOnlyTransformer(Module):
             parts = []
             if more:
                 parts.append(
-                    (more, self._forward_ops([tokens[j] for j in more], cache,
-                                             [seq_ids[j] for j in more], False))
+                    (
+                        more,
+                        self._forward_ops(
+                            [tokens[j] for j in more], cache, [seq_ids[j] for j in more], False
+                        ),
+                    )
                 )
             if one:
                 parts.append(
-                    (one, self._forward_native(decoder, [tokens[j][0] for j in one], cache,
-                                               [seq_ids[j] for j in one]))
+                    (
+                        one,
+                        self._forward_native(
+                            decoder, [tokens[j][0] for j in one], cache, [seq_ids[j] for j in one]
+                        ),
+                    )
                 )
             if len(parts) == 1:
                 return parts[0][1]

@@ -1,11 +1,14 @@
 # Private compiled module of riftco-tensor. Arrays are C-contiguous numpy
 # arrays whose shapes and dtypes the Python side has validated.
+from typing import final
+
 import numpy as np
 
 __all__ = [
     "BUILD_ID",
     "BUILD_ID_MARKER",
     "KEEPS_FREED_MEMORY",
+    "DecodeProgram",
     "__version__",
     "_panic_for_test",
     "activation_backward",
@@ -208,6 +211,50 @@ def block_linear(
     cols: int,
     bias: np.ndarray | None = None,
 ) -> np.ndarray: ...
+
+_Linear = tuple[str, int, int, list[np.ndarray], np.ndarray | None, int, float]
+_Norm = tuple[np.ndarray | None, np.ndarray | None]
+
+@final
+class DecodeProgram:
+    """A model compiled for whole-step decoding (riftco_kernels::decode)."""
+
+    def __new__(
+        cls,
+        d_model: int,
+        vocab: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        scale: float,
+        window: int,
+        norm: str,
+        eps: float,
+        rope_theta: float | None,
+        token_embedding: np.ndarray,
+        position_embedding: np.ndarray | None,
+        layers: list[tuple[_Norm, list[_Linear], _Norm, str, list[_Linear]]],
+        final_norm: _Norm,
+        head: _Linear,
+    ) -> DecodeProgram: ...
+    def step(
+        self,
+        tokens: np.ndarray,
+        positions: np.ndarray,
+        cache_rows: np.ndarray,
+        keys: list[np.ndarray],
+        values: list[np.ndarray],
+        logit_rows: list[int],
+        q_starts: list[int],
+        q_counts: list[int],
+        kv_starts: list[int],
+        kv_lengths: list[int],
+        page_table: np.ndarray | None = None,
+        page_size: int = 0,
+    ) -> np.ndarray: ...
+    @property
+    def layers(self) -> int: ...
+
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
 def _panic_for_test() -> None: ...

@@ -26,6 +26,7 @@ from riftco.tensor import registry
 from riftco.tensor.backend import BASE_DTYPES, Backend
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import KernelError
+from riftco.tensor.ops.decode import ComposedDecode
 
 
 class ReferenceStorage:
@@ -104,7 +105,7 @@ def causal_mask(t: int, s: int) -> np.ndarray:
     return np.arange(s)[None, :] <= np.arange(t)[:, None] + (s - t)
 
 
-class NumpyReferenceBackend(Backend):
+class NumpyReferenceBackend(ComposedDecode, Backend):
     """Every capability as a plain numpy formula, computed in float64 where it matters."""
 
     name = "reference"

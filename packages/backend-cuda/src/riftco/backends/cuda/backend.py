@@ -22,15 +22,26 @@ from riftco.backends.cuda.ops.optim import OptimOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
 from riftco.tensor import BASE_DTYPES, Backend, CapabilityMissing, DType
 from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
+from riftco.tensor.ops.decode import ComposedDecode
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights are riftco-tensor's
 #: ``ComposedBlockOps`` over the ops here.
-API_VERSION = (1, 6)
+#: 1.7's whole-step decoding is riftco-tensor's ``ComposedDecode`` (one call a step,
+#: the ops inside as the op-by-op forward runs them).
+API_VERSION = (1, 7)
 
 
 class CudaBackend(
-    BaseOps, IndexOps, NnOps, AttentionOps, OptimOps, QuantizedOps, ComposedBlockOps, Backend
+    BaseOps,
+    IndexOps,
+    NnOps,
+    AttentionOps,
+    OptimOps,
+    QuantizedOps,
+    ComposedBlockOps,
+    ComposedDecode,
+    Backend,
 ):
     """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""
 

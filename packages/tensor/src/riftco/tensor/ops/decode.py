@@ -148,14 +148,10 @@ def _f32(what: str, t: Tensor | None, shape: tuple[int, ...], backend: Backend) 
     if t is None:
         return None
     if not isinstance(t, Tensor) or t.dtype is not DType.float32 or t.shape != shape:
-        found = (
-            f"{t.dtype.value} {t.shape}" if isinstance(t, Tensor) else type(t).__name__
-        )
+        found = f"{t.dtype.value} {t.shape}" if isinstance(t, Tensor) else type(t).__name__
         raise ShapeError(f"Decoder: {what} must be float32 {shape}, found {found}")
     if t.backend != backend:
-        raise ShapeError(
-            f"Decoder: {what} is on {t.backend.name}, the embedding on {backend.name}"
-        )
+        raise ShapeError(f"Decoder: {what} is on {t.backend.name}, the embedding on {backend.name}")
     return t._data
 
 
@@ -171,7 +167,7 @@ def _linear(what: str, lin: DecoderLinear, rows: int, cols: int, backend: Backen
     if isinstance(w, NF4Weight):
         if w.codes.backend != backend:
             raise ShapeError(f"Decoder: {what} is on {w.codes.backend.name}")
-        arrays = (w.codes._data, w.absmax._data)
+        arrays: tuple[Storage, ...] = (w.codes._data, w.absmax._data)
         if w.group_range is not None:
             arrays += (w.group_range._data,)
         return DecodeLinear(
@@ -212,9 +208,7 @@ class Decoder:
             raise ShapeError("Decoder: token_embedding must be a float32 Tensor [vocab, d_model]")
         backend = token_embedding.backend
         if not Decoder.available(backend):
-            raise CapabilityMissing(
-                f"backend {backend.name!r} does not implement 'decode_step'"
-            )
+            raise CapabilityMissing(f"backend {backend.name!r} does not implement 'decode_step'")
         vocab, d = token_embedding.shape
         if heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0:
             raise ShapeError(
@@ -249,6 +243,7 @@ class Decoder:
                     f"its linears, found {layer.feed_forward!r} with {len(ff)}"
                 )
             hidden = ff[0].shape[0]
+            ff_specs: tuple[DecodeLinear, ...]
             if layer.feed_forward == "swiglu":
                 ff_specs = (
                     _linear(f"{at}.gate", ff[0], hidden, d, backend),
@@ -284,9 +279,7 @@ class Decoder:
             eps=float(eps),
             rope_theta=None if rope_theta is None else float(rope_theta),
             token_embedding=_f32("token_embedding", token_embedding, (vocab, d), backend),
-            position_embedding=None
-            if position_embedding is None
-            else position_embedding._data,
+            position_embedding=None if position_embedding is None else position_embedding._data,
             context=context,
             layers=tuple(specs),
             final_norm=norm_of("final_norm", final_norm),
@@ -345,12 +338,12 @@ class Decoder:
         table = None
         width = 0
         if page_table is not None:
-            t = page_table.numpy() if isinstance(page_table, Tensor) else page_table
-            t = np.ascontiguousarray(t, dtype=np.int64)
-            if t.ndim != 2:
-                raise ShapeError(f"Decoder.step: the page table must be 2-D, found {t.shape}")
-            width = t.shape[1]
-            table = b.from_numpy(t)
+            raw = page_table.numpy() if isinstance(page_table, Tensor) else page_table
+            pages = np.ascontiguousarray(raw, dtype=np.int64)
+            if pages.ndim != 2:
+                raise ShapeError(f"Decoder.step: the page table must be 2-D, found {pages.shape}")
+            width = pages.shape[1]
+            table = b.from_numpy(pages)
         elif kv_starts is None:
             raise ShapeError("Decoder.step: a contiguous cache needs kv_starts")
         batch = DecodeBatch(
@@ -376,12 +369,102 @@ class Decoder:
         return Tensor._wrap(data, (len(batch.logit_rows), s.vocab), DType.float32, b)
 
 
+def composed_decode_step(backend: Backend, spec: DecodeSpec, batch: DecodeBatch) -> Storage:
+    """``decode_step`` composed from ``backend``'s op capabilities (embedding rows,
+    norms, products, rotary, ``write_rows``, ``attention_varlen`` or ``paged_attention``):
+    the step's definition, op by op, for a backend that has no fused one."""
+    b, f32 = backend, DType.float32
+    n, d = batch.rows, spec.d_model
+    h, hkv, dh = spec.heads, spec.kv_heads, spec.head_dim
+
+    def add(x: Storage, y: Storage, shape: tuple[int, ...], y_shape: tuple[int, ...]) -> Storage:
+        return b.binary("add", x, shape, y, y_shape, shape, f32)
+
+    def norm(x: Storage, rows: int, weights: tuple[Storage | None, Storage | None]) -> Storage:
+        if spec.norm == "layer":
+            return b.layer_norm(x, (rows, d), weights[0], weights[1], spec.eps)[0]
+        return b.rms_norm(x, (rows, d), weights[0], spec.eps)[0]
+
+    def linear(x: Storage, rows: int, lin: DecodeLinear) -> Storage:
+        out, cols = lin.shape
+        if lin.format == "nf4":
+            group_range = lin.arrays[2] if len(lin.arrays) > 2 else None
+            return b.nf4_linear(
+                x, (rows, cols), lin.arrays[0], lin.arrays[1], group_range, lin.offset,
+                lin.shape, lin.block_size, lin.bias,
+            )  # fmt: skip
+        if lin.format != "f32":
+            return b.block_linear(x, (rows, cols), lin.arrays[0], lin.format, lin.shape, lin.bias)
+        y = b.matmul(x, (rows, cols), lin.arrays[0], lin.shape, False, True)
+        return y if lin.bias is None else add(y, lin.bias, (rows, out), (out,))
+
+    x = b.index_select(spec.token_embedding, (spec.vocab, d), f32, 0, batch.tokens, n)
+    if spec.position_embedding is not None:
+        table = (spec.context, d)
+        p = b.index_select(spec.position_embedding, table, f32, 0, batch.positions, n)
+        x = add(x, p, (n, d), (n, d))
+    cache = batch.cache_shape
+    for layer, keys, values in zip(spec.layers, batch.keys, batch.values):
+        a_in = norm(x, n, layer.attention_norm)
+        q, k, v = (
+            b.reshape(linear(a_in, n, p), (n, heads * dh), (n, heads, dh))
+            for p, heads in ((layer.query, h), (layer.key, hkv), (layer.value, hkv))
+        )
+        if spec.rope_theta is not None:
+            q = b.rotary(q, (n, h, dh), batch.positions, spec.rope_theta, False)
+            k = b.rotary(k, (n, hkv, dh), batch.positions, spec.rope_theta, False)
+        b.write_rows(keys, cache, f32, batch.cache_rows, k)
+        b.write_rows(values, cache, f32, batch.cache_rows, v)
+        if batch.page_table is None:
+            a = b.attention_varlen(
+                q, keys, values, (n, h, dh), cache, batch.q_starts, batch.q_counts,
+                batch.kv_starts, batch.kv_lengths, spec.scale, spec.window,
+            )  # fmt: skip
+        else:
+            pages = (cache[0] // batch.page_size, batch.page_size, hkv, dh)
+            a = b.paged_attention(
+                q, (n, h, dh), b.reshape(keys, cache, pages), b.reshape(values, cache, pages),
+                pages, batch.page_table, (len(batch.q_starts), batch.table_width),
+                batch.q_starts, batch.q_counts, batch.kv_lengths, spec.scale, spec.window,
+            )  # fmt: skip
+        a = b.reshape(a, (n, h, dh), (n, h * dh))
+        x = add(x, linear(a, n, layer.output), (n, d), (n, d))
+        f_in = norm(x, n, layer.feed_forward_norm)
+        ff = layer.feed_forward_linears
+        if layer.feed_forward == "swiglu":
+            hidden = (n, ff[0].shape[0])
+            gate = b.unary("silu", linear(f_in, n, ff[0]), hidden, f32)
+            inner = b.binary("mul", gate, hidden, linear(f_in, n, ff[1]), hidden, hidden, f32)
+        else:
+            hidden = (n, ff[0].shape[0])
+            inner = b.unary(layer.feed_forward, linear(f_in, n, ff[0]), hidden, f32)
+        x = add(x, linear(inner, n, ff[-1]), (n, d), (n, d))
+    m = len(batch.logit_rows)
+    rows = b.from_numpy(np.asarray(batch.logit_rows, dtype=np.int64))
+    last = b.index_select(x, (n, d), f32, 0, rows, m)
+    return linear(norm(last, m, spec.final_norm), m, spec.head)
+
+
+class ComposedDecode:
+    """Mixin of ``decode_program`` and ``decode_step`` (API 1.7) as
+    `composed_decode_step` over a backend's own ops: a backend without a fused step
+    still takes one call a step, with the arithmetic of its op-by-op forward. Put it
+    before ``Backend`` in the bases."""
+
+    def decode_program(self, spec: DecodeSpec) -> DecodeSpec:
+        return spec
+
+    def decode_step(self, program: DecodeSpec, batch: DecodeBatch) -> Storage:
+        return composed_decode_step(self, program, batch)  # type: ignore[arg-type]
+
+
 def _int64(v: Any) -> np.ndarray:
     return np.ascontiguousarray(v, dtype=np.int64).reshape(-1)
 
 
 __all__ = [
     "FEED_FORWARDS",
+    "ComposedDecode",
     "DecodeBatch",
     "DecodeLayer",
     "DecodeLinear",

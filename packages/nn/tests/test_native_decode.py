@@ -1,0 +1,135 @@
+"""Whole-step decoding (riftco.nn.native_decode) against the op-by-op forward: every
+preset, every inference weight format, ragged batches, rebuilds after the model
+changes, and the cases that stay op by op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_transformer import PRESETS
+
+import riftco.nn as nn
+import riftco.tensor as rt
+from riftco.nn.native_decode import decoder_for
+
+SEQS = ([3, 1, 4, 1, 5], [9, 2], [6, 5, 3, 5, 8, 9, 7])
+
+
+def decode(model, whole_step, seqs=SEQS, steps=6, capacity=16):
+    """Prefill ``seqs`` (op by op either way), then greedy-feed fixed tokens one at a
+    time; returns every step's logits."""
+    cache = nn.ContiguousKVCache(
+        model.config, max_sequences=len(seqs), capacity=capacity, backend=model.backend
+    )
+    ids = [cache.add_sequence() for _ in seqs]
+    out = [model.forward_incremental(list(seqs), cache, ids, whole_step=whole_step).numpy()]
+    for t in range(steps):
+        feed = [[(7 * t + 3 * s[0]) % model.config.vocab_size] for s in seqs]
+        out.append(model.forward_incremental(feed, cache, ids, whole_step=whole_step).numpy())
+    return np.stack(out)
+
+
+def assert_close(got, want, tol=1e-5):
+    scale = float(np.abs(want).max())
+    assert float(np.abs(got - want).max()) <= tol * max(scale, 1.0)
+
+
+def strengthen(model, seed=0):
+    """Weights large enough that the logits differ clearly between tokens."""
+    rng = np.random.default_rng(seed)
+    for _, p in model.named_parameters():
+        shape = p.value.shape
+        p.value.assign_(rt.tensor(rng.normal(0, 0.3, shape).astype(np.float32)))
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_whole_step_decoding_equals_the_op_by_op_forward(name):
+    model = nn.DecoderOnlyTransformer(PRESETS[name], seed=5)
+    strengthen(model)
+    assert decoder_for(model) is not None
+    assert_close(decode(model, True), decode(model, False))
+
+
+@pytest.mark.parametrize("fmt", ["f16", "q8_0", "q4_0", "nf4"])
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_reduced_precision_weights_decode_as_their_linears_compute(name, fmt):
+    config = PRESETS[name]
+    config = type(config)(**{**config.__dict__, "d_model": 64, "d_ff": 96})
+    model = nn.DecoderOnlyTransformer(config, seed=2)
+    strengthen(model, 1)
+    if fmt == "nf4":
+        nn.quantize_model(model, block_size=64)
+    else:
+        model.quantize_for_inference(fmt)
+    assert decoder_for(model) is not None
+    assert_close(decode(model, True), decode(model, False))
+
+
+def test_a_sequence_decodes_the_same_alone_batched_and_at_any_thread_count():
+    model = nn.DecoderOnlyTransformer(PRESETS["llama"], seed=3)
+    strengthen(model)
+    batched = decode(model, True)
+    for j, seq in enumerate(SEQS):
+        alone = decode(model, True, seqs=(seq,))
+        np.testing.assert_array_equal(alone[:, 0], batched[:, j])
+    threads = rt.get_num_threads()
+    try:
+        rt.set_num_threads(1)
+        np.testing.assert_array_equal(decode(model, True), batched)
+    finally:
+        rt.set_num_threads(threads)
+
+
+def test_steps_mixing_prompts_and_single_tokens_give_each_sequence_its_own_logits():
+    model = nn.DecoderOnlyTransformer(PRESETS["gpt2"], seed=4)
+    strengthen(model)
+    config = model.config
+
+    def run(plan):
+        cache = nn.ContiguousKVCache(config, max_sequences=2, capacity=16)
+        ids = [cache.add_sequence() for _ in range(2)]
+        got = []
+        for feed in plan:
+            active = [j for j, t in enumerate(feed) if t]
+            got.append(
+                model.forward_incremental(
+                    [feed[j] for j in active], cache, [ids[j] for j in active]
+                ).numpy()
+            )
+        return got
+
+    mixed = run([[[1, 2, 3], [4]], [[5], [6, 7, 8]], [[9], [1]]])
+    apart = run([[[1, 2, 3], []], [[], [4]], [[5], []], [[], [6, 7, 8]], [[9], [1]]])
+    np.testing.assert_array_equal(mixed[0][0], apart[0][0])
+    np.testing.assert_array_equal(mixed[0][1], apart[1][0])
+    np.testing.assert_array_equal(mixed[1][0], apart[2][0])
+    np.testing.assert_array_equal(mixed[1][1], apart[3][0])
+    np.testing.assert_array_equal(mixed[2], apart[4])
+
+
+def test_the_decoder_follows_weights_written_in_place_and_replaced():
+    model = nn.DecoderOnlyTransformer(PRESETS["gpt2"], seed=6)
+    strengthen(model)
+    first = decoder_for(model)
+    assert decoder_for(model) is first  # kept between steps
+    before = decode(model, True)
+    w = model.blocks[0].feed_forward.expand.weight
+    w.value.assign_(w.value * 2.0)  # in place: the same decoder reads it
+    assert decoder_for(model) is first
+    doubled = decode(model, True)
+    assert not np.array_equal(doubled, before)
+    assert_close(doubled, decode(model, False))
+    w.value = w.value * 0.5  # a new tensor: the decoder is rebuilt
+    assert decoder_for(model) is not first
+    assert_close(decode(model, True), before)
+    model.quantize_for_inference("f16")  # layers replaced
+    assert_close(decode(model, True), decode(model, False))
+
+
+def test_what_the_decoder_does_not_cover_decodes_op_by_op():
+    model = nn.DecoderOnlyTransformer(PRESETS["gpt2"], seed=7)
+    with nn.mixed_precision(rt.bfloat16):
+        assert decoder_for(model) is None
+    nn.attach_lora(model, nn.LoraConfig(rank=2))
+    assert decoder_for(model) is None
+    assert_close(decode(model, True), decode(model, False))

@@ -1,0 +1,240 @@
+"""Whole-step decoding (``rt.Decoder``, the ``decode_step`` capability) against a float64
+numpy forward of the same model, over contiguous and paged caches, on every backend;
+and the checks that refuse what does not fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import riftco.tensor as rt
+
+D, H, HKV, DH, V, CONTEXT = 16, 4, 2, 4, 29, 12
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def rope(x, positions, theta=10000.0):
+    half = x.shape[-1] // 2
+    freq = theta ** (-np.arange(half) * 2.0 / x.shape[-1])
+    ang = positions[:, None, None] * freq
+    a, b = x[..., :half], x[..., half:]
+    return np.concatenate(
+        [a * np.cos(ang) - b * np.sin(ang), b * np.cos(ang) + a * np.sin(ang)], -1
+    )
+
+
+class Model:
+    """Random weights, the numpy forward of a whole sequence, and the Decoder."""
+
+    def __init__(self, kind: str, seed: int = 0, window: int = 0):
+        rng = np.random.default_rng(seed)
+        self.kind, self.window = kind, window
+        self.w = lambda *s: rng.normal(0, 0.4, s).astype(np.float32)
+        w = self.w
+        self.emb = w(V, D)
+        self.pos = w(CONTEXT, D) if kind == "gelu_tanh" else None
+        ff = 24
+        self.layers = []
+        for _ in range(2):
+            layer = dict(
+                n1=(1 + w(D), w(D) if kind != "swiglu" else None),
+                q=(w(H * DH, D), w(H * DH)),
+                k=(w(HKV * DH, D), w(HKV * DH)),
+                v=(w(HKV * DH, D), None),
+                o=(w(D, H * DH), w(D)),
+                n2=(1 + w(D), w(D) if kind != "swiglu" else None),
+                ff=[(w(ff, D), w(ff)), (w(ff, D), None), (w(D, ff), w(D))]
+                if kind == "swiglu"
+                else [(w(ff, D), w(ff)), (w(D, ff), None)],
+            )
+            self.layers.append(layer)
+        self.final = (1 + w(D), w(D) if kind != "swiglu" else None)
+        self.head = (w(V, D), None)
+
+    def norm(self, x, nw):
+        weight, bias = (np.float64(v) if v is not None else None for v in nw)
+        if self.kind == "swiglu":
+            y = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6)
+        else:
+            c = x - x.mean(-1, keepdims=True)
+            y = c / np.sqrt((c**2).mean(-1, keepdims=True) + 1e-5)
+        return y * weight + (0 if bias is None else bias)
+
+    def forward(self, tokens):
+        """float64 logits of every position of one sequence."""
+        t = len(tokens)
+        positions = np.arange(t)
+        lin = lambda x, p: x @ p[0].T.astype(np.float64) + (0 if p[1] is None else p[1])  # noqa: E731
+        x = self.emb[tokens].astype(np.float64)
+        if self.pos is not None:
+            x = x + self.pos[:t]
+        for layer in self.layers:
+            h = self.norm(x, layer["n1"])
+            q = lin(h, layer["q"]).reshape(t, H, DH)
+            k = lin(h, layer["k"]).reshape(t, HKV, DH)
+            v = lin(h, layer["v"]).reshape(t, HKV, DH)
+            if self.pos is None:
+                q, k = rope(q, positions), rope(k, positions)
+            k, v = np.repeat(k, H // HKV, 1), np.repeat(v, H // HKV, 1)
+            s = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(DH)
+            i, j = np.indices((t, t))
+            hidden = (j > i) | ((j <= i - self.window) if self.window else False)
+            s = np.where(hidden, -np.inf, s)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            a = np.einsum("hqk,khd->qhd", p, v).reshape(t, H * DH)
+            x = x + lin(a, layer["o"])
+            h = self.norm(x, layer["n2"])
+            if self.kind == "swiglu":
+                g, u = lin(h, layer["ff"][0]), lin(h, layer["ff"][1])
+                inner = g / (1 + np.exp(-g)) * u
+            else:
+                inner = gelu_tanh(lin(h, layer["ff"][0]))
+            x = x + lin(inner, layer["ff"][-1])
+        return lin(self.norm(x, self.final), self.head)
+
+    def decoder(self, backend):
+        t = lambda a: None if a is None else rt.tensor(a, backend=backend)  # noqa: E731
+        lin = lambda p: rt.DecoderLinear(t(p[0]), t(p[1]))  # noqa: E731
+        norm = lambda n: rt.DecoderNorm(t(n[0]), t(n[1]))  # noqa: E731
+        layers = [
+            rt.DecoderLayer(
+                norm(la["n1"]),
+                lin(la["q"]),
+                lin(la["k"]),
+                lin(la["v"]),
+                lin(la["o"]),
+                norm(la["n2"]),
+                self.kind,
+                tuple(lin(p) for p in la["ff"]),
+            )
+            for la in self.layers
+        ]
+        learned = self.pos is not None
+        return rt.Decoder(
+            heads=H,
+            kv_heads=HKV,
+            head_dim=DH,
+            norm="layer" if learned else "rms",
+            eps=1e-5 if learned else 1e-6,
+            token_embedding=t(self.emb),
+            position_embedding=t(self.pos),
+            rope_theta=None if learned else 10000.0,
+            window=self.window,
+            layers=layers,
+            final_norm=norm(self.final),
+            head=lin(self.head),
+        )
+
+
+def cache(rows, backend):
+    return [rt.zeros((rows, HKV, DH), backend=backend) for _ in range(2)]
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+@pytest.mark.parametrize(
+    "kind, window", [("gelu_tanh", 0), ("swiglu", 0), ("swiglu", 3)], ids=["gpt", "llama", "window"]
+)
+def test_decoding_token_by_token_matches_the_full_forward(backend, kind, window, paged):
+    model = Model(kind, seed=1, window=window)
+    decoder = model.decoder(backend)
+    seqs = [[3, 7, 1, 8, 2, 9, 4], [5, 5, 0, 28, 11]]
+    want = [model.forward(s) for s in seqs]
+    page = 4
+    keys, values = cache(32, backend), cache(32, backend)
+    # Sequence 0 owns rows 0.. (pages 0, 1); sequence 1 rows 16.. (pages 5, 4).
+    tables = np.array([[0, 1, 2, 3], [5, 4, 6, 7]])
+    for p in range(max(map(len, seqs))):
+        live = [j for j, s in enumerate(seqs) if p < len(s)]
+        rows = [tables[j][p // page] * page + p % page if paged else 16 * j + p for j in live]
+        logits = decoder.step(
+            [seqs[j][p] for j in live],
+            [p] * len(live),
+            rows,
+            keys,
+            values,
+            logit_rows=range(len(live)),
+            q_starts=range(len(live)),
+            q_counts=[1] * len(live),
+            kv_lengths=[p + 1] * len(live),
+            kv_starts=None if paged else [16 * j for j in live],
+            page_table=tables[live] if paged else None,
+            page_size=page if paged else 0,
+        ).numpy()
+        for r, j in enumerate(live):
+            np.testing.assert_allclose(logits[r], want[j][p], rtol=2e-5, atol=2e-5)
+
+
+def test_a_step_of_several_tokens_returns_the_rows_asked_for(backend):
+    model = Model("gelu_tanh", seed=2)
+    decoder = model.decoder(backend)
+    keys, values = cache(16, backend), cache(16, backend)
+    tokens = [4, 1, 20, 6]
+    logits = decoder.step(
+        tokens, range(4), range(4), keys, values, logit_rows=[3, 1],
+        q_starts=[0], q_counts=[4], kv_lengths=[4], kv_starts=[0],
+    ).numpy()  # fmt: skip
+    want = model.forward(tokens)
+    np.testing.assert_allclose(logits, want[[3, 1]], rtol=2e-5, atol=2e-5)
+    assert keys[0].version > 0 and values[1].version > 0  # written in place
+
+
+def test_bad_steps_and_models_are_refused_with_what_was_found():
+    model = Model("swiglu")
+    decoder = model.decoder("cpu")
+    keys, values = cache(8, "cpu"), cache(8, "cpu")
+
+    def step(**kw):
+        args = dict(
+            tokens=[1], positions=[0], cache_rows=[0], keys=keys, values=values,
+            logit_rows=[0], q_starts=[0], q_counts=[1], kv_lengths=[1], kv_starts=[0],
+        )  # fmt: skip
+        args.update(kw)
+        return decoder.step(**args)
+
+    with pytest.raises(rt.KernelError, match="token 29 .* outside the vocabulary of 29"):
+        step(tokens=[29])
+    with pytest.raises(rt.KernelError, match="cache row 8 is outside"):
+        step(cache_rows=[8])
+    with pytest.raises(rt.KernelError, match="logits of row 1"):
+        step(logit_rows=[1])
+    with pytest.raises(rt.ShapeError, match="1 tokens, 2 positions"):
+        step(positions=[0, 1])
+    with pytest.raises(rt.ShapeError, match="key and 2 value caches for 2 layers"):
+        step(keys=keys[:1])
+    with pytest.raises(rt.ShapeError, match=r"caches must be \[rows, 2, 4\]"):
+        step(keys=[rt.zeros((8, 4, 4))] * 2, values=[rt.zeros((8, 4, 4))] * 2)
+    with pytest.raises(rt.ShapeError, match="needs kv_starts"):
+        step(kv_starts=None)
+    layer = model.decoder("cpu").spec.layers[0]
+    assert layer.query.shape == (H * DH, D)
+    with pytest.raises(rt.ShapeError, match=r"layers\[0\].key must be \[8, 16\], found \[16, 16\]"):
+        rt.Decoder(
+            heads=H, kv_heads=HKV, head_dim=DH, norm="rms", eps=1e-6,
+            token_embedding=rt.tensor(model.emb), rope_theta=1e4,
+            layers=[rt.DecoderLayer(
+                rt.DecoderNorm(), rt.DecoderLinear(rt.zeros((16, 16))),
+                rt.DecoderLinear(rt.zeros((16, 16))), rt.DecoderLinear(rt.zeros((8, 16))),
+                rt.DecoderLinear(rt.zeros((16, 16))), rt.DecoderNorm(), "swiglu",
+                tuple(rt.DecoderLinear(rt.zeros(s)) for s in ((8, 16), (8, 16), (16, 8))),
+            )],
+            final_norm=rt.DecoderNorm(), head=rt.DecoderLinear(rt.tensor(model.emb)),
+        )  # fmt: skip
+    with pytest.raises(rt.ShapeError, match="exactly one of position_embedding"):
+        rt.Decoder(
+            heads=H, kv_heads=HKV, head_dim=DH, norm="rms", eps=1e-6,
+            token_embedding=rt.tensor(model.emb), layers=[], final_norm=rt.DecoderNorm(),
+            head=rt.DecoderLinear(rt.tensor(model.emb)),
+        )  # fmt: skip
+
+
+def test_a_backend_without_the_capability_is_told_so():
+    from plugins_for_tests import Partial
+
+    assert not rt.Decoder.available(Partial())
+    assert rt.Decoder.available(rt.get_backend("cpu"))
