@@ -8,12 +8,17 @@
 2. Aggregate tokens/s of 1, 4 and 16 concurrent streaming clients: a `riftco serve`
    process on a free loopback port serves the model from a .rift bundle; each
    client streams completions; tokens are counted from the usage chunk (the
-   target is 16 streams at least 4x one stream).
+   target is 16 streams at least 4x one stream). With llama.cpp built in the cache
+   folder (``bench/bench_decode.py --build-peer``), ``llama-server --parallel N`` serves
+   the same model (exported to GGUF, float32) beside it, the two measured in
+   alternating rounds (``--rounds``; medians), with the ratio per client count. One
+   stream is also compared with ``riftco generate``'s own decode (the loop above).
 
 Prints figures only; nothing here asserts on time.
 
     python bench/bench_serve.py [--layers 8] [--d-model 512] [--decode-tokens 128]
                                 [--clients 1 4 16] [--max-tokens 64] [--skip-server]
+                                [--rounds 3] [--no-peer] [--peer-dir DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import os
 import pydoc_data.topics
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +43,9 @@ import riftco.nn as nn
 import riftco.tensor as rt
 from riftco.serve import PagedKVCachePool
 from riftco.text import BpeTokenizer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llamacpp_peer as peer
 
 
 def build(args):
@@ -143,7 +152,10 @@ def start_server(bundle, args):
     code = "import sys; from riftco.serve.cli import main; sys.exit(main(sys.argv[1:]))"
     cmd = [sys.executable, "-c", code, str(bundle), "--port", str(port), "--log-level", "warning"]
     cmd += ["--max-running", str(max(args.clients)), "--model-id", "bench"]
-    proc = subprocess.Popen(cmd)
+    return wait_up(subprocess.Popen(cmd), port)
+
+
+def wait_up(proc, port):
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -157,7 +169,10 @@ def start_server(bundle, args):
     raise RuntimeError("the server did not come up")
 
 
-async def clients(base, count, requests, max_tokens):
+async def clients(base, count, requests, max_tokens, extra=None):
+    """``count`` clients, each streaming ``requests`` completions one after another;
+    returns (completion tokens, seconds). ``extra``: more request fields (llama-server's
+    ``ignore_eos``, so that both servers produce ``max_tokens`` a request)."""
     import httpx
 
     async def one(client, i):
@@ -171,8 +186,10 @@ async def clients(base, count, requests, max_tokens):
                 "seed": i * 100 + r,
                 "stream": True,
                 "stream_options": {"include_usage": True},
+                **(extra or {}),
             }
             async with client.stream("POST", f"{base}/v1/completions", json=body) as resp:
+                resp.raise_for_status()
                 async for line in resp.aiter_lines():
                     if line.startswith("data: {"):
                         chunk = json.loads(line[6:])
@@ -201,6 +218,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=2, help="requests per client")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating server rounds")
+    ap.add_argument("--no-peer", action="store_true", help="riftco's figures alone")
+    ap.add_argument("--peer-dir", type=Path, default=peer.DEFAULT_CACHE)
     args = ap.parse_args()
 
     model, tokenizer = build(args)
@@ -230,29 +250,59 @@ def main() -> int:
         )
     if args.skip_server:
         return 0
-    from riftco.interchange import save_bundle
+    serve_rounds(args, model, tokenizer, ours)
+    return 0
 
+
+def serve_rounds(args, model, tokenizer, generate_rate):
+    """Both servers up at once, measured in alternating rounds; medians printed."""
+    from riftco.interchange import export_gguf_model, save_bundle
+
+    use_peer = not args.no_peer and peer.binary(args.peer_dir, "llama-server") is not None
     with tempfile.TemporaryDirectory() as tmp:
         bundle = Path(tmp) / "bench.rift"
         save_bundle(bundle, model, tokenizer)
-        proc, base = start_server(bundle, args)
+        servers = {"riftco": start_server(bundle, args)}
         try:
-            asyncio.run(clients(base, 1, 1, 8))  # warm up
-            one = None
-            for count in args.clients:
-                produced, seconds = asyncio.run(
-                    clients(base, count, args.requests, args.max_tokens)
-                )
-                rate = produced / seconds
-                one = one or rate
-                print(
-                    f"{count:3d} streaming clients: {rate:8.1f} tokens/s aggregate "
-                    f"({produced} tokens in {seconds:.1f} s; {rate / one:.1f}x one stream)"
-                )
+            if use_peer:
+                gguf = export_gguf_model(model, Path(tmp) / "bench.gguf", tokenizer, "f32")
+                port = free_port()
+                proc = peer.start_server(
+                    args.peer_dir, gguf, port, threads=rt.get_num_threads(),
+                    parallel=max(args.clients), context=model.config.context_length,
+                )  # fmt: skip
+                servers["llama.cpp"] = wait_up(proc, port)
+            extra = {"llama.cpp": {"ignore_eos": True}}
+            for name, (_, base) in servers.items():
+                asyncio.run(clients(base, 1, 1, 8, extra.get(name)))  # warm up
+            rates = {name: {c: [] for c in args.clients} for name in servers}
+            for _ in range(args.rounds):
+                for name, (_, base) in servers.items():
+                    for count in args.clients:
+                        produced, seconds = asyncio.run(
+                            clients(base, count, args.requests, args.max_tokens, extra.get(name))
+                        )
+                        rates[name][count].append(produced / seconds)
         finally:
-            proc.terminate()
-            proc.wait(60)
-    return 0
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(60)
+    median = {n: {c: statistics.median(v) for c, v in r.items()} for n, r in rates.items()}
+    ours, first = median["riftco"], args.clients[0]
+    for count in args.clients:
+        line = (
+            f"{count:3d} streaming clients: riftco serve {ours[count]:8.1f} tokens/s aggregate "
+            f"({ours[count] / ours[first]:.1f}x {first})"
+        )
+        if "llama.cpp" in median:
+            theirs = median["llama.cpp"][count]
+            line += f"; llama-server {theirs:8.1f}; ratio {ours[count] / theirs:.2f}x"
+        print(line)
+    if 1 in ours:
+        print(
+            f"one stream served / riftco's own decode loop: {ours[1]:.1f} / "
+            f"{generate_rate:.1f} = {ours[1] / generate_rate:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -139,3 +139,27 @@ def bench(cache: Path, model: Path, threads: int, *, prompt: int, gen: int, dept
         elif row.get("n_gen", 0) > 0 and row.get("n_prompt", 0) == 0:
             figures["decode"] = float(row["avg_ts"])
     return figures
+
+
+def start_server(
+    cache: Path, model: Path, port: int, *, threads: int, parallel: int, context: int
+) -> subprocess.Popen:
+    """``llama-server`` on 127.0.0.1:``port`` with ``parallel`` slots of ``context``
+    positions each (its ``-c`` is the total); the caller waits for ``/health``."""
+    command = [
+        str(binary(cache, "llama-server")),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-t",
+        str(threads),
+        "--parallel",
+        str(parallel),
+        "-c",
+        str(context * parallel),
+        "--log-disable",
+    ]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -524,22 +524,24 @@ multiversion! {
 
 /// Output rows per piece handed to the team.
 const ROWS: usize = 16;
-/// Float32 weight rows dotted at once (independent chains of fused multiply-adds).
-const GROUP: usize = 4;
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
 
-/// `out[r] = w[r] . x` for the `out.len()` rows of `w` (`[rows, k]`, `k = x.len()`),
-/// each summed as [`dot8`] sums it, `GROUP` rows at a time.
-fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
+/// `out[i * rows + r] = w[r] . x[i]` for the `rows` rows of `w` (`[rows, k]`) and the
+/// `m` rows of `x` (`[m, k]`), each element summed as [`dot8`] sums it (so it does not
+/// depend on the other rows of either operand): on AVX2 in tiles of up to four
+/// weight rows by three input rows.
+fn dot_tile_f32(w: &[f32], rows: usize, x: &[f32], m: usize, out: &mut [f32]) {
+    let k = x.len() / m.max(1);
     #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { avx2::dot_rows_f32(w, x, out) };
+        return unsafe { avx2::dot_tile_f32(w, rows, x, m, k, out) };
     }
-    for (r, o) in out.iter_mut().enumerate() {
-        let k = x.len();
-        *o = dot8(&w[r * k..(r + 1) * k], x);
+    for i in 0..m {
+        for r in 0..rows {
+            out[i * rows + r] = dot8(&w[r * k..(r + 1) * k], &x[i * k..(i + 1) * k]);
+        }
     }
 }
 
@@ -547,51 +549,91 @@ fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
 mod avx2 {
     use std::arch::x86_64::*;
 
-    use super::GROUP;
-    use crate::lanes::dot8;
-
-    /// The lanes added in order from 0, then the tail's fused multiply-adds: the
-    /// end of [`dot8`].
+    /// `R` weight rows by `M` input rows from `w[r0..]`, `x[i0..]`, into `out`
+    /// (`[m, rows]`): one eight-lane fused multiply-add chain per element, the lanes
+    /// added in order from 0, then the tail (the order of [`dot8`](crate::lanes)).
     #[inline(always)]
-    unsafe fn finish(acc: __m256, row: &[f32], x: &[f32], whole: usize) -> f32 {
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
-        let mut s = 0.0f32;
-        for v in lanes {
-            s += v;
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const R: usize, const M: usize>(
+        w: &[f32],
+        x: &[f32],
+        k: usize,
+        rows: usize,
+        r0: usize,
+        i0: usize,
+        out: &mut [f32],
+    ) {
+        let whole = k / 8 * 8;
+        let wp: [*const f32; R] = std::array::from_fn(|r| w.as_ptr().add((r0 + r) * k));
+        let xp: [*const f32; M] = std::array::from_fn(|i| x.as_ptr().add((i0 + i) * k));
+        let mut acc = [[_mm256_setzero_ps(); M]; R];
+        let mut c = 0;
+        while c < whole {
+            let xv: [__m256; M] = std::array::from_fn(|i| _mm256_loadu_ps(xp[i].add(c)));
+            for r in 0..R {
+                let wv = _mm256_loadu_ps(wp[r].add(c));
+                for i in 0..M {
+                    acc[r][i] = _mm256_fmadd_ps(wv, xv[i], acc[r][i]);
+                }
+            }
+            c += 8;
         }
-        for (&a, &b) in row[whole..].iter().zip(&x[whole..]) {
-            s = a.mul_add(b, s);
+        for r in 0..R {
+            for i in 0..M {
+                let mut lanes = [0.0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), acc[r][i]);
+                let mut s = 0.0f32;
+                for v in lanes {
+                    s += v;
+                }
+                for c in whole..k {
+                    s = (*wp[r].add(c)).mul_add(*xp[i].add(c), s);
+                }
+                out[(i0 + i) * rows + r0 + r] = s;
+            }
         }
-        s
+    }
+
+    #[inline(always)]
+    unsafe fn inputs<const R: usize>(
+        w: &[f32],
+        x: &[f32],
+        k: usize,
+        rows: usize,
+        m: usize,
+        r0: usize,
+        out: &mut [f32],
+    ) {
+        let mut i0 = 0;
+        while i0 + 3 <= m {
+            tile::<R, 3>(w, x, k, rows, r0, i0, out);
+            i0 += 3;
+        }
+        match m - i0 {
+            2 => tile::<R, 2>(w, x, k, rows, r0, i0, out),
+            1 => tile::<R, 1>(w, x, k, rows, r0, i0, out),
+            _ => {}
+        }
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
-        let k = x.len();
-        let whole = k / 8 * 8;
-        assert!(w.len() >= out.len() * k);
-        let xp = x.as_ptr();
-        let groups = out.len() / GROUP;
-        for g in 0..groups {
-            let r0 = g * GROUP;
-            let p: [*const f32; GROUP] = std::array::from_fn(|r| w.as_ptr().add((r0 + r) * k));
-            let mut acc = [_mm256_setzero_ps(); GROUP];
-            let mut c = 0;
-            while c < whole {
-                let xv = _mm256_loadu_ps(xp.add(c));
-                for r in 0..GROUP {
-                    acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(p[r].add(c)), xv, acc[r]);
-                }
-                c += 8;
-            }
-            for r in 0..GROUP {
-                let row = &w[(r0 + r) * k..(r0 + r + 1) * k];
-                out[r0 + r] = finish(acc[r], row, x, whole);
-            }
+    pub(super) unsafe fn dot_tile_f32(
+        w: &[f32],
+        rows: usize,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        out: &mut [f32],
+    ) {
+        assert!(w.len() >= rows * k && x.len() >= m * k && out.len() >= m * rows);
+        let mut r0 = 0;
+        while r0 + 4 <= rows {
+            inputs::<4>(w, x, k, rows, m, r0, out);
+            r0 += 4;
         }
-        for r in groups * GROUP..out.len() {
-            out[r] = dot8(&w[r * k..(r + 1) * k], x);
+        while r0 < rows {
+            inputs::<1>(w, x, k, rows, m, r0, out);
+            r0 += 1;
         }
     }
 }
@@ -614,12 +656,21 @@ fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
         let (j, first) = pieces[p];
         let l = lins[j];
         let last = (first + ROWS).min(l.rows);
+        let width = last - first;
+        let tile = match l.weight {
+            Weight::F32(w) => {
+                let mut t = vec![0.0f32; m * width];
+                dot_tile_f32(&w[first * k..last * k], width, x, m, &mut t);
+                t
+            }
+            _ => Vec::new(),
+        };
         let mut y = [0.0f32; ROWS];
-        let y = &mut y[..last - first];
+        let y = &mut y[..width];
         for i in 0..m {
             let xi = &x[i * k..(i + 1) * k];
             match l.weight {
-                Weight::F32(w) => dot_rows_f32(&w[first * k..last * k], xi, y),
+                Weight::F32(_) => y.copy_from_slice(&tile[i * width..(i + 1) * width]),
                 Weight::Block(b) => {
                     for (o, r) in y.iter_mut().zip(first..last) {
                         let row = b.row(r);
@@ -689,7 +740,7 @@ mod tests {
         for (rows, k) in [(1, 8), (3, 13), (4, 384), (7, 100), (16, 1536), (9, 5)] {
             let (w, x) = (values(rows * k, 1), values(k, 2));
             let (mut a, mut b) = (vec![0.0; rows], vec![0.0; rows]);
-            dot_rows_f32(&w, &x, &mut a);
+            dot_tile_f32(&w, rows, &x, 1, &mut a);
             dot_each(&w, &x, &mut b);
             assert_eq!(
                 a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -699,6 +750,21 @@ mod tests {
             for (r, &v) in a.iter().enumerate() {
                 let exact: f64 = (0..k).map(|p| w[r * k + p] as f64 * x[p] as f64).sum();
                 assert!((v as f64 - exact).abs() < 1e-4, "{v} vs {exact}");
+            }
+        }
+    }
+
+    #[test]
+    fn tiles_of_inputs_give_each_element_its_dot8_bits() {
+        for (rows, m, k) in [(16, 16, 384), (7, 5, 13), (4, 3, 8), (5, 2, 100), (1, 7, 3)] {
+            let (w, x) = (values(rows * k, 6), values(m * k, 7));
+            let mut t = vec![0.0; m * rows];
+            dot_tile_f32(&w, rows, &x, m, &mut t);
+            for i in 0..m {
+                for r in 0..rows {
+                    let want = dot8(&w[r * k..(r + 1) * k], &x[i * k..(i + 1) * k]);
+                    assert_eq!(t[i * rows + r].to_bits(), want.to_bits(), "{rows} {m} {k}");
+                }
             }
         }
     }
