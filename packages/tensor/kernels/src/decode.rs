@@ -26,7 +26,7 @@ use crate::lanes::dot8;
 use crate::nf4::Nf4Weight;
 use crate::nf4_vector::row_dot as nf4_row_dot;
 use crate::norm::{norm_forward, Norm};
-use crate::paged::{paged_attention, PagedLayout, PagedSegment};
+use crate::paged::{paged_attention_in, PagedLayout, PagedSegment};
 use crate::pool::{parallel, Shared};
 use crate::rotary::rotary;
 use crate::{ensure, math, multiversion, Result};
@@ -366,7 +366,9 @@ pub fn step(
         }
         let mut a = vec![0.0; n * qw];
         let (layout, segments, table) = attend.parts(c.keys.len() / kvw);
-        paged_attention(h, &layout, segments, table, &q, c.keys, c.values, &mut a)?;
+        paged_attention_in(
+            h, &layout, segments, table, &q, c.keys, c.values, &mut a, true,
+        )?;
         let mut o = vec![0.0; n * d];
         linears(&[&layer.output], &a, n, &mut [&mut o]);
         add_in_place(&mut x, &o);

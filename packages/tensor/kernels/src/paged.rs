@@ -120,6 +120,24 @@ pub fn paged_attention(
     v: &[f32],
     out: &mut [f32],
 ) -> Result<()> {
+    paged_attention_in(h, layout, segs, table, q, k, v, out, false)
+}
+
+/// [`paged_attention`], its tasks handed to the [`team`](crate::team) (`on_team`, for a
+/// caller whose other kernels run there, such as the whole decode step) or to the
+/// rayon pool.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn paged_attention_in(
+    h: &Heads,
+    layout: &PagedLayout,
+    segs: &[PagedSegment],
+    table: &[i64],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+    on_team: bool,
+) -> Result<()> {
     check(h, layout, segs, table, q.len(), k.len(), v.len(), out.len())?;
     let (tasks, work) = query_blocks(h, segs.iter().map(|s| (s.q_len, s.kv_len)));
     let out = Shared::new(out);
@@ -130,7 +148,11 @@ pub fn paged_attention(
         // in use were checked to lie inside the pools.
         unsafe { block(h, layout.page_size, &segs[j], pages, head, i0, q, k, v, out) };
     };
-    for_each_task(&tasks, parallel(work), body);
+    if on_team && parallel(work) {
+        crate::team::team().run(tasks.len(), &|i| body(&tasks[i]));
+    } else {
+        for_each_task(&tasks, parallel(work), body);
+    }
     Ok(())
 }
 
