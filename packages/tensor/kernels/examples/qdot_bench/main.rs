@@ -2,7 +2,8 @@
 //! [1152 x 384], [384 x 384], [1536 x 384] and [384 x 1536]) per weight format,
 //! the kernels that take one weight row at a time against those that take
 //! several, timed alternately. Run with `RAYON_NUM_THREADS=1 cargo run --release
-//! --example qdot_bench [rounds]`.
+//! --example qdot_bench [rounds [format]]`
+//! (with a format, only it and float32).
 use riftco_kernels::blockq::{linear, linear_row_by_row, BlockFormat, BlockWeight};
 use riftco_kernels::nf4::{self, Nf4Weight, Scales};
 use std::time::Instant;
@@ -102,14 +103,15 @@ fn token(outs: &mut [Vec<f32>], xs: &[Vec<f32>], f: &mut Product) {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The fastest and the median round.
+fn fastest_and_median(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
+    (v[0], v[v.len() / 2])
 }
 
 fn main() {
     riftco_kernels::pool::set_num_threads(1);
-    let rounds: usize = std::env::args().nth(1).map_or(9, |a| a.parse().unwrap());
+    let rounds: usize = std::env::args().nth(1).map_or(15, |a| a.parse().unwrap());
     let mut g = Lcg(12345);
     let count = LAYERS * SHAPES.len();
     let shape = |j: usize| SHAPES[j % SHAPES.len()];
@@ -177,13 +179,17 @@ fn main() {
 
     let reps = 10;
     let mut f32_ms = 0.0;
-    println!("ms per token (median of {rounds} rounds of {reps} tokens), one thread");
+    println!("ms per token, the fastest of {rounds} rounds of {reps} tokens (the median in brackets), one thread");
     println!(
-        "{:6} {:>9} {:>9} {:>7} {:>12}",
+        "{:6} {:>17} {:>17} {:>7} {:>8}",
         "format", "old", "new", "old/new", "f32/new"
     );
     let mut lines = Vec::new();
+    let only = std::env::args().nth(2);
     for (name, old, new) in cases.iter_mut() {
+        if only.as_ref().is_some_and(|o| o != name && name != "f32") {
+            continue;
+        }
         // The results must agree bit for bit (NF4: within float32 rounding).
         token(&mut outs, &xs, old.as_mut());
         token(&mut outs2, &xs, new.as_mut());
@@ -209,15 +215,15 @@ fn main() {
             }
             tn.push(t.elapsed().as_secs_f64() * 1e3 / reps as f64);
         }
-        let (o, n) = (median(&mut to), median(&mut tn));
+        let ((o, om), (n, nm)) = (fastest_and_median(&mut to), fastest_and_median(&mut tn));
         if name == "f32" {
             f32_ms = n;
         }
-        lines.push((name.clone(), o, n, worst));
+        lines.push((name.clone(), o, n, om, nm, worst));
     }
-    for (name, o, n, worst) in lines {
+    for (name, o, n, om, nm, worst) in lines {
         println!(
-            "{name:6} {o:9.3} {n:9.3} {:7.2} {:12.2}   (largest relative difference {worst:.1e})",
+            "{name:6} {o:7.3} ({om:7.3}) {n:7.3} ({nm:7.3}) {:7.2} {:8.2}   largest relative difference {worst:.1e}",
             o / n,
             f32_ms / n
         );
