@@ -205,17 +205,18 @@ mod avx2 {
         // Element e's code is byte e / 2's low (even e) or high (odd e) nibble.
         // The low half takes elements 0-3, 8-11, 16-19, 24-27, the high half
         // 4-7, 12-15, 20-23, 28-31 (so that the byte transposition below puts
-        // each run of eight in order): each byte twice, then the low nibble of
-        // the first and the high nibble of the second.
+        // each run of eight in order): byte c as a 16-bit word, then the low
+        // byte of (c | c << 4) & 0x0f0f is its low nibble, the high byte its high.
+        const Z: i8 = -128; // a zero byte
         let pick = _mm256_setr_epi8(
-            0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13, //
-            2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15,
+            0, Z, 1, Z, 4, Z, 5, Z, 8, Z, 9, Z, 12, Z, 13, Z, //
+            2, Z, 3, Z, 6, Z, 7, Z, 10, Z, 11, Z, 14, Z, 15, Z,
         );
-        let c = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
-        let twice = _mm256_shuffle_epi8(c, pick);
-        let idx = _mm256_or_si256(
-            _mm256_and_si256(twice, _mm256_set1_epi16(0x000f)),
-            _mm256_and_si256(_mm256_srli_epi16(twice, 4), _mm256_set1_epi16(0x0f00)),
+        let c = _mm256_loadu2_m128i(p as *const __m128i, p as *const __m128i);
+        let word = _mm256_shuffle_epi8(c, pick);
+        let idx = _mm256_and_si256(
+            _mm256_or_si256(word, _mm256_slli_epi16(word, 4)),
+            _mm256_set1_epi8(15),
         );
         let b = planes.map(|t| _mm256_shuffle_epi8(t, idx));
         let (lo01, hi01) = (
@@ -259,13 +260,12 @@ mod avx2 {
                 std::array::from_fn(|r| _mm256_set1_ps(w.scale((starts[r] + base) >> shift)));
             let mut i = base;
             while i < base + block {
-                let xv: [__m256; 4] =
-                    std::array::from_fn(|g| _mm256_loadu_ps(x.as_ptr().add(i + 8 * g)));
                 for r in 0..R {
                     let v = codebook_values(codes.add((starts[r] + i) / 2), &planes);
-                    for g in 0..4 {
-                        let wv = _mm256_mul_ps(v[g], scale[r]);
-                        acc[r][g % 2] = _mm256_fmadd_ps(wv, xv[g], acc[r][g % 2]);
+                    for (g, &v) in v.iter().enumerate() {
+                        let wv = _mm256_mul_ps(v, scale[r]);
+                        let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * g));
+                        acc[r][g % 2] = _mm256_fmadd_ps(wv, xv, acc[r][g % 2]);
                     }
                 }
                 i += 32;
