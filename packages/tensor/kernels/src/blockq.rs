@@ -23,6 +23,10 @@ use crate::blockq_dot::{
     dot_f16, dot_q4_0, dot_q8_0, dot_rows_f16, dot_rows_q4_0, dot_rows_q8_0, f16_to_f32,
 };
 use crate::pool::Shared;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "blockq_quant.rs"]
+mod quant;
 use crate::{ensure, Result};
 
 /// Elements per Q8_0 / Q4_0 block.
@@ -197,6 +201,17 @@ pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
     let mut q = vec![0i8; x.len()];
     let mut scales = vec![0.0f32; blocks];
     let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+    #[cfg(target_arch = "x86_64")]
+    if crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2; the buffers have the lengths it needs.
+        unsafe { quant::quantize(x, &mut q, &mut scales, &mut sums) };
+        return QuantizedRows { q, scales, sums };
+    }
+    quantize_portable(x, &mut q, &mut scales, &mut sums);
+    QuantizedRows { q, scales, sums }
+}
+
+fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i32]) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let s = absmax(xb) / 127.0;
         let inv = if s != 0.0 { 1.0 / s } else { 0.0 };
@@ -205,13 +220,12 @@ pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
             *o = (v * inv).round() as i8;
         }
         scales[b] = s;
-        if with_sums {
+        if !sums.is_empty() {
             for (j, g) in qb.chunks_exact(4).enumerate() {
                 sums[b * 8 + j] = 8 * g.iter().map(|&v| v as i32).sum::<i32>();
             }
         }
     }
-    QuantizedRows { q, scales, sums }
 }
 
 /// Output rows per piece handed to the team.
@@ -551,6 +565,42 @@ mod tests {
                     assert_eq!(bits(&fast), bits(&slow), "{format:?} {rows}x{cols} m={m}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_fast_quantization_matches_the_portable_one() {
+        let mut x: Vec<f32> = (0..32 * 40)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * [1.0, 0.01, 3e-39, 1e30][i / 320])
+            .collect();
+        // Ties (a block whose largest magnitude is 127 has the scale 1).
+        for (j, v) in x[..32].iter_mut().enumerate() {
+            *v = if j == 0 {
+                127.0
+            } else {
+                (j as f32 - 16.0) + 0.5
+            };
+        }
+        x[40] = -0.0;
+        x[70] = f32::NAN;
+        x[100] = f32::INFINITY;
+        x[130] = f32::NEG_INFINITY;
+        x[160..192].fill(0.0);
+        x[200] = f32::MIN_POSITIVE;
+        x.extend([1.0, 2.0, 3.0]); // a tail that is not a block
+        for with_sums in [false, true] {
+            let fast = quantize_rows(&x, with_sums);
+            let blocks = x.len() / QK;
+            let mut q = vec![0i8; x.len()];
+            let mut scales = vec![0.0f32; blocks];
+            let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+            quantize_portable(&x, &mut q, &mut scales, &mut sums);
+            assert_eq!(fast.q, q);
+            assert_eq!(fast.sums, sums);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast.scales), bits(&scales));
+            // Half away from zero: -14.5, -13.5, -12.5 and 0.5.
+            assert_eq!([q[1], q[2], q[3], q[16]], [-15, -14, -13, 1]);
         }
     }
 }
