@@ -197,12 +197,17 @@ fn absmax(x: &[f32]) -> f32 {
 }
 
 pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
+    quantize_rows_with(x, with_sums, true)
+}
+
+/// [`quantize_rows`], `vector`: with the AVX2 version where the CPU has it.
+fn quantize_rows_with(x: &[f32], with_sums: bool, vector: bool) -> QuantizedRows {
     let blocks = x.len() / QK;
     let mut q = vec![0i8; x.len()];
     let mut scales = vec![0.0f32; blocks];
     let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
     #[cfg(target_arch = "x86_64")]
-    if crate::pool::has_avx2_fma() {
+    if vector && crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2; the buffers have the lengths it needs.
         unsafe { quant::quantize(x, &mut q, &mut scales, &mut sums) };
         return QuantizedRows { q, scales, sums };
@@ -247,8 +252,9 @@ pub fn linear(
     linear_with(w, x, m, bias, out, true)
 }
 
-/// [`linear`] computing one weight row at a time: the same bits, slower (kept
-/// to check and time the kernels that take several rows at once).
+/// [`linear`] computing one weight row at a time, the input quantized by the
+/// portable loop: the same bits, slower (kept to check and time the kernels
+/// that take several rows at once and the AVX2 quantization).
 #[doc(hidden)]
 pub fn linear_row_by_row(
     w: &BlockWeight,
@@ -292,7 +298,7 @@ fn linear_with(
     }
     let xq = match w.format {
         BlockFormat::F16 => None,
-        f => Some(quantize_rows(x, f == BlockFormat::Q4_0)),
+        f => Some(quantize_rows_with(x, f == BlockFormat::Q4_0, grouped)),
     };
     let kb = k / QK;
     // Input row i against the weight rows `rs` (one, or as many as the format
