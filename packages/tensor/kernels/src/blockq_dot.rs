@@ -14,7 +14,8 @@
 //! ones perform the same operations in the same order, so every CPU gives the
 //! same bits (NaN results are NaN, of unspecified sign and payload). The
 //! functions that take several weight rows at once give each row exactly what
-//! the one-row function gives it: they only share the input's loads and scales.
+//! the one-row function gives it: they share the input's loads and scales and
+//! convert the rows' half scales four at a time (the same products `d_b * s_b`).
 
 use crate::blockq::QK;
 
