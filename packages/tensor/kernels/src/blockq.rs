@@ -19,8 +19,14 @@
 //! computed the same way, by the same function, whatever the batch size, the
 //! thread count or the CPU, so prefill and decode give the same bits.
 
-use crate::blockq_dot::{dot_f16, dot_q4_0, dot_q8_0, f16_to_f32};
+use crate::blockq_dot::{
+    dot_f16, dot_q4_0, dot_q8_0, dot_rows_f16, dot_rows_q4_0, dot_rows_q8_0, f16_to_f32,
+};
 use crate::pool::Shared;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "blockq_quant.rs"]
+mod quant;
 use crate::{ensure, Result};
 
 /// Elements per Q8_0 / Q4_0 block.
@@ -191,10 +197,26 @@ fn absmax(x: &[f32]) -> f32 {
 }
 
 pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
+    quantize_rows_with(x, with_sums, true)
+}
+
+/// [`quantize_rows`], `vector`: with the AVX2 version where the CPU has it.
+fn quantize_rows_with(x: &[f32], with_sums: bool, vector: bool) -> QuantizedRows {
     let blocks = x.len() / QK;
     let mut q = vec![0i8; x.len()];
     let mut scales = vec![0.0f32; blocks];
     let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+    #[cfg(target_arch = "x86_64")]
+    if vector && crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2; the buffers have the lengths it needs.
+        unsafe { quant::quantize(x, &mut q, &mut scales, &mut sums) };
+        return QuantizedRows { q, scales, sums };
+    }
+    quantize_portable(x, &mut q, &mut scales, &mut sums);
+    QuantizedRows { q, scales, sums }
+}
+
+fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i32]) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let s = absmax(xb) / 127.0;
         let inv = if s != 0.0 { 1.0 / s } else { 0.0 };
@@ -203,17 +225,21 @@ pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
             *o = (v * inv).round() as i8;
         }
         scales[b] = s;
-        if with_sums {
+        if !sums.is_empty() {
             for (j, g) in qb.chunks_exact(4).enumerate() {
                 sums[b * 8 + j] = 8 * g.iter().map(|&v| v as i32).sum::<i32>();
             }
         }
     }
-    QuantizedRows { q, scales, sums }
 }
 
 /// Output rows per piece handed to the team.
 const ROWS: usize = 16;
+
+/// Weight rows dotted with an input row at once (the rest one at a time): Q8_0
+/// and Q4_0, F16.
+const AT_ONCE: usize = 4;
+const AT_ONCE_F16: usize = 2;
 
 /// `out [m, rows] = x [m, cols] @ W^T (+ bias [rows])`.
 pub fn linear(
@@ -222,6 +248,31 @@ pub fn linear(
     m: usize,
     bias: Option<&[f32]>,
     out: &mut [f32],
+) -> Result<()> {
+    linear_with(w, x, m, bias, out, true)
+}
+
+/// [`linear`] computing one weight row at a time, the input quantized by the
+/// portable loop: the same bits, slower (kept to check and time the kernels
+/// that take several rows at once and the AVX2 quantization).
+#[doc(hidden)]
+pub fn linear_row_by_row(
+    w: &BlockWeight,
+    x: &[f32],
+    m: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    linear_with(w, x, m, bias, out, false)
+}
+
+fn linear_with(
+    w: &BlockWeight,
+    x: &[f32],
+    m: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    grouped: bool,
 ) -> Result<()> {
     w.check()?;
     let (n, k, name) = (w.rows, w.cols, w.format.name());
@@ -247,40 +298,90 @@ pub fn linear(
     }
     let xq = match w.format {
         BlockFormat::F16 => None,
-        f => Some(quantize_rows(x, f == BlockFormat::Q4_0)),
+        f => Some(quantize_rows_with(x, f == BlockFormat::Q4_0, grouped)),
     };
     let kb = k / QK;
-    let dot = |r: usize, i: usize| -> f32 {
-        let row = w.row(r);
-        match (w.format, &xq) {
-            (BlockFormat::Q8_0, Some(a)) => dot_q8_0(
-                row,
+    // Input row i against the weight rows `rs` (one, or as many as the format
+    // takes at once), into y.
+    let dots = |rs: &[usize], i: usize, y: &mut [f32]| {
+        let xi = &x[i * k..(i + 1) * k];
+        let codes = xq.as_ref().map(|a| {
+            (
                 &a.q[i * k..(i + 1) * k],
                 &a.scales[i * kb..(i + 1) * kb],
-            ),
-            (BlockFormat::Q4_0, Some(a)) => dot_q4_0(
-                row,
-                &a.q[i * k..(i + 1) * k],
-                &a.scales[i * kb..(i + 1) * kb],
-                &a.sums[i * kb * 8..(i + 1) * kb * 8],
-            ),
-            _ => dot_f16(row, &x[i * k..(i + 1) * k]),
+                &a.sums[(i * kb * 8).min(a.sums.len())..((i + 1) * kb * 8).min(a.sums.len())],
+            )
+        });
+        match (w.format, codes, rs.len()) {
+            (BlockFormat::F16, _, AT_ONCE_F16) => {
+                let rows = std::array::from_fn(|j| w.row(rs[j]));
+                y.copy_from_slice(&dot_rows_f16::<AT_ONCE_F16>(rows, xi));
+            }
+            (BlockFormat::Q8_0, Some((q, s, _)), AT_ONCE) => {
+                let rows = std::array::from_fn(|j| w.row(rs[j]));
+                y.copy_from_slice(&dot_rows_q8_0::<AT_ONCE>(rows, q, s));
+            }
+            (BlockFormat::Q4_0, Some((q, s, sums)), AT_ONCE) => {
+                let rows = std::array::from_fn(|j| w.row(rs[j]));
+                y.copy_from_slice(&dot_rows_q4_0::<AT_ONCE>(rows, q, s, sums));
+            }
+            (format, codes, _) => {
+                for (o, &r) in y.iter_mut().zip(rs) {
+                    *o = match (format, codes) {
+                        (BlockFormat::Q8_0, Some((q, s, _))) => dot_q8_0(w.row(r), q, s),
+                        (BlockFormat::Q4_0, Some((q, s, sums))) => dot_q4_0(w.row(r), q, s, sums),
+                        _ => dot_f16(w.row(r), xi),
+                    };
+                }
+            }
         }
+    };
+    let at_once = match (grouped, w.format) {
+        (false, _) => 1,
+        (true, BlockFormat::F16) => AT_ONCE_F16,
+        (true, _) => AT_ONCE,
     };
     let dst = Shared::new(out);
     // A piece is ROWS weight rows against every input row, the weight rows
-    // staying in cache while the input rows pass.
+    // staying in cache while the input rows pass. A whole piece is taken
+    // `at_once` rows a step, ROWS / at_once apart (each of the streams of
+    // rows read at once stays sequential for longer); a short one in runs of
+    // consecutive rows, then one at a time.
     let piece = |p: usize| {
         let first = p * ROWS;
         let last = (first + ROWS).min(n);
+        let mut groups = [[0usize; AT_ONCE]; ROWS];
+        let mut lens = [0usize; ROWS];
+        let mut count = 0;
+        if last - first == ROWS && at_once > 1 {
+            let apart = ROWS / at_once;
+            for j in 0..apart {
+                groups[j] = std::array::from_fn(|t| first + j + (t % at_once) * apart);
+                lens[j] = at_once;
+            }
+            count = apart;
+        } else {
+            let mut r = first;
+            while r < last {
+                let take = if r + at_once <= last { at_once } else { 1 };
+                groups[count] = std::array::from_fn(|t| r + t % take);
+                lens[count] = take;
+                count += 1;
+                r += take;
+            }
+        }
+        let mut y = [0.0f32; AT_ONCE];
         for i in 0..m {
-            for r in first..last {
-                let mut y = dot(r, i);
-                if let Some(b) = bias {
-                    y += b[r];
+            for (g, &len) in groups[..count].iter().zip(&lens) {
+                dots(&g[..len], i, &mut y[..len]);
+                for (&r, &v) in g[..len].iter().zip(&y[..len]) {
+                    let v = match bias {
+                        Some(b) => v + b[r],
+                        None => v,
+                    };
+                    // SAFETY: element (i, r) of `out` belongs to this piece alone.
+                    unsafe { *dst.at(i * n + r) = v };
                 }
-                // SAFETY: element (i, r) of `out` belongs to this piece alone.
-                unsafe { *dst.at(i * n + r) = y };
             }
         }
     };
@@ -443,5 +544,69 @@ mod tests {
         assert!(linear(&w, &[0.0; 63], 1, None, &mut y).is_err());
         assert!(BlockFormat::parse("q5_0").is_err());
         assert_eq!(BlockFormat::parse("f16").unwrap(), BlockFormat::F16);
+    }
+
+    #[test]
+    fn several_rows_at_once_match_one_row_at_a_time_bit_for_bit() {
+        for format in [BlockFormat::Q8_0, BlockFormat::Q4_0, BlockFormat::F16] {
+            // Whole pieces, a short last piece, fewer rows than a step.
+            for &(rows, cols, m) in &[(64, 384, 1), (37, 96, 3), (3, 32, 2), (16, 1536, 1)] {
+                let data = weight(format, rows, cols);
+                let w = BlockWeight {
+                    format,
+                    data: &data,
+                    rows,
+                    cols,
+                };
+                let x: Vec<f32> = (0..m * cols)
+                    .map(|i| ((i * 31 % 23) as f32 - 11.0) / 3.0)
+                    .collect();
+                let bias: Vec<f32> = (0..rows).map(|r| r as f32 * 0.5 - 3.0).collect();
+                for b in [None, Some(&bias[..])] {
+                    let mut fast = vec![0.0; m * rows];
+                    let mut slow = vec![1.0; m * rows];
+                    linear(&w, &x, m, b, &mut fast).unwrap();
+                    linear_row_by_row(&w, &x, m, b, &mut slow).unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&fast), bits(&slow), "{format:?} {rows}x{cols} m={m}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_quantization_matches_the_portable_one() {
+        let mut x: Vec<f32> = (0..32 * 40)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * [1.0, 0.01, 3e-39, 1e30][i / 320])
+            .collect();
+        // Ties (a block whose largest magnitude is 127 has the scale 1).
+        for (j, v) in x[..32].iter_mut().enumerate() {
+            *v = if j == 0 {
+                127.0
+            } else {
+                (j as f32 - 16.0) + 0.5
+            };
+        }
+        x[40] = -0.0;
+        x[70] = f32::NAN;
+        x[100] = f32::INFINITY;
+        x[130] = f32::NEG_INFINITY;
+        x[160..192].fill(0.0);
+        x[200] = f32::MIN_POSITIVE;
+        x.extend([1.0, 2.0, 3.0]); // a tail that is not a block
+        for with_sums in [false, true] {
+            let fast = quantize_rows(&x, with_sums);
+            let blocks = x.len() / QK;
+            let mut q = vec![0i8; x.len()];
+            let mut scales = vec![0.0f32; blocks];
+            let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+            quantize_portable(&x, &mut q, &mut scales, &mut sums);
+            assert_eq!(fast.q, q);
+            assert_eq!(fast.sums, sums);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast.scales), bits(&scales));
+            // Half away from zero: -14.5, -13.5, -12.5 and 0.5.
+            assert_eq!([q[1], q[2], q[3], q[16]], [-15, -14, -13, 1]);
+        }
     }
 }

@@ -12,7 +12,10 @@
 //! the eight lanes by halves (`v[j] + v[j + 4]`, then `+ [j + 2]`, then the
 //! two), and F16's extra accumulator last. The AVX2 versions and the portable
 //! ones perform the same operations in the same order, so every CPU gives the
-//! same bits.
+//! same bits (NaN results are NaN, of unspecified sign and payload). The
+//! functions that take several weight rows at once give each row exactly what
+//! the one-row function gives it: they share the input's loads and scales and
+//! convert the rows' half scales four at a time (the same products `d_b * s_b`).
 
 use crate::blockq::QK;
 
@@ -94,6 +97,46 @@ pub(crate) fn dot_f16(row: &[u8], x: &[f32]) -> f32 {
         return unsafe { avx2::dot_f16(row, x) };
     }
     dot_f16_portable(row, x)
+}
+
+/// [`dot_q8_0`] of each of `R` weight rows with the same input (the same bits
+/// per row, the input's loads and scales shared).
+pub(crate) fn dot_rows_q8_0<const R: usize>(rows: [&[u8]; R], q: &[i8], s: &[f32]) -> [f32; R] {
+    assert!(q.len() == s.len() * QK && rows.iter().all(|r| r.len() == s.len() * 34));
+    #[cfg(target_arch = "x86_64")]
+    if fast() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
+        return unsafe { avx2::dot_rows_q8_0(rows, q, s) };
+    }
+    rows.map(|row| dot_q8_0_portable(row, q, s))
+}
+
+/// [`dot_q4_0`] of each of `R` weight rows with the same input.
+pub(crate) fn dot_rows_q4_0<const R: usize>(
+    rows: [&[u8]; R],
+    q: &[i8],
+    s: &[f32],
+    sums: &[i32],
+) -> [f32; R] {
+    assert!(q.len() == s.len() * QK && sums.len() == s.len() * 8);
+    assert!(rows.iter().all(|r| r.len() == s.len() * 18));
+    #[cfg(target_arch = "x86_64")]
+    if fast() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
+        return unsafe { avx2::dot_rows_q4_0(rows, q, s, sums) };
+    }
+    rows.map(|row| dot_q4_0_portable(row, q, s, sums))
+}
+
+/// [`dot_f16`] of each of `R` weight rows with the same input.
+pub(crate) fn dot_rows_f16<const R: usize>(rows: [&[u8]; R], x: &[f32]) -> [f32; R] {
+    assert!(rows.iter().all(|r| r.len() == x.len() * 2));
+    #[cfg(target_arch = "x86_64")]
+    if fast() {
+        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
+        return unsafe { avx2::dot_rows_f16(rows, x) };
+    }
+    rows.map(|row| dot_f16_portable(row, x))
 }
 
 fn dot_q8_0_portable(row: &[u8], q: &[i8], s: &[f32]) -> f32 {
@@ -254,6 +297,155 @@ mod avx2 {
         let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
         reduce(v) + rest
     }
+
+    /// `d_r * sb` for block `b` of each row (`stride` bytes a block): the
+    /// halves converted and multiplied four at a time (the same products).
+    #[inline(always)]
+    unsafe fn scales<const R: usize>(
+        rows: &[&[u8]; R],
+        stride: usize,
+        b: usize,
+        sb: f32,
+    ) -> [f32; R] {
+        let mut d = [0.0f32; R];
+        let sb4 = _mm_set1_ps(sb);
+        let mut r = 0;
+        while r < R {
+            let mut h = _mm_setzero_si128();
+            for (j, row) in rows[r..R.min(r + 4)].iter().enumerate() {
+                let v = std::ptr::read_unaligned(row.as_ptr().add(b * stride) as *const u16);
+                h = match j {
+                    0 => _mm_insert_epi16(h, v as i32, 0),
+                    1 => _mm_insert_epi16(h, v as i32, 1),
+                    2 => _mm_insert_epi16(h, v as i32, 2),
+                    _ => _mm_insert_epi16(h, v as i32, 3),
+                };
+            }
+            let p = _mm_mul_ps(_mm_cvtph_ps(h), sb4);
+            let mut four = [0.0f32; 4];
+            _mm_storeu_ps(four.as_mut_ptr(), p);
+            let take = (R - r).min(4);
+            d[r..r + take].copy_from_slice(&four[..take]);
+            r += 4;
+        }
+        d
+    }
+
+    /// Block `b` of each row into `acc` (a set per row), the input loaded once.
+    #[inline(always)]
+    unsafe fn q8_blocks<const R: usize>(
+        rows: &[&[u8]; R],
+        q: &[i8],
+        s: &[f32],
+        b: usize,
+        acc: &mut [__m256; R],
+    ) {
+        let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
+        let d = scales(rows, 34, b, *s.get_unchecked(b));
+        let ones = _mm256_set1_epi16(1);
+        for r in 0..R {
+            let blk = rows[r].as_ptr().add(b * 34);
+            let w = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+            let aw = _mm256_sign_epi8(w, w);
+            let sx = _mm256_sign_epi8(x, w);
+            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r]), acc[r]);
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn q4_blocks<const R: usize>(
+        rows: &[&[u8]; R],
+        q: &[i8],
+        s: &[f32],
+        sums: &[i32],
+        b: usize,
+        acc: &mut [__m256; R],
+    ) {
+        let x = _mm256_loadu_si256(q.as_ptr().add(b * QK) as *const __m256i);
+        let off = _mm256_loadu_si256(sums.as_ptr().add(b * 8) as *const __m256i);
+        let d = scales(rows, 18, b, *s.get_unchecked(b));
+        let ones = _mm256_set1_epi16(1);
+        let nibble = _mm256_set1_epi8(15);
+        // Low nibbles in the low half (elements 0..15), high ones in the high half.
+        let shift = _mm256_setr_epi64x(0, 0, 4, 4);
+        for r in 0..R {
+            let blk = rows[r].as_ptr().add(b * 18);
+            let raw = _mm256_broadcastsi128_si256(_mm_loadu_si128(blk.add(2) as *const __m128i));
+            let w = _mm256_and_si256(_mm256_srlv_epi64(raw, shift), nibble);
+            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones);
+            let p = _mm256_sub_epi32(p, off);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r]), acc[r]);
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows_q8_0<const R: usize>(
+        rows: [&[u8]; R],
+        q: &[i8],
+        s: &[f32],
+    ) -> [f32; R] {
+        let (mut a0, mut a1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut b = 0;
+        while b + 2 <= s.len() {
+            q8_blocks(&rows, q, s, b, &mut a0);
+            q8_blocks(&rows, q, s, b + 1, &mut a1);
+            b += 2;
+        }
+        if b < s.len() {
+            q8_blocks(&rows, q, s, b, &mut a0);
+        }
+        std::array::from_fn(|r| reduce(_mm256_add_ps(a0[r], a1[r])))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows_q4_0<const R: usize>(
+        rows: [&[u8]; R],
+        q: &[i8],
+        s: &[f32],
+        sums: &[i32],
+    ) -> [f32; R] {
+        let (mut a0, mut a1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let mut b = 0;
+        while b + 2 <= s.len() {
+            q4_blocks(&rows, q, s, sums, b, &mut a0);
+            q4_blocks(&rows, q, s, sums, b + 1, &mut a1);
+            b += 2;
+        }
+        if b < s.len() {
+            q4_blocks(&rows, q, s, sums, b, &mut a0);
+        }
+        std::array::from_fn(|r| reduce(_mm256_add_ps(a0[r], a1[r])))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows_f16<const R: usize>(rows: [&[u8]; R], x: &[f32]) -> [f32; R] {
+        let mut acc = [[_mm256_setzero_ps(); 4]; R];
+        let body = x.len() / 32 * 32;
+        let xp = x.as_ptr();
+        let mut i = 0;
+        while i < body {
+            for set in 0..4 {
+                let e = i + 8 * set;
+                let xv = _mm256_loadu_ps(xp.add(e));
+                for (a, row) in acc.iter_mut().zip(&rows) {
+                    let p = row.as_ptr().add(2 * e) as *const __m128i;
+                    let wv = _mm256_cvtph_ps(_mm_loadu_si128(p));
+                    a[set] = _mm256_fmadd_ps(wv, xv, a[set]);
+                }
+            }
+            i += 32;
+        }
+        std::array::from_fn(|r| {
+            let mut rest = 0.0f32;
+            for (e, &v) in x.iter().enumerate().skip(body) {
+                rest = half(rows[r].as_ptr().add(2 * e)).mul_add(v, rest);
+            }
+            let a = &acc[r];
+            let v = _mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]));
+            reduce(v) + rest
+        })
+    }
 }
 
 #[cfg(test)]
@@ -310,5 +502,113 @@ mod tests {
         for (g, w) in got.iter().zip(&want) {
             assert_eq!(g.to_bits(), w.to_bits(), "{g} vs {w}");
         }
+    }
+
+    /// Patterned bytes (an LCG), with the block scales of Q8_0 / Q4_0 rows set
+    /// from `scale(row, block)`.
+    fn rows_of(
+        stride: usize,
+        blocks: usize,
+        n: usize,
+        scale: impl Fn(usize, usize) -> u16,
+    ) -> Vec<Vec<u8>> {
+        let mut g = 0x2545_f491_u64;
+        (0..n)
+            .map(|r| {
+                let mut v: Vec<u8> = (0..stride * blocks)
+                    .map(|_| {
+                        g = g
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1_442_695_040_888_963_407);
+                        (g >> 56) as u8
+                    })
+                    .collect();
+                if stride != 2 {
+                    for b in 0..blocks {
+                        v[b * stride..b * stride + 2].copy_from_slice(&scale(r, b).to_le_bytes());
+                    }
+                } else {
+                    // F16 elements: keep the exponents moderate, some NaN / inf.
+                    for h in v.chunks_exact_mut(2) {
+                        h[1] = if h[0] == 7 {
+                            0x7c | (h[1] & 0x80)
+                        } else {
+                            h[1] & 0xbf
+                        };
+                    }
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// Inputs of `cols` elements: plain, with a NaN, with an infinity, all zero.
+    fn inputs(cols: usize) -> Vec<Vec<f32>> {
+        let plain: Vec<f32> = (0..cols)
+            .map(|i| ((i * 29 % 41) as f32 - 20.0) / 7.0 * if i % 5 == 0 { 100.0 } else { 1.0 })
+            .collect();
+        let mut nan = plain.clone();
+        nan[cols / 2] = f32::NAN;
+        let mut inf = plain.clone();
+        inf[cols - 1] = f32::INFINITY;
+        vec![plain, nan, inf, vec![0.0; cols]]
+    }
+
+    fn scale_pattern(r: usize, b: usize) -> u16 {
+        match (r * 7 + b * 3) % 23 {
+            0 => 0x7c00, // inf
+            1 => 0xfe00, // NaN
+            2 => 0x0000,
+            3 => 0x0003, // subnormal
+            v => (0x2000 + v as u16 * 0x155) | ((b as u16 & 1) << 15),
+        }
+    }
+
+    /// The same bits, or both NaN (a NaN's sign and payload are not kept: the
+    /// compiler may swap the operands of a product or a sum).
+    fn same(a: f32, b: f32) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    fn check_rows<const R: usize>() {
+        for blocks in [1usize, 2, 3, 7, 12, 48, 49] {
+            let cols = blocks * QK;
+            let q8 = rows_of(34, blocks, R, scale_pattern);
+            let q4 = rows_of(18, blocks, R, |r, b| scale_pattern(r + 5, b));
+            for x in inputs(cols) {
+                let a = quantize_rows(&x, true);
+                let (q, s, sums) = (&a.q[..], &a.scales[..], &a.sums[..]);
+                let got8 = dot_rows_q8_0::<R>(std::array::from_fn(|r| &q8[r][..]), q, s);
+                let got4 = dot_rows_q4_0::<R>(std::array::from_fn(|r| &q4[r][..]), q, s, sums);
+                for r in 0..R {
+                    let (w8, w4) = (dot_q8_0(&q8[r], q, s), dot_q4_0(&q4[r], q, s, sums));
+                    assert!(same(got8[r], w8), "q8_0 {blocks} {r}");
+                    assert!(same(got4[r], w4), "q4_0 {blocks} {r}");
+                    let p8 = dot_q8_0_portable(&q8[r], q, s);
+                    let p4 = dot_q4_0_portable(&q4[r], q, s, sums);
+                    assert!(same(w8, p8), "q8_0 {blocks} {r}: {w8} vs {p8}");
+                    assert!(same(w4, p4), "q4_0 {blocks} {r}: {w4} vs {p4}");
+                }
+            }
+        }
+        for cols in [1usize, 7, 32, 33, 95, 384, 1541] {
+            let f16 = rows_of(2, cols, R, scale_pattern);
+            for x in inputs(cols) {
+                let got = dot_rows_f16::<R>(std::array::from_fn(|r| &f16[r][..]), &x);
+                for r in 0..R {
+                    let (want, p) = (dot_f16(&f16[r], &x), dot_f16_portable(&f16[r], &x));
+                    assert!(same(got[r], want), "f16 {cols} {r}");
+                    assert!(same(want, p), "f16 {cols} {r}: {want} vs {p}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn several_rows_at_once_give_each_row_the_bits_of_one_at_a_time() {
+        check_rows::<1>();
+        check_rows::<2>();
+        check_rows::<4>();
+        check_rows::<8>();
     }
 }

@@ -11,7 +11,10 @@
 //! tail) go to one more accumulator in index order; the sixteen lanes are then
 //! added in lane order, and that one last. The AVX2 version and the portable
 //! one perform the same operations in the same order, so every CPU and every
-//! thread count gives the same bits.
+//! thread count gives the same bits. Rows made of whole blocks are read 32
+//! weights a step (byte lookups of the codebook, times the block's scale: the
+//! same float32 as the scaled codebook), several rows at a time in the linear;
+//! each row still gets exactly the bits of the one-row walk.
 
 use crate::nf4::{Nf4Weight, CODEBOOK};
 use crate::pool::{parallel, Shared};
@@ -19,19 +22,33 @@ use crate::pool::{parallel, Shared};
 /// Output rows per piece handed to the team.
 const ROWS: usize = 16;
 
+/// Weight rows dotted with the input at once.
+const AT_ONCE: usize = 1;
+
 /// `out [rows] = dequant(w) @ x (+ bias)` for one input row `x [cols]`.
 pub(crate) fn linear_vector(w: &Nf4Weight, x: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows, w.cols);
     let dst = Shared::new(out);
     let piece = |p: usize| {
         let first = p * ROWS;
-        for r in first..(first + ROWS).min(n) {
-            let mut y = row_dot(w, r * k, x);
-            if let Some(b) = bias {
-                y += b[r];
+        let last = (first + ROWS).min(n);
+        let mut r = first;
+        while r < last {
+            let take = if r + AT_ONCE <= last { AT_ONCE } else { 1 };
+            let y: [f32; AT_ONCE] = if take == AT_ONCE {
+                row_dots(w, std::array::from_fn(|j| (r + j) * k), x)
+            } else {
+                [row_dot(w, r * k, x); AT_ONCE]
+            };
+            for (j, &v) in y[..take].iter().enumerate() {
+                let v = match bias {
+                    Some(b) => v + b[r + j],
+                    None => v,
+                };
+                // SAFETY: row r + j of `out` (n elements) belongs to this piece alone.
+                unsafe { *dst.at(r + j) = v };
             }
-            // SAFETY: row r of `out` (n elements) belongs to this piece alone.
-            unsafe { *dst.at(r) = y };
+            r += take;
         }
     };
     let pieces = n.div_ceil(ROWS);
@@ -46,10 +63,32 @@ pub(crate) fn linear_vector(w: &Nf4Weight, x: &[f32], bias: Option<&[f32]>, out:
 pub(crate) fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
+        if whole_blocks(w, start, x.len()) {
+            // SAFETY: the CPU has AVX2 and FMA; the row holds whole blocks.
+            return unsafe { avx2::whole_blocks::<1>(w, [start], x)[0] };
+        }
         // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { row_dot_avx2(w, start, x) };
+        return unsafe { avx2::row_dot(w, start, x) };
     }
     row_dot_portable(w, start, x)
+}
+
+/// [`row_dot`] for `R` rows starting at `starts` (each the same bits), the
+/// input's loads shared when every row holds whole blocks.
+pub(crate) fn row_dots<const R: usize>(w: &Nf4Weight, starts: [usize; R], x: &[f32]) -> [f32; R] {
+    #[cfg(target_arch = "x86_64")]
+    if crate::pool::has_avx2_fma() && starts.iter().all(|&s| whole_blocks(w, s, x.len())) {
+        // SAFETY: the CPU has AVX2 and FMA; every row holds whole blocks.
+        return unsafe { avx2::whole_blocks(w, starts, x) };
+    }
+    starts.map(|s| row_dot(w, s, x))
+}
+
+/// Whether elements `start .. start + len` are whole blocks of the weight.
+#[inline(always)]
+fn whole_blocks(w: &Nf4Weight, start: usize, len: usize) -> bool {
+    let b = w.block - 1; // a power of two (checked)
+    start & b == 0 && len & b == 0 && start + len <= w.len()
 }
 
 /// The codebook scaled by block `b`'s scale, as `dequantize_into` builds it.
@@ -107,128 +146,176 @@ fn row_dot_portable(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn row_dot_avx2(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
+mod avx2 {
+    use super::{code, finish};
+    use crate::nf4::{Nf4Weight, CODEBOOK};
     use std::arch::x86_64::*;
-    let (codes, end) = (w.codes, start + x.len());
-    let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    let fifteen = _mm256_set1_epi32(15);
-    // `next` takes the next group, `other` the one after (swapped every group).
-    let (mut next, mut other) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-    let mut rest = 0.0f32;
-    let mut group = 0usize;
-    let mut i = start;
-    while i < end {
-        let b = i >> w.block.trailing_zeros(); // a power of two (checked)
-        let stop = ((b + 1) << w.block.trailing_zeros()).min(end);
-        let scale = w.scale(b);
-        if i % 2 == 1 {
-            rest = (CODEBOOK[code(codes, i)] * scale).mul_add(x[i - start], rest);
-            i += 1;
-        }
-        // The scaled codebook in two registers (the products `scaled_codebook` makes).
+
+    /// The scaled codebook in two registers (codes 0-7, 8-15): the products
+    /// `scaled_codebook` makes.
+    #[inline(always)]
+    unsafe fn tables(scale: f32) -> (__m256, __m256) {
         let s8 = _mm256_set1_ps(scale);
         let lo = _mm256_mul_ps(_mm256_loadu_ps(CODEBOOK.as_ptr()), s8);
         let hi = _mm256_mul_ps(_mm256_loadu_ps(CODEBOOK.as_ptr().add(8)), s8);
-        // The groups below read code bytes up to (stop - 1) / 2 and x up to stop - start.
-        assert!(stop.div_ceil(2) <= codes.len() && stop - start <= x.len());
-        if i + 32 <= stop {
-            // Thirty-two weights a step: byte lookups (16-entry shuffles) of the
-            // scaled codebook's four byte planes, reassembled into floats.
-            let planes = byte_planes(lo, hi);
-            let nibble = _mm_set1_epi8(15);
-            while i + 32 <= stop {
-                // SAFETY: i is even and i + 32 <= stop: bytes i / 2 .. i / 2 + 16 exist.
-                let c = _mm_loadu_si128(codes.as_ptr().add(i / 2) as *const __m128i);
-                let low = _mm_and_si128(c, nibble);
-                let high = _mm_and_si128(_mm_srli_epi16(c, 4), nibble);
-                // Element order: byte b's low nibble, then its high nibble.
-                for idx in [_mm_unpacklo_epi8(low, high), _mm_unpackhi_epi8(low, high)] {
-                    let p0 = _mm_shuffle_epi8(planes[0], idx);
-                    let p1 = _mm_shuffle_epi8(planes[1], idx);
-                    let p2 = _mm_shuffle_epi8(planes[2], idx);
-                    let p3 = _mm_shuffle_epi8(planes[3], idx);
-                    let (a, b) = (_mm_unpacklo_epi8(p0, p1), _mm_unpackhi_epi8(p0, p1));
-                    let (c2, d) = (_mm_unpacklo_epi8(p2, p3), _mm_unpackhi_epi8(p2, p3));
-                    let first =
-                        _mm256_set_m128i(_mm_unpackhi_epi16(a, c2), _mm_unpacklo_epi16(a, c2));
-                    let second =
-                        _mm256_set_m128i(_mm_unpackhi_epi16(b, d), _mm_unpacklo_epi16(b, d));
-                    for value in [first, second] {
-                        // SAFETY: i + 8 - start <= x.len() (checked above).
-                        let xv = _mm256_loadu_ps(x.as_ptr().add(i - start));
-                        next = _mm256_fmadd_ps(_mm256_castsi256_ps(value), xv, next);
-                        std::mem::swap(&mut next, &mut other);
-                        group += 1;
-                        i += 8;
-                    }
-                }
+        (lo, hi)
+    }
+
+    /// The eight weights whose codes are the nibbles of the four bytes at `p`,
+    /// low nibble first: lane j shifts the little-endian word by 4 j, takes its
+    /// low three bits from `lo` and `hi` and picks by bit 3 (moved to the sign).
+    #[inline(always)]
+    unsafe fn group(p: *const u8, lo: __m256, hi: __m256) -> __m256 {
+        let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        let word = std::ptr::read_unaligned(p as *const i32);
+        let idx = _mm256_srlv_epi32(_mm256_set1_epi32(word), shifts);
+        _mm256_blendv_ps(
+            _mm256_permutevar8x32_ps(lo, idx),
+            _mm256_permutevar8x32_ps(hi, idx),
+            _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)),
+        )
+    }
+
+    /// The sixteen lanes (even groups, odd groups) and the rest, added.
+    #[inline(always)]
+    unsafe fn total(even: __m256, odd: __m256, rest: f32) -> f32 {
+        let mut lanes = [0.0f32; 16];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), even);
+        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), odd);
+        finish(&lanes, rest)
+    }
+
+    /// Byte `k` of each of the sixteen codebook floats, in both halves.
+    #[inline(always)]
+    unsafe fn codebook_planes() -> [__m256i; 4] {
+        let mut bytes = [[0u8; 32]; 4];
+        for (c, v) in CODEBOOK.iter().enumerate() {
+            for (k, &byte) in v.to_le_bytes().iter().enumerate() {
+                bytes[k][c] = byte;
+                bytes[k][16 + c] = byte;
             }
         }
-        while i + 8 <= stop {
-            // Elements i .. i + 8 are the nibbles of the four bytes from i / 2,
-            // low nibble first: lane j shifts the little-endian word by 4 j.
-            // SAFETY: i is even and i + 8 <= stop, so bytes i / 2 .. i / 2 + 4 exist.
-            let word = std::ptr::read_unaligned(codes.as_ptr().add(i / 2) as *const i32);
-            let idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts), fifteen);
-            // Codes 0-7 from `lo`, 8-15 from `hi` (bit 3, moved to the sign bit).
-            let value = _mm256_blendv_ps(
-                _mm256_permutevar8x32_ps(lo, idx),
-                _mm256_permutevar8x32_ps(hi, idx),
-                _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)),
-            );
-            // SAFETY: i + 8 - start <= x.len() (checked above).
-            let xv = _mm256_loadu_ps(x.as_ptr().add(i - start));
-            next = _mm256_fmadd_ps(value, xv, next);
-            std::mem::swap(&mut next, &mut other);
-            group += 1;
-            i += 8;
+        bytes.map(|b| _mm256_loadu_si256(b.as_ptr() as *const __m256i))
+    }
+
+    /// The codebook values of the 32 codes in the 16 bytes at `p` (elements
+    /// `8 g .. 8 g + 8` in register g, in order), looked up by bytes.
+    #[inline(always)]
+    unsafe fn codebook_values(p: *const u8, planes: &[__m256i; 4]) -> [__m256; 4] {
+        // Element e's code is byte e / 2's low (even e) or high (odd e) nibble.
+        // The low half takes elements 0-3, 8-11, 16-19, 24-27, the high half
+        // 4-7, 12-15, 20-23, 28-31 (so that the byte transposition below puts
+        // each run of eight in order): byte c as a 16-bit word, then the low
+        // byte of (c | c << 4) & 0x0f0f is its low nibble, the high byte its high.
+        const Z: i8 = -128; // a zero byte
+        let pick = _mm256_setr_epi8(
+            0, Z, 1, Z, 4, Z, 5, Z, 8, Z, 9, Z, 12, Z, 13, Z, //
+            2, Z, 3, Z, 6, Z, 7, Z, 10, Z, 11, Z, 14, Z, 15, Z,
+        );
+        let c = _mm256_loadu2_m128i(p as *const __m128i, p as *const __m128i);
+        let word = _mm256_shuffle_epi8(c, pick);
+        let idx = _mm256_and_si256(
+            _mm256_or_si256(word, _mm256_slli_epi16(word, 4)),
+            _mm256_set1_epi8(15),
+        );
+        let b = planes.map(|t| _mm256_shuffle_epi8(t, idx));
+        let (lo01, hi01) = (
+            _mm256_unpacklo_epi8(b[0], b[1]),
+            _mm256_unpackhi_epi8(b[0], b[1]),
+        );
+        let (lo23, hi23) = (
+            _mm256_unpacklo_epi8(b[2], b[3]),
+            _mm256_unpackhi_epi8(b[2], b[3]),
+        );
+        [
+            _mm256_unpacklo_epi16(lo01, lo23),
+            _mm256_unpackhi_epi16(lo01, lo23),
+            _mm256_unpacklo_epi16(hi01, hi23),
+            _mm256_unpackhi_epi16(hi01, hi23),
+        ]
+        .map(|v| _mm256_castsi256_ps(v))
+    }
+
+    /// Rows of whole blocks (`starts` and `x.len()` multiples of the block, so
+    /// every group is whole and a block holds a multiple of 32 elements), `R`
+    /// at a time sharing the input's loads. A weight is its codebook value
+    /// times the block's scale: the float32 `scaled_codebook` holds.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn whole_blocks<const R: usize>(
+        w: &Nf4Weight,
+        starts: [usize; R],
+        x: &[f32],
+    ) -> [f32; R] {
+        let (block, codes) = (w.block, w.codes.as_ptr());
+        let shift = block.trailing_zeros();
+        for &s in &starts {
+            // Bytes s / 2 .. (s + x.len()) / 2 are read (s is even).
+            assert!(s % block == 0 && x.len() % block == 0 && (s + x.len()) / 2 <= w.codes.len());
         }
-        while i < stop {
-            rest = (CODEBOOK[code(codes, i)] * scale).mul_add(x[i - start], rest);
-            i += 1;
+        let planes = codebook_planes();
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let mut base = 0;
+        while base < x.len() {
+            let scale: [__m256; R] =
+                std::array::from_fn(|r| _mm256_set1_ps(w.scale((starts[r] + base) >> shift)));
+            let mut i = base;
+            while i < base + block {
+                for r in 0..R {
+                    let v = codebook_values(codes.add((starts[r] + i) / 2), &planes);
+                    for (g, &v) in v.iter().enumerate() {
+                        let wv = _mm256_mul_ps(v, scale[r]);
+                        let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * g));
+                        acc[r][g % 2] = _mm256_fmadd_ps(wv, xv, acc[r][g % 2]);
+                    }
+                }
+                i += 32;
+            }
+            base += block;
+        }
+        std::array::from_fn(|r| total(acc[r][0], acc[r][1], 0.0))
+    }
+
+    /// Any row: the walk of `row_dot_portable`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
+        let (codes, end) = (w.codes, start + x.len());
+        // `next` takes the next group, `other` the one after (swapped every group).
+        let (mut next, mut other) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut rest = 0.0f32;
+        let mut group_count = 0usize;
+        let mut i = start;
+        while i < end {
+            let b = i >> w.block.trailing_zeros(); // a power of two (checked)
+            let stop = ((b + 1) << w.block.trailing_zeros()).min(end);
+            let scale = w.scale(b);
+            if i % 2 == 1 {
+                rest = (CODEBOOK[code(codes, i)] * scale).mul_add(x[i - start], rest);
+                i += 1;
+            }
+            let (lo, hi) = tables(scale);
+            // The groups below read code bytes up to (stop - 1) / 2 and x up to stop - start.
+            assert!(stop.div_ceil(2) <= codes.len() && stop - start <= x.len());
+            while i + 8 <= stop {
+                // SAFETY: i is even and i + 8 <= stop, so bytes i / 2 .. i / 2 + 4
+                // exist, and i + 8 - start <= x.len().
+                let value = group(codes.as_ptr().add(i / 2), lo, hi);
+                let xv = _mm256_loadu_ps(x.as_ptr().add(i - start));
+                next = _mm256_fmadd_ps(value, xv, next);
+                std::mem::swap(&mut next, &mut other);
+                group_count += 1;
+                i += 8;
+            }
+            while i < stop {
+                rest = (CODEBOOK[code(codes, i)] * scale).mul_add(x[i - start], rest);
+                i += 1;
+            }
+        }
+        if group_count % 2 == 0 {
+            total(next, other, rest)
+        } else {
+            total(other, next, rest)
         }
     }
-    let mut lanes = [0.0f32; 16];
-    let (even, odd) = if group % 2 == 0 {
-        (next, other)
-    } else {
-        (other, next)
-    };
-    _mm256_storeu_ps(lanes.as_mut_ptr(), even);
-    _mm256_storeu_ps(lanes.as_mut_ptr().add(8), odd);
-    finish(&lanes, rest)
-}
-
-/// Byte `k` of each of the 16 floats `lo` (codes 0-7) and `hi` (codes 8-15), as
-/// four 16-byte tables for `_mm_shuffle_epi8`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn byte_planes(
-    lo: std::arch::x86_64::__m256,
-    hi: std::arch::x86_64::__m256,
-) -> [std::arch::x86_64::__m128i; 4] {
-    use std::arch::x86_64::*;
-    // Within each group of four floats, gather byte 0 of each, then byte 1, ...
-    let gather = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    let q = [
-        _mm256_castsi256_si128(_mm256_castps_si256(lo)),
-        _mm256_extracti128_si256(_mm256_castps_si256(lo), 1),
-        _mm256_castsi256_si128(_mm256_castps_si256(hi)),
-        _mm256_extracti128_si256(_mm256_castps_si256(hi), 1),
-    ]
-    .map(|v| _mm_shuffle_epi8(v, gather));
-    // Transpose the 4 x 4 words: word k of q[r] is byte k of floats 4r .. 4r + 4.
-    let t0 = _mm_unpacklo_epi32(q[0], q[1]);
-    let t1 = _mm_unpacklo_epi32(q[2], q[3]);
-    let t2 = _mm_unpackhi_epi32(q[0], q[1]);
-    let t3 = _mm_unpackhi_epi32(q[2], q[3]);
-    [
-        _mm_unpacklo_epi64(t0, t1),
-        _mm_unpackhi_epi64(t0, t1),
-        _mm_unpacklo_epi64(t2, t3),
-        _mm_unpackhi_epi64(t2, t3),
-    ]
 }
 
 #[cfg(test)]
@@ -273,6 +360,48 @@ mod tests {
                 assert!((out[r] as f64 - expected).abs() < 1e-4, "row {r}");
                 let portable = row_dot_portable(&w, r * cols, &x) + bias[r];
                 assert_eq!(out[r].to_bits(), portable.to_bits(), "row {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn several_rows_at_once_give_each_row_the_bits_of_one_at_a_time() {
+        // Whole blocks (the fast path), rows that straddle blocks, an odd start.
+        for &(rows, cols, block) in &[(9, 384, 64), (8, 1536, 32), (6, 96, 64), (5, 45, 32)] {
+            let (codes, _) = weight(rows, cols, block);
+            let blocks = (rows * cols).div_ceil(block);
+            let q: Vec<u8> = (0..blocks).map(|b| (b * 89 % 256) as u8).collect();
+            let ranges = vec![0.75f32; blocks.div_ceil(crate::nf4::SCALE_GROUP)];
+            let w = Nf4Weight {
+                codes: &codes,
+                scales: Scales::Double {
+                    codes: &q,
+                    ranges: &ranges,
+                    offset: 0.5,
+                },
+                rows,
+                cols,
+                block,
+            };
+            let x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 7 % 19) as f32 - 9.0) / 4.0)
+                .collect();
+            let mut dense = vec![0.0f32; rows * cols];
+            w.dequantize_into(0, &mut dense);
+            for r in 0..rows - 3 {
+                let starts = [r * cols, (r + 1) * cols, (r + 3) * cols];
+                let got = row_dots(&w, starts, &x);
+                let two = row_dots(&w, [starts[2], starts[0]], &x);
+                for (j, &s) in starts.iter().enumerate() {
+                    let one = row_dot(&w, s, &x);
+                    let portable = row_dot_portable(&w, s, &x);
+                    assert_eq!(got[j].to_bits(), one.to_bits(), "{rows}x{cols} row {s}");
+                    assert_eq!(one.to_bits(), portable.to_bits(), "{rows}x{cols} row {s}");
+                    let exact: f64 = (0..cols).map(|c| dense[s + c] as f64 * x[c] as f64).sum();
+                    assert!((one as f64 - exact).abs() < 1e-4 * (1.0 + exact.abs()));
+                }
+                assert_eq!(two[0].to_bits(), got[2].to_bits());
+                assert_eq!(two[1].to_bits(), got[0].to_bits());
             }
         }
     }
