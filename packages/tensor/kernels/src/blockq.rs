@@ -234,7 +234,7 @@ fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i3
 }
 
 /// Output rows per piece handed to the team.
-const ROWS: usize = 16;
+pub(crate) const ROWS: usize = 16;
 
 /// Weight rows dotted with an input row at once (the rest one at a time): Q8_0
 /// and Q4_0, F16.
@@ -300,12 +300,51 @@ fn linear_with(
         BlockFormat::F16 => None,
         f => Some(quantize_rows_with(x, f == BlockFormat::Q4_0, grouped)),
     };
+    let dst = Shared::new(out);
+    let piece = |p: usize| {
+        let first = p * ROWS;
+        let rows = first..(first + ROWS).min(n);
+        piece_rows(w, xq.as_ref(), x, m, rows, grouped, |i, r, v| {
+            let v = match bias {
+                Some(b) => v + b[r],
+                None => v,
+            };
+            // SAFETY: element (i, r) of `out` belongs to this piece alone.
+            unsafe { *dst.at(i * n + r) = v };
+        });
+    };
+    let pieces = n.div_ceil(ROWS);
+    if crate::pool::parallel(m * n * k, 1 << 17) {
+        crate::team::team().run(pieces, &piece);
+    } else {
+        (0..pieces).for_each(piece);
+    }
+    Ok(())
+}
+
+/// The weight rows `rows` (at most [`ROWS`]) of `w` against every input row of `x`
+/// (`[m, cols]`, quantized in `xq` for Q8_0 and Q4_0): `store(i, r, dot)` for each.
+/// The rows stay in cache while the input rows pass; a whole piece is taken
+/// `AT_ONCE` rows a step (F16: `AT_ONCE_F16`), `ROWS / at_once` apart, so that
+/// each of the streams read at once stays sequential for longer; a short piece
+/// in runs of consecutive rows, then one at a time. `grouped` false takes one
+/// row at a time (the same bits).
+pub(crate) fn piece_rows(
+    w: &BlockWeight,
+    xq: Option<&QuantizedRows>,
+    x: &[f32],
+    m: usize,
+    rows: std::ops::Range<usize>,
+    grouped: bool,
+    mut store: impl FnMut(usize, usize, f32),
+) {
+    let k = w.cols;
     let kb = k / QK;
     // Input row i against the weight rows `rs` (one, or as many as the format
     // takes at once), into y.
     let dots = |rs: &[usize], i: usize, y: &mut [f32]| {
         let xi = &x[i * k..(i + 1) * k];
-        let codes = xq.as_ref().map(|a| {
+        let codes = xq.map(|a| {
             (
                 &a.q[i * k..(i + 1) * k],
                 &a.scales[i * kb..(i + 1) * kb],
@@ -341,57 +380,36 @@ fn linear_with(
         (true, BlockFormat::F16) => AT_ONCE_F16,
         (true, _) => AT_ONCE,
     };
-    let dst = Shared::new(out);
-    // A piece is ROWS weight rows against every input row, the weight rows
-    // staying in cache while the input rows pass. A whole piece is taken
-    // `at_once` rows a step, ROWS / at_once apart (each of the streams of
-    // rows read at once stays sequential for longer); a short one in runs of
-    // consecutive rows, then one at a time.
-    let piece = |p: usize| {
-        let first = p * ROWS;
-        let last = (first + ROWS).min(n);
-        let mut groups = [[0usize; AT_ONCE]; ROWS];
-        let mut lens = [0usize; ROWS];
-        let mut count = 0;
-        if last - first == ROWS && at_once > 1 {
-            let apart = ROWS / at_once;
-            for j in 0..apart {
-                groups[j] = std::array::from_fn(|t| first + j + (t % at_once) * apart);
-                lens[j] = at_once;
-            }
-            count = apart;
-        } else {
-            let mut r = first;
-            while r < last {
-                let take = if r + at_once <= last { at_once } else { 1 };
-                groups[count] = std::array::from_fn(|t| r + t % take);
-                lens[count] = take;
-                count += 1;
-                r += take;
-            }
+    let (first, last) = (rows.start, rows.end);
+    let mut groups = [[0usize; AT_ONCE]; ROWS];
+    let mut lens = [0usize; ROWS];
+    let mut count = 0;
+    if last - first == ROWS && at_once > 1 {
+        let apart = ROWS / at_once;
+        for j in 0..apart {
+            groups[j] = std::array::from_fn(|t| first + j + (t % at_once) * apart);
+            lens[j] = at_once;
         }
-        let mut y = [0.0f32; AT_ONCE];
-        for i in 0..m {
-            for (g, &len) in groups[..count].iter().zip(&lens) {
-                dots(&g[..len], i, &mut y[..len]);
-                for (&r, &v) in g[..len].iter().zip(&y[..len]) {
-                    let v = match bias {
-                        Some(b) => v + b[r],
-                        None => v,
-                    };
-                    // SAFETY: element (i, r) of `out` belongs to this piece alone.
-                    unsafe { *dst.at(i * n + r) = v };
-                }
-            }
-        }
-    };
-    let pieces = n.div_ceil(ROWS);
-    if crate::pool::parallel(m * n * k, 1 << 17) {
-        crate::team::team().run(pieces, &piece);
+        count = apart;
     } else {
-        (0..pieces).for_each(piece);
+        let mut r = first;
+        while r < last {
+            let take = if r + at_once <= last { at_once } else { 1 };
+            groups[count] = std::array::from_fn(|t| r + t % take);
+            lens[count] = take;
+            count += 1;
+            r += take;
+        }
     }
-    Ok(())
+    let mut y = [0.0f32; AT_ONCE];
+    for i in 0..m {
+        for (g, &len) in groups[..count].iter().zip(&lens) {
+            dots(&g[..len], i, &mut y[..len]);
+            for (&r, &v) in g[..len].iter().zip(&y[..len]) {
+                store(i, r, v);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

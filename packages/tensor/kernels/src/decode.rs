@@ -20,8 +20,7 @@
 //! rows of the batch.
 
 use crate::attention::{Heads, Segment};
-use crate::blockq::{quantize_rows, BlockFormat, BlockWeight, QuantizedRows, QK};
-use crate::blockq_dot::{dot_f16, dot_q4_0, dot_q8_0};
+use crate::blockq::{piece_rows, quantize_rows, BlockFormat, BlockWeight, QuantizedRows, ROWS};
 use crate::lanes::dot8;
 use crate::nf4::Nf4Weight;
 use crate::nf4_vector::row_dot as nf4_row_dot;
@@ -524,8 +523,6 @@ multiversion! {
     }
 }
 
-/// Output rows per piece handed to the team.
-const ROWS: usize = 16;
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
 
@@ -653,52 +650,30 @@ fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
         pieces.extend((0..l.rows.div_ceil(ROWS)).map(|p| (j, p * ROWS)));
     }
     let dst: Vec<Shared> = outs.iter_mut().map(|o| Shared::new(o)).collect();
-    let kb = k / QK;
     let piece = |p: usize| {
         let (j, first) = pieces[p];
         let l = lins[j];
         let last = (first + ROWS).min(l.rows);
         let width = last - first;
-        let tile = match l.weight {
-            Weight::F32(w) => {
-                let mut t = vec![0.0f32; m * width];
-                dot_tile_f32(&w[first * k..last * k], width, x, m, &mut t);
-                t
+        let mut t = vec![0.0f32; m * width];
+        match l.weight {
+            Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, &mut t),
+            Weight::Block(b) => {
+                piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
+                    t[i * width + r - first] = v
+                })
             }
-            _ => Vec::new(),
-        };
-        let mut y = [0.0f32; ROWS];
-        let y = &mut y[..width];
+            Weight::Nf4(w) => {
+                for i in 0..m {
+                    for r in first..last {
+                        t[i * width + r - first] = nf4_row_dot(&w, r * k, &x[i * k..(i + 1) * k]);
+                    }
+                }
+            }
+        }
         for i in 0..m {
-            let xi = &x[i * k..(i + 1) * k];
-            match l.weight {
-                Weight::F32(_) => y.copy_from_slice(&tile[i * width..(i + 1) * width]),
-                Weight::Block(b) => {
-                    for (o, r) in y.iter_mut().zip(first..last) {
-                        let row = b.row(r);
-                        *o = match (b.format, &codes) {
-                            (BlockFormat::Q8_0, Some(c)) => dot_q8_0(
-                                row,
-                                &c.q[i * k..(i + 1) * k],
-                                &c.scales[i * kb..(i + 1) * kb],
-                            ),
-                            (BlockFormat::Q4_0, Some(c)) => dot_q4_0(
-                                row,
-                                &c.q[i * k..(i + 1) * k],
-                                &c.scales[i * kb..(i + 1) * kb],
-                                &c.sums[i * kb * 8..(i + 1) * kb * 8],
-                            ),
-                            _ => dot_f16(row, xi),
-                        };
-                    }
-                }
-                Weight::Nf4(w) => {
-                    for (o, r) in y.iter_mut().zip(first..last) {
-                        *o = nf4_row_dot(&w, r * k, xi);
-                    }
-                }
-            }
-            for (&v, r) in y.iter().zip(first..last) {
+            for (c, r) in (first..last).enumerate() {
+                let v = t[i * width + c];
                 let v = match l.bias {
                     Some(b) => v + b[r],
                     None => v,
