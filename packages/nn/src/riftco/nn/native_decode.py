@@ -17,6 +17,7 @@ products suit them; so a sequence's logits never depend on what else is batched.
 
 from __future__ import annotations
 
+from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import riftco.tensor as rt
@@ -29,6 +30,9 @@ from riftco.nn.quantized import QuantizedLinear
 
 if TYPE_CHECKING:
     from riftco.nn.transformer import DecoderOnlyTransformer
+
+
+_VALUE = attrgetter("value")
 
 
 class _Unsupported(Exception):
@@ -66,7 +70,7 @@ class _Build:
             return rt.DecoderLinear(m.weight, self.param(m.bias))
         raise _Unsupported
 
-    def norm(self, m: Module) -> rt.DecoderNorm:
+    def norm(self, m: Any) -> rt.DecoderNorm:
         return rt.DecoderNorm(self.param(m.weight), self.param(getattr(m, "bias", None)))
 
     def tensor(self, p: Any) -> rt.Tensor:
@@ -129,7 +133,7 @@ def decoder_for(model: DecoderOnlyTransformer) -> rt.Decoder | None:
     epoch = structure_epoch()
     if cached is not None:
         made, decoder, watch = cached
-        if made == epoch and all(p.value is v for p, v in watch):
+        if made == epoch and all(map(is_, map(_VALUE, watch[0]), watch[1])):
             return decoder
     norms = {type(m) for blk in model.blocks for m in (blk.attention_norm, blk.feed_forward_norm)}
     built: tuple[rt.Decoder | None, list[tuple[Any, Any]]] = (None, [])
@@ -138,8 +142,10 @@ def decoder_for(model: DecoderOnlyTransformer) -> rt.Decoder | None:
             built = _build(model)
         except _Unsupported:
             pass
-    model.__dict__["_native_decoder"] = (epoch, *built)
-    return built[0]
+    decoder, pairs = built
+    watch = (tuple(p for p, _ in pairs), tuple(v for _, v in pairs))
+    model.__dict__["_native_decoder"] = (epoch, decoder, watch)
+    return decoder
 
 
 __all__ = ["decoder_for"]

@@ -238,6 +238,8 @@ class DecoderOnlyTransformer(Module):
             decoder = self._whole_step_decoder(cache) if use else None
             if decoder is None:
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
+            if max(counts) == 1:
+                return self._forward_native(decoder, [t[0] for t in tokens], cache, seq_ids)
             # A sequence's path depends on its own count alone (riftco.nn.native_decode).
             one = [j for j, n in enumerate(counts) if n == 1]
             more = [j for j, n in enumerate(counts) if n > 1]
@@ -279,16 +281,16 @@ class DecoderOnlyTransformer(Module):
     ) -> Tensor:
         step = cache.begin(seq_ids, [1] * len(seq_ids))
         layout = cache.decode_layout(step)  # type: ignore[attr-defined]
-        n = len(tokens)
+        n = range(len(tokens))
         logits = decoder.step(
             tokens,
             step.positions,
             layout.rows,
             layout.keys,
             layout.values,
-            range(n),
-            range(n),
-            [1] * n,
+            n,
+            n,
+            [1] * len(n),
             layout.lengths,
             kv_starts=layout.starts,
             page_table=layout.page_table,

@@ -18,9 +18,10 @@ and checks every shape first.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,8 +85,7 @@ class DecodeSpec:
     head: DecodeLinear
 
 
-@dataclass(frozen=True)
-class DecodeBatch:
+class DecodeBatch(NamedTuple):
     """One step for ``Backend.decode_step``: int64 ``tokens``, ``positions`` and
     ``cache_rows`` ``[N]`` (storage), every layer's ``keys`` / ``values`` cache (storage,
     written in place), ``logit_rows``, and per sequence its query rows
@@ -287,6 +287,10 @@ class Decoder:
         )
         self.backend = backend
         self._program = backend.decode_program(self.spec)
+        self._caches: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = (
+            ((), ()),
+            (0, 0, 0),
+        )
 
     @staticmethod
     def available(backend: Backend) -> bool:
@@ -312,12 +316,56 @@ class Decoder:
         ``keys[l]`` / ``values[l]`` are float32 ``[rows, kv_heads, head_dim]``, written in
         place; ``kv_starts`` for a contiguous cache, ``page_table`` for a paged one."""
         s, b = self.spec, self.backend
-        tok, pos, rows = (_int64(v) for v in (tokens, positions, cache_rows))
+        tok, pos, rows = _int64(tokens), _int64(positions), _int64(cache_rows)
         n = len(tok)
         if len(pos) != n or len(rows) != n:
             raise ShapeError(
                 f"Decoder.step: {n} tokens, {len(pos)} positions, {len(rows)} cache rows"
             )
+        # The caches are checked once per set of storages (a decode loop passes the same).
+        seen = (tuple(map(id, map(_DATA, keys))), tuple(map(id, map(_DATA, values))))
+        if seen != self._caches[0]:
+            self._caches = (seen, self._check_caches(keys, values))
+        cache_shape = self._caches[1]
+        table = None
+        width = 0
+        if page_table is not None:
+            raw = page_table.numpy() if isinstance(page_table, Tensor) else page_table
+            pages = np.ascontiguousarray(raw, dtype=np.int64)
+            if pages.ndim != 2:
+                raise ShapeError(f"Decoder.step: the page table must be 2-D, found {pages.shape}")
+            width = pages.shape[1]
+            table = b.from_numpy(pages)
+        elif kv_starts is None:
+            raise ShapeError("Decoder.step: a contiguous cache needs kv_starts")
+        batch = DecodeBatch(
+            b.from_numpy(tok),
+            b.from_numpy(pos),
+            b.from_numpy(rows),
+            n,
+            tuple(map(_DATA, keys)),
+            tuple(map(_DATA, values)),
+            cache_shape,
+            tuple(map(int, logit_rows)),
+            tuple(map(int, q_starts)),
+            tuple(map(int, q_counts)),
+            () if kv_starts is None else tuple(map(int, kv_starts)),
+            tuple(map(int, kv_lengths)),
+            table,
+            width,
+            int(page_size),
+        )
+        data = b.decode_step(self._program, batch)
+        for t in keys:
+            t.version += 1
+        for t in values:
+            t.version += 1
+        return Tensor._wrap(data, (len(batch.logit_rows), s.vocab), DType.float32, b)
+
+    def _check_caches(
+        self, keys: Sequence[Tensor], values: Sequence[Tensor]
+    ) -> tuple[int, int, int]:
+        s, b = self.spec, self.backend
         if len(keys) != len(s.layers) or len(values) != len(s.layers):
             raise ShapeError(
                 f"Decoder.step: {len(keys)} key and {len(values)} value caches for "
@@ -335,38 +383,7 @@ class Decoder:
                 f"Decoder.step: caches must be [rows, {s.kv_heads}, {s.head_dim}], found "
                 f"{cache_shape}"
             )
-        table = None
-        width = 0
-        if page_table is not None:
-            raw = page_table.numpy() if isinstance(page_table, Tensor) else page_table
-            pages = np.ascontiguousarray(raw, dtype=np.int64)
-            if pages.ndim != 2:
-                raise ShapeError(f"Decoder.step: the page table must be 2-D, found {pages.shape}")
-            width = pages.shape[1]
-            table = b.from_numpy(pages)
-        elif kv_starts is None:
-            raise ShapeError("Decoder.step: a contiguous cache needs kv_starts")
-        batch = DecodeBatch(
-            tokens=b.from_numpy(tok),
-            positions=b.from_numpy(pos),
-            cache_rows=b.from_numpy(rows),
-            rows=n,
-            keys=tuple(k._data for k in keys),
-            values=tuple(v._data for v in values),
-            cache_shape=(int(cache_shape[0]), s.kv_heads, s.head_dim),
-            logit_rows=tuple(int(r) for r in logit_rows),
-            q_starts=tuple(int(v) for v in q_starts),
-            q_counts=tuple(int(v) for v in q_counts),
-            kv_starts=() if kv_starts is None else tuple(int(v) for v in kv_starts),
-            kv_lengths=tuple(int(v) for v in kv_lengths),
-            page_table=table,
-            table_width=width,
-            page_size=int(page_size),
-        )
-        data = b.decode_step(self._program, batch)
-        for t in (*keys, *values):
-            t.version += 1
-        return Tensor._wrap(data, (len(batch.logit_rows), s.vocab), DType.float32, b)
+        return (int(cache_shape[0]), s.kv_heads, s.head_dim)
 
 
 def composed_decode_step(backend: Backend, spec: DecodeSpec, batch: DecodeBatch) -> Storage:
@@ -459,7 +476,12 @@ class ComposedDecode:
 
 
 def _int64(v: Any) -> np.ndarray:
+    if type(v) is np.ndarray and v.dtype == np.int64 and v.ndim == 1:
+        return np.ascontiguousarray(v)
     return np.ascontiguousarray(v, dtype=np.int64).reshape(-1)
+
+
+_DATA = operator.attrgetter("_data")
 
 
 __all__ = [
