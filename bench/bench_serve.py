@@ -65,6 +65,10 @@ def build(args):
 
 
 def riftco_decode(model, prompt, steps):
+    warm = PagedKVCachePool(model.config, pages=64, page_size=16)
+    wid = warm.add_sequence()
+    for token in prompt[:16]:  # warm the kernels and threads up, as the servers are
+        model.forward_incremental([[token]], warm, [wid])
     cache = PagedKVCachePool(model.config, pages=64, page_size=16)
     sid = cache.add_sequence()
     start = time.perf_counter()

@@ -163,3 +163,17 @@ def test_generation_applies_the_penalty_and_the_limit(model):
         nn.SamplingConfig(max_new_tokens=20, temperature=30.0, seed=2, vocab_limit=5),
     )[0]
     assert limited.tokens and max(limited.tokens) < 5
+
+
+def test_sampling_without_filters_draws_what_the_ranked_path_draws():
+    rng = np.random.default_rng(4)
+    for trial in range(20):
+        logits = rng.normal(0, 3, 40)
+        logits[5] = logits[9]  # a tie
+        plain = nn.SamplingConfig(temperature=0.7)
+        ranked = nn.SamplingConfig(temperature=0.7, top_k=40)  # keeps every id, sorted path
+        a, b = np.random.default_rng(trial), np.random.default_rng(trial)
+        draws = [
+            (nn.sample_next(logits, plain, a), nn.sample_next(logits, ranked, b)) for _ in range(50)
+        ]
+        assert all(x == y for x, y in draws)

@@ -111,6 +111,12 @@ def sample_next(
     if rng is None:
         raise ConfigError("sample_next: sampling with a temperature needs a generator")
     scaled = row / config.temperature
+    if config.top_k is None and config.top_p is None:
+        # Every id is kept, in id order: no ranking needed (the same draw as below).
+        probs = np.exp(scaled - scaled.max())
+        cumulative = np.cumsum(probs) / probs.sum()
+        u = rng.random()
+        return min(int(np.searchsorted(cumulative, u, side="right")), len(probs) - 1)
     # Rank by descending logit, ties toward lower ids (a stable sort of -logit).
     order = np.argsort(-scaled, kind="stable")
     keep = len(order)
