@@ -526,6 +526,20 @@ multiversion! {
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
 
+/// `out[r] = w[r * stride..][..x.len()] . x` for the `out.len()` rows, each summed as
+/// [`dot8`] sums it (four rows at a time on AVX2): attention's scores of one query.
+pub(crate) fn dot_rows_strided(w: &[f32], stride: usize, x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { avx2::dot_rows_strided(w, stride, x, out) };
+    }
+    let k = x.len();
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = dot8(&w[r * stride..r * stride + k], x);
+    }
+}
+
 /// `out[i * rows + r] = w[r] . x[i]` for the `rows` rows of `w` (`[rows, k]`) and the
 /// `m` rows of `x` (`[m, k]`), each element summed as [`dot8`] sums it (so it does not
 /// depend on the other rows of either operand): on AVX2 in tiles of up to four
@@ -545,7 +559,7 @@ fn dot_tile_f32(w: &[f32], rows: usize, x: &[f32], m: usize, out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(crate) mod avx2 {
     use std::arch::x86_64::*;
 
     /// `R` weight rows by `M` input rows from `w[r0..]`, `x[i0..]`, into `out`
@@ -562,8 +576,24 @@ mod avx2 {
         i0: usize,
         out: &mut [f32],
     ) {
+        tile_strided::<R, M>(w, k, x, k, rows, r0, i0, out)
+    }
+
+    /// [`tile`] over weight rows `stride` apart (`k <= stride` elements each).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile_strided<const R: usize, const M: usize>(
+        w: &[f32],
+        stride: usize,
+        x: &[f32],
+        k: usize,
+        rows: usize,
+        r0: usize,
+        i0: usize,
+        out: &mut [f32],
+    ) {
         let whole = k / 8 * 8;
-        let wp: [*const f32; R] = std::array::from_fn(|r| w.as_ptr().add((r0 + r) * k));
+        let wp: [*const f32; R] = std::array::from_fn(|r| w.as_ptr().add((r0 + r) * stride));
         let xp: [*const f32; M] = std::array::from_fn(|i| x.as_ptr().add((i0 + i) * k));
         let mut acc = [[_mm256_setzero_ps(); M]; R];
         let mut c = 0;
@@ -612,6 +642,22 @@ mod avx2 {
             2 => tile::<R, 2>(w, x, k, rows, r0, i0, out),
             1 => tile::<R, 1>(w, x, k, rows, r0, i0, out),
             _ => {}
+        }
+    }
+
+    /// `out[r] = w[r * stride..][..x.len()] . x` for `out.len()` rows.
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn dot_rows_strided(w: &[f32], stride: usize, x: &[f32], out: &mut [f32]) {
+        let (k, rows) = (x.len(), out.len());
+        assert!(rows == 0 || (rows - 1) * stride + k <= w.len());
+        let mut r0 = 0;
+        while r0 + 4 <= rows {
+            tile_strided::<4, 1>(w, stride, x, k, rows, r0, 0, out);
+            r0 += 4;
+        }
+        while r0 < rows {
+            tile_strided::<1, 1>(w, stride, x, k, rows, r0, 0, out);
+            r0 += 1;
         }
     }
 
@@ -742,6 +788,19 @@ mod tests {
                     let want = dot8(&w[r * k..(r + 1) * k], &x[i * k..(i + 1) * k]);
                     assert_eq!(t[i * rows + r].to_bits(), want.to_bits(), "{rows} {m} {k}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn strided_rows_are_summed_as_dot8_sums_them() {
+        for (rows, k, stride) in [(1, 64, 64), (9, 64, 128), (4, 13, 20), (7, 8, 8)] {
+            let (w, x) = (values(rows * stride, 8), values(k, 9));
+            let mut out = vec![0.0; rows];
+            dot_rows_strided(&w, stride, &x, &mut out);
+            for (r, &v) in out.iter().enumerate() {
+                let want = dot8(&w[r * stride..r * stride + k], &x);
+                assert_eq!(v.to_bits(), want.to_bits(), "{rows} {k} {stride}");
             }
         }
     }

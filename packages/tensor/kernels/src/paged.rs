@@ -18,7 +18,6 @@
 use crate::attention::{
     online_update, parallel, query_blocks, Heads, OnlineBlock, Segment, BK, BQ,
 };
-use crate::lanes::dot8;
 use crate::pool::{for_each_task, Shared};
 use crate::{ensure, multiversion, Result};
 
@@ -241,13 +240,12 @@ unsafe fn single_query_tile(
     tile_accumulate(s, values, ks, acc);
 }
 
-multiversion! {
-    /// `s[r] = scale * q . keys[r * stride..][..q.len()]`.
-    fn tile_scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, s: &mut [f32]) {
-        let dh = q.len();
-        for (r, score) in s.iter_mut().enumerate() {
-            *score = dot8(q, &keys[r * stride..r * stride + dh]) * scale;
-        }
+/// `s[r] = scale * q . keys[r * stride..][..q.len()]`, each dot product in
+/// [`dot8`]'s order (several keys at a time).
+fn tile_scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, s: &mut [f32]) {
+    crate::decode::dot_rows_strided(keys, stride, q, s);
+    for v in s.iter_mut() {
+        *v *= scale;
     }
 }
 
