@@ -193,19 +193,34 @@ async def clients(base, count, requests, max_tokens, extra=None):
                 "stream_options": {"include_usage": True},
                 **(extra or {}),
             }
-            async with client.stream("POST", f"{base}/v1/completions", json=body) as resp:
-                resp.raise_for_status()
-                async for line in resp.aiter_lines():
-                    if line.startswith("data: {"):
-                        chunk = json.loads(line[6:])
-                        if chunk.get("usage"):
-                            produced += chunk["usage"]["completion_tokens"]
+            for attempt in range(3):
+                try:
+                    produced += await stream(client, body)
+                    break
+                except httpx.RemoteProtocolError:
+                    # A keep-alive connection the server closed as the request left:
+                    # send it again on a fresh one (counted, and printed at the end).
+                    retries.append(attempt)
         return produced
+
+    async def stream(client, body):
+        async with client.stream("POST", f"{base}/v1/completions", json=body) as resp:
+            resp.raise_for_status()
+            async for line in resp.aiter_lines():
+                if line.startswith("data: {"):
+                    chunk = json.loads(line[6:])
+                    if chunk.get("usage"):
+                        return chunk["usage"]["completion_tokens"]
+        return 0
+
+    retries: list[int] = []
 
     limits = httpx.Limits(max_connections=count)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         start = time.perf_counter()
         produced = await asyncio.gather(*(one(client, i) for i in range(count)))
+        if retries:
+            print(f"  ({len(retries)} request(s) sent again after a closed connection at {base})")
         return sum(produced), time.perf_counter() - start
 
 
