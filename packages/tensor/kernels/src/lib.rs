@@ -14,6 +14,7 @@ pub mod binary;
 pub mod blockq;
 mod blockq_dot;
 pub mod decode;
+mod f32_rows;
 pub mod flash;
 pub mod index;
 mod lanes;

@@ -243,7 +243,7 @@ unsafe fn single_query_tile(
 /// `s[r] = scale * q . keys[r * stride..][..q.len()]`, each dot product in
 /// [`dot8`]'s order (several keys at a time).
 fn tile_scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, s: &mut [f32]) {
-    crate::decode::dot_rows_strided(keys, stride, q, s);
+    crate::f32_rows::dot_rows_strided(keys, stride, q, s);
     for v in s.iter_mut() {
         *v *= scale;
     }
