@@ -14,7 +14,7 @@
 //! `vec_dot`): `a = max |x|`, `s = a / 127`, `q = round(x * (1 / s))` (half away
 //! from zero; all zero when `s` is 0). Unlike llama.cpp the activation scale `s`
 //! stays float32 (llama.cpp rounds it to half). Each output is then a sum over
-//! blocks of exact integer dot products scaled by `d * s` (see [`crate::blockq_dot`]);
+//! blocks of exact integer dot products scaled by `d * s` (see `blockq_dot.rs`);
 //! F16 weights multiply the float32 input directly. One output element is always
 //! computed the same way, by the same function, whatever the batch size, the
 //! thread count or the CPU, so prefill and decode give the same bits.

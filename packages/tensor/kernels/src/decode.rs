@@ -12,7 +12,7 @@
 //! output rows per piece handed to the [`team`](crate::team) (whose helpers stay
 //! hot between the products of a step); the products that share an input
 //! (query, key and value; gate and up) are one job. A float32 row is summed as
-//! [`lanes::dot8`](crate::lanes) sums (lane `j` takes elements `j, j + 8, …` in
+//! `lanes::dot8` sums (lane `j` takes elements `j, j + 8, …` in
 //! one fused multiply-add chain, the lanes then added in order, the tail last),
 //! the block-layout and NF4 rows as their own linears sum them. Every output
 //! element is computed by one thread in a fixed order, so the logits do not
