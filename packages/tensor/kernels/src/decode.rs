@@ -544,9 +544,17 @@ fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
         let l = lins[j];
         let last = (first + ROWS).min(l.rows);
         let width = last - first;
-        let mut t = vec![0.0f32; m * width];
+        // The piece's products before the bias: on the stack for up to 16 input rows.
+        let mut stack = [0.0f32; ROWS * 16];
+        let mut heap = Vec::new();
+        let t: &mut [f32] = if m * width <= stack.len() {
+            &mut stack[..m * width]
+        } else {
+            heap.resize(m * width, 0.0);
+            &mut heap
+        };
         match l.weight {
-            Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, &mut t),
+            Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, t),
             Weight::Block(b) => {
                 piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
                     t[i * width + r - first] = v
