@@ -1,0 +1,177 @@
+//! The three-level blocking on x86-64 with AVX2 and FMA (see [`super`]): the
+//! loops over NC-column blocks, KC-deep slices and MC-row blocks that feed the
+//! packed panels to the register tile.
+
+use std::cell::RefCell;
+
+use super::panels::{pack_a, pack_b};
+use super::tile::tile;
+use super::{Mat, MR, NR};
+
+/// Greatest depth of one packed slice. The depth is `k` split evenly into as
+/// few slices as this allows: a function of `k` alone, because the slices fix
+/// the summation order.
+const KC: usize = 384;
+/// Rows of the left operand packed at once (a multiple of MR).
+const MC: usize = 144;
+/// Columns of the right operand packed at once (a multiple of NR).
+const NC: usize = 4080;
+
+thread_local! {
+    /// Packing buffers of the left and right operand, reused across calls.
+    static PACKS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Depth of each slice of a `k`-deep product: `k` split evenly into as few
+/// slices as KC allows (a function of `k` alone).
+pub(super) fn slice_depth(k: usize) -> usize {
+    k.div_ceil(k.div_ceil(KC))
+}
+
+fn grow(buffer: &mut Vec<f32>, len: usize) {
+    if buffer.len() < len {
+        buffer.resize(len, 0.0);
+    }
+}
+
+/// Rows `i0..i1` of `dst[:, 0..nc] (+)= alpha * a[:, pc..pc + kc] @ panels`, the
+/// `nc` columns packed at `bp` for this slice; `dst` addresses row 0.
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows_times_panels(
+    a: Mat,
+    i0: usize,
+    i1: usize,
+    pc: usize,
+    kc: usize,
+    bp: *const f32,
+    nc: usize,
+    dst: *mut f32,
+    ldc: usize,
+    alpha: f32,
+    add: bool,
+    apack: &mut Vec<f32>,
+) {
+    for ic in (i0..i1).step_by(MC) {
+        let mc = MC.min(i1 - ic);
+        // A row-major left operand is read in place: its rows are already
+        // contiguous along p, and the MC block stays in L2.
+        // (start, row stride, column stride, offset of the next MR rows)
+        let (ap, a_rs, a_cs, step) = if a.2 == 1 {
+            (a.0.add(ic * a.1 + pc), a.1, 1, a.1)
+        } else {
+            grow(apack, mc.next_multiple_of(MR) * kc);
+            pack_a(a, ic, mc, pc, kc, apack);
+            (apack.as_ptr(), 1, MR, kc)
+        };
+        for jr in (0..nc).step_by(NR) {
+            let cols = NR.min(nc - jr);
+            let panel = bp.add(jr * kc);
+            for ir in (0..mc).step_by(MR) {
+                let rows = MR.min(mc - ir);
+                let out = dst.add((ic + ir) * ldc + jr);
+                tile(
+                    kc,
+                    ap.add(ir * step),
+                    a_rs,
+                    a_cs,
+                    panel,
+                    out,
+                    ldc,
+                    rows,
+                    cols,
+                    alpha,
+                    add,
+                );
+            }
+        }
+    }
+}
+
+/// See [`super::gemm_into`]; `m`, `n` and `k` are positive.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+    a: Mat,
+    b: Mat,
+    alpha: f32,
+) {
+    PACKS.with(|cell| {
+        let mut packs = cell.borrow_mut();
+        let (apack, bpack) = &mut *packs;
+        let depth = slice_depth(k);
+        grow(bpack, NC.min(n.next_multiple_of(NR)) * depth);
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
+            for pc in (0..k).step_by(depth) {
+                let kc = depth.min(k - pc);
+                pack_b(b, pc, kc, jc, nc, bpack);
+                rows_times_panels(
+                    a,
+                    0,
+                    m,
+                    pc,
+                    kc,
+                    bpack.as_ptr(),
+                    nc,
+                    dst.add(jc),
+                    ldc,
+                    alpha,
+                    accumulate || pc > 0,
+                    apack,
+                );
+            }
+        }
+    });
+}
+
+/// Pack panel `q` of every slice of `b` (`k x n`) into `all`, laid out as
+/// [`super::PackedRhs`] describes.
+pub(super) unsafe fn pack_panel(b: Mat, k: usize, n: usize, q: usize, all: *mut f32) {
+    let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
+    for pc in (0..k).step_by(depth) {
+        let kc = depth.min(k - pc);
+        let dst = std::slice::from_raw_parts_mut(all.add(pc * panels * NR + q * NR * kc), NR * kc);
+        pack_b(b, pc, kc, q * NR, NR.min(n - q * NR), dst);
+    }
+}
+
+/// Rows `i0..i1` of `dst = alpha * a @ b` from `b` packed whole at `all`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn rows_of_packed(
+    a: Mat,
+    i0: usize,
+    i1: usize,
+    all: *const f32,
+    k: usize,
+    n: usize,
+    dst: *mut f32,
+    ldc: usize,
+    alpha: f32,
+) {
+    PACKS.with(|cell| {
+        let apack = &mut cell.borrow_mut().0;
+        let (depth, panels) = (slice_depth(k), n.div_ceil(NR));
+        for pc in (0..k).step_by(depth) {
+            let kc = depth.min(k - pc);
+            rows_times_panels(
+                a,
+                i0,
+                i1,
+                pc,
+                kc,
+                all.add(pc * panels * NR),
+                n,
+                dst,
+                ldc,
+                alpha,
+                pc > 0,
+                apack,
+            );
+        }
+    });
+}
