@@ -187,7 +187,6 @@ def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
     """Swap each linear of ``model`` whose GGUF tensor is Q8_0, Q4_0 or F16 for a
     ``BlockLinear`` over the stored bytes; returns the layers swapped."""
     from riftco.nn import BlockLinear
-    from riftco.nn.quantized import replace_module
     from riftco.tensor import BlockWeight
 
     modules = dict(model.named_modules())
@@ -201,7 +200,7 @@ def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
         shape = (linear.out_features, linear.in_features)
         data = np.ascontiguousarray(take_rows(raw))
         weight = BlockWeight.from_bytes(data, fmt, shape, backend=linear.weight.value.backend)
-        replace_module(model, name, BlockLinear(weight, linear.bias))
+        model.replace_child(name, BlockLinear(weight, linear.bias))
         swapped.append(name)
     return swapped
 

@@ -15,6 +15,7 @@ from riftco.autograd import Parameter
 from riftco.nn import functional
 from riftco.nn.attention import CausalSelfAttention
 from riftco.nn.cache import ContiguousKVCache, DecodeLayout, DecodeStep, KVCache
+from riftco.nn.capabilities import JOBS, model_capabilities, required_capabilities_for
 from riftco.nn.config import PRESETS, SIZES, TransformerConfig
 from riftco.nn.errors import CacheError, ConfigError, StateDictError
 from riftco.nn.feed_forward import FeedForward, SwiGLU
@@ -109,6 +110,7 @@ __all__ = [
     "sequence_rng",
 ]
 __all__ += ["compute_dtype", "mixed_precision"]
+__all__ += ["JOBS", "model_capabilities", "required_capabilities_for"]
 __all__ += [
     "LORA_TARGETS",
     "AdapterError",

@@ -22,7 +22,6 @@ from riftco.nn.errors import ConfigError
 from riftco.nn.functional import _plain, _record, _value
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
-from riftco.nn.quantized import replace_module
 from riftco.tensor import BlockWeight, Tensor
 from riftco.tensor.ops.blockquant import BLOCK_FORMATS, BLOCK_QK
 
@@ -70,6 +69,12 @@ class BlockLinear(Module):
             self.__dict__["_packed"] = (key, packed)
         return packed
 
+    @classmethod
+    def layer_capabilities(cls, job: str) -> tuple[str, ...]:
+        """The block-layout linear (for every job: the layer takes no gradient, so a
+        training job on it stops at its first forward)."""
+        return ("block_linear",)
+
     def forward(self, x: Any) -> Any:
         if _record(x, self.bias):
             raise ConfigError(
@@ -114,7 +119,7 @@ def quantize_for_inference(model: Module, fmt: str) -> list[str]:
     ]
     made = [BlockLinear.from_linear(m, fmt) for _, m in linears]
     for (name, _), q in zip(linears, made):
-        replace_module(model, name, q)
+        model.replace_child(name, q)
     return [n for n, _ in linears]
 
 
@@ -131,7 +136,7 @@ def dequantize_for_training(model: Module) -> list[str]:
             q.bias.requires_grad = True
         linear.register_parameter("bias", q.bias)
         linear.training = q.training
-        replace_module(model, name, linear)
+        model.replace_child(name, linear)
     return [n for n, _ in found]
 
 

@@ -30,7 +30,7 @@ from riftco.autograd import Parameter, Variable
 from riftco.nn.errors import ConfigError, StateDictError
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module, _as_tensor
-from riftco.nn.quantized import QuantizedLinear, replace_module, to_linear
+from riftco.nn.quantized import QuantizedLinear, to_linear
 from riftco.nn.transformer import LanguageModelHead
 from riftco.tensor import RiftcoError, Tensor
 
@@ -114,23 +114,6 @@ def _seed_for(seed: int, name: str) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(name.encode())]).generate_state(1)[0])
 
 
-def _adopt(new: Module, base: Module) -> None:
-    """Make ``new`` hold ``base``'s parameters, buffers, children and settings, in order."""
-    Module.__init__(new)
-    skip = {"_parameters", "_buffers", "_transient", "_modules", "training"}
-    for key, value in base.__dict__.items():
-        if key not in skip and key not in base._parameters and key not in base._buffers:
-            if key not in base._modules:
-                new.__dict__[key] = value
-    for key, p in base._parameters.items():
-        new.register_parameter(key, p)
-    for key, b in base._buffers.items():
-        new.register_buffer(key, b, persistent=key not in base._transient)
-    for key, m in base._modules.items():
-        new.add_module(key, m)
-    new.__dict__["training"] = base.training
-
-
 def _add(y: Any, delta: Any) -> Any:
     # A frozen base on a Tensor input gives a Tensor; the adapters give a Variable.
     return delta + y if isinstance(delta, Variable) and not isinstance(y, Variable) else y + delta
@@ -140,16 +123,18 @@ class LoraAdapter:
     """What every adapted layer adds: ``lora_a``, ``lora_b`` and the update."""
 
     is_lora_adapted = True
-    _buffers: dict[str, Tensor | None]  # the adapted Module's
     rank: int
     alpha: float
     scaling: float
+    # The layer adapted, held (in a tuple, so not registered as a child: its state is
+    # this layer's own, adopted).
+    _lora_base: tuple[Module]
 
     def _attach(
         self, base: Module, in_features: int, out_features: int, config: LoraConfig, seed: int
     ) -> None:
         backend = self._base_backend(base)
-        self.__dict__["_lora_base"] = base
+        self._lora_base = (base,)
         self.rank, self.alpha, self.scaling = config.rank, config.alpha, config.scaling
         bound = math.sqrt(6.0 / (in_features + config.rank))
         a = Linear(in_features, config.rank, bias=False, backend=backend)
@@ -171,10 +156,10 @@ class LoraAdapter:
     def base_layer(self) -> Module:
         """The layer the adapters were attached to (restored by detach and merge), holding
         this layer's current buffers (``to()`` may have moved them)."""
-        base = self.__dict__["_lora_base"]
-        for key in base._buffers:
-            base._buffers[key] = self._buffers[key]
-            object.__setattr__(base, key, self._buffers[key])
+        (base,) = self._lora_base
+        assert isinstance(self, Module)  # every adapter class is a Module too
+        for key, value in self.named_buffers(recurse=False):
+            setattr(base, key, value)  # a registered buffer: its place and persistence stay
         return base
 
     def lora_update(self, x: Any) -> Any:
@@ -194,7 +179,7 @@ class LoraLinear(LoraAdapter, Linear):
     """A ``Linear`` with adapters (its ``weight`` and ``bias`` are the base's)."""
 
     def __init__(self, base: Linear, config: LoraConfig, seed: int = 0) -> None:
-        _adopt(self, base)
+        self.adopt(base)
         self._attach(base, base.in_features, base.out_features, config, seed)
 
     def forward(self, x: Any) -> Any:
@@ -208,7 +193,7 @@ class LoraQuantizedLinear(LoraAdapter, QuantizedLinear):
     """A ``QuantizedLinear`` (NF4 base) with float32 adapters: QLoRA's layer."""
 
     def __init__(self, base: QuantizedLinear, config: LoraConfig, seed: int = 0) -> None:
-        _adopt(self, base)
+        self.adopt(base)
         self._attach(base, base.in_features, base.out_features, config, seed)
 
     def forward(self, x: Any) -> Any:
@@ -227,7 +212,7 @@ class LoraLanguageModelHead(LoraAdapter, LanguageModelHead):
                 "LoRA: the language model head is tied to the token embedding; adapting it "
                 "would change the embedding too (leave 'language_model_head' out of targets)"
             )
-        _adopt(self, base)
+        self.adopt(base)
         vocab, d_model = base.weight.shape
         self._attach(base, d_model, vocab, config, seed)
 
@@ -253,7 +238,7 @@ class _LoraState:
 
 
 def _state(model: Module) -> _LoraState | None:
-    return model.__dict__.get("_lora_state")
+    return getattr(model, "_lora_state", None)
 
 
 def lora_config(model: Module) -> LoraConfig | None:
@@ -303,8 +288,8 @@ def attach_lora(model: Module, config: LoraConfig) -> list[str]:
     for _, p in model.named_parameters():
         p.requires_grad = False
     for name, adapted in made:
-        replace_module(model, name, adapted)
-    model.__dict__["_lora_state"] = _LoraState(config, [n for n, _ in made], flags)
+        model.replace_child(name, adapted)
+    model._lora_state = _LoraState(config, [n for n, _ in made], flags)
     return [n for n, _ in made]
 
 
@@ -326,9 +311,9 @@ def detach_lora(model: Module) -> list[str]:
     parameter's ``requires_grad``; returns the layers' names."""
     state, adapted = _require(model, "detach_lora")
     for name, m in adapted.items():
-        replace_module(model, name, m.base_layer)
+        model.replace_child(name, m.base_layer)
     _restore_flags(model, state)
-    del model.__dict__["_lora_state"]
+    delattr(model, "_lora_state")
     return list(adapted)
 
 
@@ -353,17 +338,17 @@ def merge_lora(model: Module) -> list[str]:
     for name, m, merged in staged:
         base = m.base_layer
         if isinstance(base, QuantizedLinear):
-            replace_module(model, name, to_linear(base, merged))
+            model.replace_child(name, to_linear(base, merged))
         else:
             assert isinstance(base, (Linear, LanguageModelHead))
             base.weight.value.assign_(merged)
-            replace_module(model, name, base)
+            model.replace_child(name, base)
     _restore_flags(model, state)
     for _, m, _ in staged:
         base = m.base_layer
         if isinstance(base, QuantizedLinear) and base.bias is not None:
             base.bias.requires_grad = base.bias_requires_grad
-    del model.__dict__["_lora_state"]
+    delattr(model, "_lora_state")
     return list(adapted)
 
 

@@ -24,6 +24,10 @@ class LoadResult:
     unexpected: list[str] = field(default_factory=list)
 
 
+#: What ``Module.__init__`` puts in every module's ``__dict__`` (the registries and the
+#: mode), as opposed to its own attributes.
+_REGISTRIES = ("_parameters", "_buffers", "_transient", "_modules", "training")
+
 #: Bumped whenever any module's attributes, parameters, buffers or children change
 #: (what a compiled form of a model, such as its whole-step decoder, depends on).
 _EPOCH = [0]
@@ -129,6 +133,71 @@ class Module:
         self.__dict__["_modules"][name] = module
         object.__setattr__(self, name, module)
 
+    def replace_child(self, name: str, new: Module) -> Module | None:
+        """Put ``new`` where the child ``name`` is and return the child it replaces.
+
+        ``name`` is a child of this module or, dotted, of a descendant
+        (``blocks.0.attention.query``). The new child takes the old one's place in the
+        registration order, so the qualified names and the order of every parameter
+        and buffer outside it stay as they were (how quantization swaps a ``Linear``
+        for its packed form). ``KeyError`` when ``name`` is not a registered child;
+        ``TypeError`` unless ``new`` is a ``Module``.
+        """
+        if not isinstance(new, Module):
+            raise TypeError(f"replace_child: expected a Module, found {type(new).__name__}")
+        path, _, attr = name.rpartition(".")
+        parent = self._descendant(path, name) if path else self
+        children = parent.__dict__["_modules"]
+        if attr not in children:
+            raise KeyError(f"replace_child: {name!r} is not a child module")
+        old = children[attr]
+        children[attr] = new
+        object.__setattr__(parent, attr, new)
+        _EPOCH[0] += 1
+        return old
+
+    def _descendant(self, path: str, name: str) -> Module:
+        m: Module = self
+        for part in path.split("."):
+            child = m.__dict__["_modules"].get(part)
+            if child is None:
+                raise KeyError(f"replace_child: {name!r} is not a child module")
+            m = child
+        return m
+
+    def adopt(self, other: Module) -> None:
+        """Take over ``other``'s state: its parameters, buffers (persistent or not) and
+        children, under the same names and in the same order, its plain attributes
+        (``in_features``, ...) and its training mode. What this module had registered
+        before is dropped; ``other`` is left as it was, sharing its tensors and
+        children with this module.
+
+        A layer that wraps another in place adopts it (LoRA's adapted linears adopt the
+        linear they adapt), so the wrapper answers to the wrapped layer's qualified
+        names (``attention.query.weight``) and can stand in its place through
+        :meth:`replace_child`. ``TypeError`` unless ``other`` is a ``Module``.
+        """
+        if not isinstance(other, Module):
+            raise TypeError(f"adopt: expected a Module, found {type(other).__name__}")
+        Module.__init__(self)
+        theirs = other.__dict__
+        registered = {
+            *theirs["_parameters"],
+            *theirs["_buffers"],
+            *theirs["_modules"],
+            *_REGISTRIES,
+        }
+        for key, value in theirs.items():
+            if key not in registered:
+                self.__dict__[key] = value
+        for key, p in theirs["_parameters"].items():
+            self.register_parameter(key, p)
+        for key, b in theirs["_buffers"].items():
+            self.register_buffer(key, b, persistent=key not in theirs["_transient"])
+        for key, m in theirs["_modules"].items():
+            self.add_module(key, m)
+        self.__dict__["training"] = other.training
+
     # -- traversal --------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, Module]]:
         for name, m in self._modules.items():
@@ -154,11 +223,17 @@ class Module:
     def modules(self) -> Iterator[Module]:
         return (m for _, m in self.named_modules())
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+    def _tree(self, prefix: str, recurse: bool) -> Iterator[tuple[str, Module]]:
+        return self.named_modules(prefix) if recurse else iter([(prefix, self)])
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """Qualified names (``blocks.0.attention.query.weight``) in registration order;
-        a parameter shared by several modules appears once, under its first name."""
+        a parameter shared by several modules appears once, under its first name.
+        ``recurse=False``: this module's own parameters only."""
         seen: set[int] = set()
-        for mname, m in self.named_modules(prefix):
+        for mname, m in self._tree(prefix, recurse):
             for pname, p in m._parameters.items():
                 if p is not None and id(p) not in seen:
                     seen.add(id(p))
@@ -168,9 +243,11 @@ class Module:
         return [p for _, p in self.named_parameters()]
 
     def named_buffers(
-        self, prefix: str = "", persistent_only: bool = False
+        self, prefix: str = "", persistent_only: bool = False, recurse: bool = True
     ) -> Iterator[tuple[str, Tensor]]:
-        for mname, m in self.named_modules(prefix):
+        """Buffers by qualified name in registration order (``persistent_only``: those
+        ``state_dict`` holds; ``recurse=False``: this module's own)."""
+        for mname, m in self._tree(prefix, recurse):
             for bname, b in m._buffers.items():
                 if b is not None and not (persistent_only and bname in m._transient):
                     yield (f"{mname}.{bname}" if mname else bname), b
@@ -230,6 +307,16 @@ class Module:
             object.__setattr__(m, name, value)
         _EPOCH[0] += 1
         return self
+
+    # -- what the layer needs of a backend -------------------------------------------
+    @classmethod
+    def layer_capabilities(cls, job: str) -> tuple[str, ...]:
+        """The backend capabilities (``riftco.tensor.CAPABILITIES`` names) this kind of
+        layer calls for ``job`` (riftco.nn.capabilities' ``JOBS``) beyond the base op
+        layer and what its model's configuration implies: none, unless the layer runs a
+        kernel of its own (NF4 or block-layout weights). A model's
+        ``required_capabilities(job)`` collects them over its layers."""
+        return ()
 
     # -- modes and calls --------------------------------------------------------
     def train(self, mode: bool = True) -> Module:

@@ -19,6 +19,7 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, custom_gradient
+from riftco.nn.capabilities import TRAINING_JOBS
 from riftco.nn.errors import ConfigError
 from riftco.nn.functional import _needs, _plain, _record, _value, _variable
 from riftco.nn.layers import Linear
@@ -124,6 +125,14 @@ class QuantizedLinear(Module):
             offset,
         )
 
+    @classmethod
+    def layer_capabilities(cls, job: str) -> tuple[str, ...]:
+        """The NF4 forward; in training also its input gradient and the dequantization
+        a LoRA merge makes."""
+        if job in TRAINING_JOBS:
+            return ("nf4_dequantize", "nf4_linear", "nf4_linear_backward")
+        return ("nf4_linear",)
+
     def forward(self, x: Any) -> Any:
         return nf4_linear(x, self.weight, self.bias)
 
@@ -148,20 +157,9 @@ class QuantizedLinear(Module):
         )
 
 
-def _parent(model: Module, name: str) -> tuple[Module, str]:
-    path, _, attr = name.rpartition(".")
-    modules = dict(model.named_modules())
-    return modules[path], attr
-
-
 def replace_module(model: Module, name: str, new: Module) -> None:
-    """Put ``new`` where the child ``name`` (a qualified name) was, keeping its place in
-    the registration order (so parameter names and order do not change)."""
-    parent, attr = _parent(model, name)
-    if attr not in parent._modules:
-        raise KeyError(f"replace_module: {name!r} is not a child module")
-    parent._modules[attr] = new
-    object.__setattr__(parent, attr, new)
+    """``model.replace_child(name, new)`` (see ``Module.replace_child``)."""
+    model.replace_child(name, new)
 
 
 def _is_plain_linear(m: Module) -> TypeGuard[Linear]:
@@ -181,7 +179,7 @@ def quantize_model(
     names = [n for n, _ in linears]
     made = [QuantizedLinear.from_linear(m, block_size, double_quant) for _, m in linears]
     for name, q in zip(names, made):
-        replace_module(model, name, q)
+        model.replace_child(name, q)
     return names
 
 
@@ -193,7 +191,7 @@ def dequantize_model(model: Module) -> list[str]:
     names = [n for n, _ in quantized]
     made = [to_linear(m) for _, m in quantized]
     for (name, q), linear in zip(quantized, made):
-        replace_module(model, name, linear)
+        model.replace_child(name, linear)
         if linear.bias is not None:
             linear.bias.requires_grad = q.bias_requires_grad
     return names

@@ -137,6 +137,27 @@ class DecoderOnlyTransformer(Module):
     def extra_repr(self) -> str:
         return f"{self.num_parameters():,} parameters"
 
+    def required_capabilities(self, job: str) -> tuple[str, ...]:
+        """The backend capabilities ``job`` (``train``, ``lora``, ``qlora``, ``generate``
+        or ``serve``) on this model needs, in CAPABILITIES order: what its configuration
+        implies and what the layers it holds now declare (NF4 or block-layout weights
+        add their kernels). The whole-step ``decode_step`` is never among them (without
+        it decoding runs op by op). See riftco.nn.capabilities."""
+        from riftco.nn.capabilities import model_capabilities
+
+        return model_capabilities(self, job)
+
+    @staticmethod
+    def required_capabilities_for(
+        config: TransformerConfig, job: str, *, weights: str | None = None
+    ) -> tuple[str, ...]:
+        """``required_capabilities`` from a configuration alone, before the model is
+        built, for linear layers holding ``weights`` (None: float32; ``nf4``, ``f16``,
+        ``q8_0`` or ``q4_0``)."""
+        from riftco.nn.capabilities import required_capabilities_for
+
+        return required_capabilities_for(config, job, weights=weights)
+
     def quantize_for_inference(self, fmt: str) -> list[str]:
         """Hold the linear weights in llama.cpp's ``q8_0``, ``q4_0`` or ``f16`` layout
         for inference (see riftco.nn.inference_weights); returns the layers changed."""

@@ -15,7 +15,7 @@ from typing import Any
 from starlette.applications import Starlette
 
 import riftco.tensor as rt
-from riftco.nn import TransformerConfig
+from riftco.nn import TransformerConfig, required_capabilities_for
 from riftco.serve.app import create_app
 from riftco.serve.batch_engine import BatchEngine
 from riftco.serve.config import ServerConfig
@@ -53,14 +53,11 @@ def engine_from_bundle(
     )
 
 
-def serving_capabilities(config: TransformerConfig) -> tuple[str, ...]:
-    """What decoding ``config`` over the paged cache needs (prefill included), in
-    CAPABILITIES order."""
-    norm = "layer_norm" if config.norm == "layer" else "rms_norm"
-    needs = {*rt.BASE_CAPABILITIES, norm, "write_rows", "paged_attention"}
-    if config.positions == "rotary":
-        needs.add("rotary")
-    return tuple(name for name in rt.CAPABILITIES if name in needs)
+def serving_capabilities(config: TransformerConfig, weights: str | None = None) -> tuple[str, ...]:
+    """What decoding ``config`` over the paged cache needs (prefill included), on
+    linear ``weights`` (None or ``float32``, ``f16``, ``q8_0``, ``q4_0``), in
+    CAPABILITIES order: riftco.nn's list for the ``serve`` job."""
+    return required_capabilities_for(config, "serve", weights=weights)
 
 
 def require_serving_backend(
@@ -74,9 +71,7 @@ def require_serving_backend(
     from riftco.interchange import read_manifest
 
     config = TransformerConfig.from_dict(read_manifest(path)["config"])
-    needs = serving_capabilities(config)
-    if weights not in (None, "float32"):
-        needs += ("block_linear",)
+    needs = serving_capabilities(config, weights)
     return rt.require_capabilities(backend, needs, job="serving")
 
 

@@ -47,7 +47,6 @@ from riftco.nn import (
     weight_memory,
 )
 from riftco.nn.lora import lora_config
-from riftco.nn.quantized import replace_module
 from riftco.tensor import NF4Weight
 from riftco.tensor.ops.quantized import NF4_BLOCK_SIZES
 from riftco.train.errors import CheckpointError, ResumeMismatch
@@ -159,7 +158,7 @@ def install_packed(model: Any, packed: Mapping[str, NF4Weight]) -> None:
     for name, q in made.items():
         if q.bias is not None:
             q.bias.requires_grad = False
-        replace_module(model, name, q)
+        model.replace_child(name, q)
 
 
 # -- the packed payload in checkpoints --------------------------------------------------

@@ -1,6 +1,8 @@
 """The backend capabilities a training job needs, checked before the job starts.
 
-A job on a backend that lacks one of them stops at once with
+The list is the model's own (riftco.nn's ``required_capabilities_for``, the one
+definition training and serving share), made from the configuration before the model
+is built. A job on a backend that lacks one of them stops at once with
 ``riftco.tensor.JobUnsupported`` naming every missing capability, rather than
 failing mid-run or falling back to another backend.
 """
@@ -8,32 +10,25 @@ failing mid-run or falling back to another backend.
 from __future__ import annotations
 
 import riftco.tensor as rt
-from riftco.nn import TransformerConfig
+from riftco.nn import QuantizedLinear, TransformerConfig, required_capabilities_for
+from riftco.nn.capabilities import CONTIGUOUS_DECODING
 
-#: Incremental decoding over riftco-nn's contiguous cache (the sample after training).
-DECODING = ("attention_varlen", "write_rows")
+#: Incremental decoding over riftco-nn's contiguous cache (the sample after training):
+#: what the ``generate`` job adds to the forward that training already checked.
+DECODING = CONTIGUOUS_DECODING
 #: QLoRA's frozen base: NF4 linears forward and backward, dequantized when merged.
-NF4 = ("nf4_dequantize", "nf4_linear", "nf4_linear_backward")
+NF4 = QuantizedLinear.layer_capabilities("qlora")
+
+#: Training methods and the riftco.nn job each one is.
+_JOBS = {"full": "train", "lora": "lora", "qlora": "qlora"}
 
 
 def training_capabilities(config: TransformerConfig, method: str = "full") -> tuple[str, ...]:
     """What one training step (forward, loss, backward, Adam) of ``config`` needs, with
     ``method`` ``full``, ``lora`` or ``qlora``, in CAPABILITIES order."""
-    needs = {
-        *rt.BASE_CAPABILITIES,
-        "activation_backward",
-        "cross_entropy",
-        "cross_entropy_backward",
-        "adam_update",
-    }
-    norm = "layer_norm" if config.norm == "layer" else "rms_norm"
-    attention = "flash_attention" if config.attention == "flash" else "attention"
-    needs |= {norm, f"{norm}_backward", attention, f"{attention}_backward"}
-    if config.positions == "rotary":
-        needs.add("rotary")
-    if method == "qlora":
-        needs.update(NF4)
-    return tuple(name for name in rt.CAPABILITIES if name in needs)
+    if method not in _JOBS:
+        raise ValueError(f"method must be one of {', '.join(_JOBS)}, found {method!r}")
+    return required_capabilities_for(config, _JOBS[method])
 
 
 def require_training_backend(

@@ -48,7 +48,6 @@ from riftco.nn import (
     QuantizedLinear,
     attach_lora,
 )
-from riftco.nn.quantized import replace_module
 from riftco.optim import Adam
 from riftco.tensor import NF4Weight
 from riftco.tensor.ops.quantized import NF4_BLOCK_SIZES, NF4_CODEBOOK
@@ -117,7 +116,7 @@ def continue_original(checkpoint: OriginalCheckpoint, backend: Any = None) -> Co
             module.weight.requires_grad = False  # dequantized exactly; riftco keeps heads float32
             continue
         layer = QuantizedLinear(weight.to(module.weight.value.backend), module.bias)
-        replace_module(model, name, layer)
+        model.replace_child(name, layer)
     if checkpoint.lora is not None:
         attach_lora(model, LoraConfig(**checkpoint.lora))
         from riftco.nn.lora import load_lora_state_dict
