@@ -118,17 +118,36 @@ class Trainer:
         )
 
     # -- one step ---------------------------------------------------------------
-    def _tensor(self, array: np.ndarray) -> rt.Tensor:
+    def tensor(self, array: np.ndarray) -> rt.Tensor:
+        """``array`` as a tensor on the trainer's backend (the default one when none
+        was given)."""
         return rt.from_numpy(array, backend=self.backend) if self.backend else rt.from_numpy(array)
 
-    def _loss(self, batch: Batch) -> Variable:
+    def loss(self, batch: Batch) -> Variable:
+        """The model's loss on ``batch`` (forward and loss function at the trainer's
+        precision), recording its graph unless gradients are off."""
         if self.precision != "f32":
             # The nodes recorded here keep their precision for backward.
             with mixed_precision(PRECISIONS[self.precision]):
-                logits = self.model(self._tensor(batch.inputs))
+                logits = self.model(self.tensor(batch.inputs))
         else:
-            logits = self.model(self._tensor(batch.inputs))
-        return self.loss_function(logits, self._tensor(batch.targets), self._tensor(batch.weights))
+            logits = self.model(self.tensor(batch.inputs))
+        return self.loss_function(logits, self.tensor(batch.targets), self.tensor(batch.weights))
+
+    def forward_backward(self, batch: Batch) -> float:
+        """One micro-batch of a data-parallel step: zero the gradients, take the loss on
+        ``batch`` and, when it is finite, backpropagate it, leaving this micro-batch's
+        gradient in every parameter's ``grad``; returns the loss (read on the host).
+
+        ``ParallelStep`` calls this for each of its rank's micro-batches and combines
+        the gradients; ``train_step`` then applies the combined gradient with the
+        optimizer, as it applies its own in a single-process step."""
+        self.optimizer.zero_grad()
+        loss = self.loss(batch)
+        value = float(loss.item())
+        if math.isfinite(value):
+            loss.backward()
+        return value
 
     def train_step(self) -> TrainingMetric:
         """Draw a batch, build a fresh graph, backpropagate, clip and update."""
@@ -140,7 +159,7 @@ class Trainer:
         else:
             batch = self.source.next_batch()
             self.optimizer.zero_grad()
-            loss = self._loss(batch)
+            loss = self.loss(batch)
             loss.backward()
             # The loss and the gradient norm come to the host in one read: on an
             # accelerator, the only device round trip of the step.
@@ -188,7 +207,7 @@ class Trainer:
             for i, batch in enumerate(self.validation):
                 n = batch.loss_tokens
                 if n and i % size == rank:
-                    sums[:, i] = float(self._loss(batch).item()) * n, n, batch.tokens
+                    sums[:, i] = float(self.loss(batch).item()) * n, n, batch.tokens
         if size > 1:
             self.parallel.communicator.allreduce_ordered(sums)
         total = 0.0

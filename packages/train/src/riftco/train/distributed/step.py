@@ -11,7 +11,7 @@ whatever rank computes it, so dropout keeps the bits too.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,9 +21,15 @@ from riftco.train.distributed.data_parallel import DataParallel
 from riftco.train.distributed.gradients import FlatGradients, GradientReducer
 from riftco.train.errors import TrainError
 
+if TYPE_CHECKING:
+    from riftco.train.engine import Trainer
+
 
 class ParallelStep:
-    def __init__(self, trainer: Any, parallel: DataParallel) -> None:
+    """A trainer's data-parallel step; it uses the trainer's public face only (its
+    source, optimizer, model and ``forward_backward``)."""
+
+    def __init__(self, trainer: Trainer, parallel: DataParallel) -> None:
         self.trainer, self.parallel = trainer, parallel
         trainable = [p for p in trainer.parameters.values() if p.requires_grad]
         self.flat = FlatGradients(trainable, parallel.bucket_bytes)
@@ -59,17 +65,15 @@ class ParallelStep:
         self.reducer.begin()
         for j, m in micro:
             self._set_dropout(dropout, j)
-            trainer.optimizer.zero_grad()
             if counts[j]:
-                loss = trainer._loss(m)
-                value = float(loss.item())
+                value = trainer.forward_backward(m)
                 report[j] = value
                 if math.isfinite(value):
-                    loss.backward()
                     report[count:] += self.flat.gather(counts[j] / total)
                 else:
                     self.flat.clear()
             else:
+                trainer.optimizer.zero_grad()
                 self.flat.clear()
             self.reducer.add()
         self._set_dropout(dropout, count)
@@ -115,11 +119,11 @@ def _active_dropout(model: Any) -> dict[str, Any]:
     }
 
 
-def _calls_per_forward(trainer: Any, modules: dict[str, Any]) -> dict[str, int]:
+def _calls_per_forward(trainer: Trainer, modules: dict[str, Any]) -> dict[str, int]:
     """How far one forward pass advances each dropout layer's counter (measured on a
     one-token input; the counters are put back)."""
     saved = {name: int(m.calls) for name, m in modules.items()}
-    ids = trainer._tensor(np.zeros((1, 1), dtype=np.int64))
+    ids = trainer.tensor(np.zeros((1, 1), dtype=np.int64))
     with no_grad():
         trainer.model(ids)
     strides = {name: int(m.calls) - saved[name] for name, m in modules.items()}
