@@ -1,7 +1,9 @@
 """Variable: a tensor value, an optional gradient, and the operation that made it.
 
 Its methods and operators are one-line calls of the differentiable operations of
-the same name in ``riftco.autograd.functional``, where each is defined once.
+the same name in ``riftco.autograd.functional``, where each is defined once. They are
+the ones riftco.tensor's Tensor offers, listed once in ``riftco.tensor.tensor``'s
+``METHOD_OPS`` and ``OPERATOR_OPS`` (the tests check both classes against them).
 """
 
 from __future__ import annotations

@@ -374,6 +374,31 @@ _new = object.__new__
 Operand = Tensor | int | float | np.number | np.bool_
 _OPERANDS = (Tensor, int, float, np.number, np.bool_)
 
+#: The ops a Tensor offers as methods of the same name (``t.exp()`` is ``ops.exp(t)``),
+#: grouped as above. riftco.autograd's Variable offers each one over the differentiable
+#: op of that name; its tests read this table to check both classes, so they cannot drift.
+METHOD_OPS: tuple[str, ...] = (
+    "reshape", "permute", "transpose", "narrow", "broadcast_to", "sum_to_shape",
+    "unsqueeze", "squeeze", "flatten", "astype",
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "silu",
+    "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "sum", "mean", "max", "min", "argmax", "sum_squares", "softmax", "log_softmax",
+    "matmul", "index_select", "index_add", "gather", "scatter_add",
+)  # fmt: skip
+
+#: The operators (and indexing) of Tensor and Variable, and the op each one calls; a
+#: reflected operator (``__radd__``) calls its op with the operands swapped.
+OPERATOR_OPS: dict[str, str] = {
+    "__getitem__": "getitem", "__neg__": "neg", "__abs__": "abs", "__invert__": "logical_not",
+    "__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
+    "__pow__": "pow", "__matmul__": "matmul",
+    "__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
+    "__rpow__": "pow", "__rmatmul__": "matmul",
+    "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
+    "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or",
+}  # fmt: skip
+
 # The ops module needs Tensor itself, so it comes in once the class exists; the
 # methods above look it up when called.
 from riftco.tensor import ops  # noqa: E402

@@ -1,6 +1,7 @@
 """Every differentiable operation, as a function over Variables, Tensors and scalars.
 
-Names mirror riftco.tensor's ops. Tensors and scalars are constants; the result is
+Names mirror riftco.tensor's ops (the methods both Tensor and Variable offer are
+listed once, in ``riftco.tensor.tensor.METHOD_OPS``). Tensors and scalars are constants; the result is
 a Variable that records its operation when grad mode is on and some operand
 requires gradients. Comparisons, logical ops and argmax return Variables that need
 no gradient.
