@@ -12,7 +12,6 @@ pub mod attention;
 pub mod bf16;
 pub mod binary;
 pub mod blockq;
-mod blockq_dot;
 pub mod decode;
 mod f32_rows;
 pub mod flash;

@@ -1,0 +1,107 @@
+//! The input rows' 8-bit quantization for the Q8_0 and Q4_0 products (see
+//! [`super`]): the portable loop, and an AVX2 version with the same bits.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+use super::QK;
+
+/// Input rows quantized to 8 bits per block of 32 (see the module docs): `q`
+/// `[m, cols]`, the float32 scales `[m, cols / 32]`, and for Q4_0 eight times
+/// the sum of each group of four `q` (`[m, cols / 32 * 8]`), which the Q4_0 dot
+/// product subtracts for the weight's offset of 8.
+pub(crate) struct QuantizedRows {
+    pub q: Vec<i8>,
+    pub scales: Vec<f32>,
+    pub sums: Vec<i32>,
+}
+
+/// The largest magnitude of `x`, NaN when `x` has one.
+#[inline(always)]
+fn absmax(x: &[f32]) -> f32 {
+    x.iter().fold(0.0f32, |a, &v| {
+        if v.is_nan() || a.is_nan() {
+            f32::NAN
+        } else {
+            a.max(v.abs())
+        }
+    })
+}
+
+pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
+    quantize_rows_with(x, with_sums, true)
+}
+
+/// [`quantize_rows`], `vector`: with the AVX2 version where the CPU has it.
+pub(super) fn quantize_rows_with(x: &[f32], with_sums: bool, vector: bool) -> QuantizedRows {
+    let blocks = x.len() / QK;
+    let mut q = vec![0i8; x.len()];
+    let mut scales = vec![0.0f32; blocks];
+    let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+    #[cfg(target_arch = "x86_64")]
+    if vector && crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2; the buffers have the lengths it needs.
+        unsafe { avx2::quantize(x, &mut q, &mut scales, &mut sums) };
+        return QuantizedRows { q, scales, sums };
+    }
+    quantize_portable(x, &mut q, &mut scales, &mut sums);
+    QuantizedRows { q, scales, sums }
+}
+
+fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i32]) {
+    for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
+        let s = absmax(xb) / 127.0;
+        let inv = if s != 0.0 { 1.0 / s } else { 0.0 };
+        for (o, &v) in qb.iter_mut().zip(xb) {
+            // A non-finite scale leaves q at 0 and makes the block's products NaN.
+            *o = (v * inv).round() as i8;
+        }
+        scales[b] = s;
+        if !sums.is_empty() {
+            for (j, g) in qb.chunks_exact(4).enumerate() {
+                sums[b * 8 + j] = 8 * g.iter().map(|&v| v as i32).sum::<i32>();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_quantization_matches_the_portable_one() {
+        let mut x: Vec<f32> = (0..32 * 40)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * [1.0, 0.01, 3e-39, 1e30][i / 320])
+            .collect();
+        // Ties (a block whose largest magnitude is 127 has the scale 1).
+        for (j, v) in x[..32].iter_mut().enumerate() {
+            *v = if j == 0 {
+                127.0
+            } else {
+                (j as f32 - 16.0) + 0.5
+            };
+        }
+        x[40] = -0.0;
+        x[70] = f32::NAN;
+        x[100] = f32::INFINITY;
+        x[130] = f32::NEG_INFINITY;
+        x[160..192].fill(0.0);
+        x[200] = f32::MIN_POSITIVE;
+        x.extend([1.0, 2.0, 3.0]); // a tail that is not a block
+        for with_sums in [false, true] {
+            let fast = quantize_rows(&x, with_sums);
+            let blocks = x.len() / QK;
+            let mut q = vec![0i8; x.len()];
+            let mut scales = vec![0.0f32; blocks];
+            let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+            quantize_portable(&x, &mut q, &mut scales, &mut sums);
+            assert_eq!(fast.q, q);
+            assert_eq!(fast.sums, sums);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fast.scales), bits(&scales));
+            // Half away from zero: -14.5, -13.5, -12.5 and 0.5.
+            assert_eq!([q[1], q[2], q[3], q[16]], [-15, -14, -13, 1]);
+        }
+    }
+}
