@@ -1,27 +1,36 @@
 // Elementwise kernels: unary ops, broadcasting binary ops and comparisons,
-// where, and dtype conversions. Op codes are the positions in the lists the
-// Python side keeps (riftco.backends.cuda.ops.base). bfloat16 operands are
-// widened to float32 (exactly), the float32 function computed as the float32
-// kernel computes it, and the result rounded once to bfloat16.
+// where, and dtype conversions. bfloat16 operands are widened to float32
+// (exactly), the float32 function computed as the float32 kernel computes it,
+// and the result rounded once to bfloat16.
+//
+// An op travels as its code in the enums below, which name each op as riftco.tensor's
+// vocabulary does (UNARY_GELU_TANH is `gelu_tanh`): the Python side reads the enums
+// from this source (riftco.backends.cuda.ops.codes) and passes the code of an op's
+// name, so no list order anywhere decides which kernel runs.
 
-// neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu
+enum UnaryOp {
+    UNARY_NEG = 0, UNARY_ABS = 1, UNARY_EXP = 2, UNARY_LOG = 3, UNARY_SQRT = 4, UNARY_RSQRT = 5,
+    UNARY_TANH = 6, UNARY_SIGMOID = 7, UNARY_RELU = 8, UNARY_GELU = 9, UNARY_GELU_TANH = 10,
+    UNARY_SILU = 11,
+};
+
 __device__ __forceinline__ float unary_op(i64 op, float x) {
     switch (op) {
-        case 0: return -x;
-        case 1: return fabsf(x);
-        case 2: return (float)exp((double)x);
-        case 3: return (float)log((double)x);
-        case 4: return (float)sqrt((double)x);
-        case 5: return (float)(1.0 / sqrt((double)x));
-        case 6: return (float)tanh((double)x);
-        case 7: return (float)(1.0 / (1.0 + exp(-(double)x)));
-        case 8: return x > 0.0f ? x : (x != x ? x : 0.0f);
-        case 9: { double d = x; return (float)(0.5 * d * (1.0 + erf(d * 0.70710678118654752440))); }
-        case 10: {
+        case UNARY_NEG: return -x;
+        case UNARY_ABS: return fabsf(x);
+        case UNARY_EXP: return (float)exp((double)x);
+        case UNARY_LOG: return (float)log((double)x);
+        case UNARY_SQRT: return (float)sqrt((double)x);
+        case UNARY_RSQRT: return (float)(1.0 / sqrt((double)x));
+        case UNARY_TANH: return (float)tanh((double)x);
+        case UNARY_SIGMOID: return (float)(1.0 / (1.0 + exp(-(double)x)));
+        case UNARY_RELU: return x > 0.0f ? x : (x != x ? x : 0.0f);
+        case UNARY_GELU: { double d = x; return (float)(0.5 * d * (1.0 + erf(d * 0.70710678118654752440))); }
+        case UNARY_GELU_TANH: {
             double d = x;
             return (float)(0.5 * d * (1.0 + tanh(0.79788456080286535588 * (d + 0.044715 * d * d * d))));
         }
-        case 11: { double d = x; return (float)(d / (1.0 + exp(-d))); }
+        case UNARY_SILU: { double d = x; return (float)(d / (1.0 + exp(-d))); }
     }
     return x;
 }
@@ -37,7 +46,7 @@ extern "C" __global__ void unary_bf16(const bf16* x, bf16* y, i64 n, i64 op) {
 extern "C" __global__ void unary_i64(const i64* x, i64* y, i64 n, i64 op) {
     FOR_EACH(i, n) {
         i64 v = x[i];
-        y[i] = op == 0 ? -v : (v < 0 ? -v : v);
+        y[i] = op == UNARY_NEG ? -v : (v < 0 ? -v : v);
     }
 }
 
@@ -45,27 +54,31 @@ extern "C" __global__ void logical_not_b(const unsigned char* x, unsigned char* 
     FOR_EACH(i, n) y[i] = x[i] ? 0 : 1;
 }
 
-// add sub mul div pow maximum minimum
+enum BinaryOp {
+    BINARY_ADD = 0, BINARY_SUB = 1, BINARY_MUL = 2, BINARY_DIV = 3, BINARY_POW = 4,
+    BINARY_MAXIMUM = 5, BINARY_MINIMUM = 6,
+};
+
 __device__ __forceinline__ float binary_f32_op(i64 op, float a, float b) {
     switch (op) {
-        case 0: return a + b;
-        case 1: return a - b;
-        case 2: return a * b;
-        case 3: return a / b;
-        case 4: return (float)pow((double)a, (double)b);
-        case 5: return nan_max(a, b);
-        case 6: return nan_min(a, b);
+        case BINARY_ADD: return a + b;
+        case BINARY_SUB: return a - b;
+        case BINARY_MUL: return a * b;
+        case BINARY_DIV: return a / b;
+        case BINARY_POW: return (float)pow((double)a, (double)b);
+        case BINARY_MAXIMUM: return nan_max(a, b);
+        case BINARY_MINIMUM: return nan_min(a, b);
     }
     return 0.0f;
 }
 
 __device__ __forceinline__ i64 binary_i64_op(i64 op, i64 a, i64 b) {
     switch (op) {
-        case 0: return a + b;
-        case 1: return a - b;
-        case 2: return a * b;
-        case 5: return a > b ? a : b;
-        case 6: return a < b ? a : b;
+        case BINARY_ADD: return a + b;
+        case BINARY_SUB: return a - b;
+        case BINARY_MUL: return a * b;
+        case BINARY_MAXIMUM: return a > b ? a : b;
+        case BINARY_MINIMUM: return a < b ? a : b;
     }
     return 0;
 }
@@ -92,18 +105,22 @@ extern "C" __global__ void binary_i64(const i64* a, const i64* b, i64* out, i64 
     }
 }
 
-// eq ne lt le gt ge logical_and logical_or
+enum CompareOp {
+    COMPARE_EQ = 0, COMPARE_NE = 1, COMPARE_LT = 2, COMPARE_LE = 3, COMPARE_GT = 4, COMPARE_GE = 5,
+    COMPARE_LOGICAL_AND = 6, COMPARE_LOGICAL_OR = 7,
+};
+
 template <typename T>
 __device__ __forceinline__ unsigned char compare_op(i64 op, T a, T b) {
     switch (op) {
-        case 0: return a == b;
-        case 1: return a != b;
-        case 2: return a < b;
-        case 3: return a <= b;
-        case 4: return a > b;
-        case 5: return a >= b;
-        case 6: return (a != (T)0) && (b != (T)0);
-        case 7: return (a != (T)0) || (b != (T)0);
+        case COMPARE_EQ: return a == b;
+        case COMPARE_NE: return a != b;
+        case COMPARE_LT: return a < b;
+        case COMPARE_LE: return a <= b;
+        case COMPARE_GT: return a > b;
+        case COMPARE_GE: return a >= b;
+        case COMPARE_LOGICAL_AND: return (a != (T)0) && (b != (T)0);
+        case COMPARE_LOGICAL_OR: return (a != (T)0) || (b != (T)0);
     }
     return 0;
 }

@@ -123,14 +123,18 @@ extern "C" __global__ void norm_param_final_f32(const double* partial, float* ou
 }
 
 // dx = dy * f'(x) for gelu (0), gelu_tanh (1), silu (2).
+// An activation travels as its code, named as riftco.tensor's vocabulary names it (the
+// Python side reads this enum from the source: riftco.backends.cuda.ops.codes).
+enum ActivationOp { ACTIVATION_GELU = 0, ACTIVATION_GELU_TANH = 1, ACTIVATION_SILU = 2 };
+
 extern "C" __global__ void activation_backward_f32(const float* x, const float* dy, float* dx, i64 n, i64 op) {
     FOR_EACH(i, n) {
         double v = x[i], g;
-        if (op == 0) {
+        if (op == ACTIVATION_GELU) {
             double cdf = 0.5 * (1.0 + erf(v * 0.70710678118654752440));
             double pdf = exp(-0.5 * v * v) * 0.39894228040143267794;
             g = cdf + v * pdf;
-        } else if (op == 1) {
+        } else if (op == ACTIVATION_GELU_TANH) {
             const double c = 0.79788456080286535588;
             double u = c * (v + 0.044715 * v * v * v);
             double th = tanh(u);

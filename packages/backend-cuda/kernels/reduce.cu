@@ -1,22 +1,25 @@
 // Reductions over one axis of x viewed as [outer, n, inner], and softmax.
 // Float sums accumulate in double; every combination order is fixed.
 
-// ops: 0 sum, 1 mean, 2 max, 3 min, 4 sum_squares
+// An op travels as its code, named as riftco.tensor's vocabulary names it (the
+// Python side reads this enum from the source: riftco.backends.cuda.ops.codes).
+enum ReduceOp { REDUCE_SUM = 0, REDUCE_MEAN = 1, REDUCE_MAX = 2, REDUCE_MIN = 3, REDUCE_SUM_SQUARES = 4 };
+
 __device__ __forceinline__ double reduce_start(i64 op) {
-    return op == 2 ? (double)NEG_INF : (op == 3 ? (double)POS_INF : 0.0);
+    return op == REDUCE_MAX ? (double)NEG_INF : (op == REDUCE_MIN ? (double)POS_INF : 0.0);
 }
 
 __device__ __forceinline__ double reduce_step(i64 op, double acc, double x) {
     switch (op) {
-        case 2: return (acc != acc || acc > x) ? acc : x;  // NaN wins
-        case 3: return (acc != acc || acc < x) ? acc : x;
-        case 4: return acc + x * x;
+        case REDUCE_MAX: return (acc != acc || acc > x) ? acc : x;  // NaN wins
+        case REDUCE_MIN: return (acc != acc || acc < x) ? acc : x;
+        case REDUCE_SUM_SQUARES: return acc + x * x;
     }
     return acc + x;
 }
 
 __device__ __forceinline__ double reduce_combine(i64 op, double a, double b) {
-    if (op == 2 || op == 3) return reduce_step(op, a, b);
+    if (op == REDUCE_MAX || op == REDUCE_MIN) return reduce_step(op, a, b);
     return a + b;
 }
 
@@ -26,7 +29,7 @@ extern "C" __global__ void reduce_cols_f32(const float* x, float* out, i64 outer
         i64 o = j / inner, c = j % inner;
         double acc = reduce_start(op);
         for (i64 k = 0; k < n; ++k) acc = reduce_step(op, acc, (double)x[(o * n + k) * inner + c]);
-        out[j] = (float)(op == 1 ? acc / (double)n : acc);
+        out[j] = (float)(op == REDUCE_MEAN ? acc / (double)n : acc);
     }
 }
 
@@ -42,7 +45,7 @@ extern "C" __global__ void reduce_rows_f32(const float* x, float* out, i64 outer
             if (threadIdx.x < s) scratch[threadIdx.x] = reduce_combine(op, scratch[threadIdx.x], scratch[threadIdx.x + s]);
             __syncthreads();
         }
-        if (threadIdx.x == 0) out[row] = (float)(op == 1 ? scratch[0] / (double)n : scratch[0]);
+        if (threadIdx.x == 0) out[row] = (float)(op == REDUCE_MEAN ? scratch[0] / (double)n : scratch[0]);
         __syncthreads();
     }
 }
@@ -51,10 +54,10 @@ extern "C" __global__ void reduce_rows_f32(const float* x, float* out, i64 outer
 extern "C" __global__ void reduce_i64(const i64* x, i64* out, i64 outer, i64 n, i64 inner, i64 op) {
     FOR_EACH(j, outer * inner) {
         i64 o = j / inner, c = j % inner;
-        i64 acc = op == 2 ? (i64)0x8000000000000000ull : (op == 3 ? (i64)0x7fffffffffffffffll : 0);
+        i64 acc = op == REDUCE_MAX ? (i64)0x8000000000000000ull : (op == REDUCE_MIN ? (i64)0x7fffffffffffffffll : 0);
         for (i64 k = 0; k < n; ++k) {
             i64 v = x[(o * n + k) * inner + c];
-            acc = op == 2 ? (v > acc ? v : acc) : (op == 3 ? (v < acc ? v : acc) : acc + v);
+            acc = op == REDUCE_MAX ? (v > acc ? v : acc) : (op == REDUCE_MIN ? (v < acc ? v : acc) : acc + v);
         }
         out[j] = acc;
     }

@@ -12,14 +12,9 @@ import pytest
 from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.ops.attention import _meta
 from riftco.backends.cuda.ops.base import _batch_plan
-from riftco.backends.cuda.ops.launch import (
-    broadcast_strides,
-    coalesce,
-    dims,
-    element,
-    outer_inner,
-)
+from riftco.backends.cuda.ops.launch import dims, element, outer_inner
 from riftco.backends.cuda.ops.optim import coefficients
+from riftco.tensor.plugin import broadcast_strides, coalesce
 
 
 def _read(flat: np.ndarray, shape, strides, offset=0) -> np.ndarray:

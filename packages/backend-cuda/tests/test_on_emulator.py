@@ -1,24 +1,28 @@
 """The cuda backend's ops and CUDA C kernels on the host (emulator/: the kernel
 sources compiled by the C++ compiler, a thread per GPU thread, a barrier per
 block), registered as ``cudaemu``: riftco-tensor's whole op suite and a tiny
-GPT-2 against the CPU, each in its own process. This is what runs the kernels
-where no GPU is; the same checks run on a GPU in test_on_gpu.py."""
+GPT-2 against the CPU, each in its own process (riftco.testing's shared calls).
+This is what runs the kernels where no GPU is; the same checks run on a GPU in
+test_on_gpu.py."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from riftco.testing import run_backend_suite, run_checks
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
-EMULATOR = HERE / "emulator"
-_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected)")
+#: What each subprocess needs to see ``cudaemu``: the emulator's plugin module, loaded
+#: before the suite's fixtures are built, and the checks told which backend to use.
+EMULATION = {
+    "env": {"RIFTCO_CUDA_CHECK_BACKEND": "cudaemu"},
+    "plugins": ["cuda_emulation"],
+    "pythonpath": [HERE / "emulator"],
+}
 
 CXX = os.environ.get("CXX", "g++")
 pytestmark = pytest.mark.skipif(
@@ -26,34 +30,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _run(args: list[str], **env: str) -> None:
-    environ = dict(
-        os.environ,
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONPATH=os.pathsep.join([str(EMULATOR), os.environ.get("PYTHONPATH", "")]),
-        RIFTCO_CUDA_CHECK_BACKEND="cudaemu",
-        **env,
-    )
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "cuda_emulation"]
-    done = subprocess.run([*cmd, *args], env=environ, capture_output=True, text=True, timeout=1800)
-    output = done.stdout + done.stderr
-    last = (output.strip().splitlines() or [""])[-1]
-    print(last)
-    if done.returncode != 0:
-        pytest.fail(f"exit {done.returncode}: {last}\n{output[-8000:]}")
-    assert {w: int(n) for n, w in _COUNT.findall(last)}.get("passed", 0) > 0, output[-2000:]
-
-
 def test_shared_tensor_suite_runs_on_the_emulated_kernels():
-    suite = REPO / "packages" / "tensor" / "tests"
-    if not suite.is_dir():
-        pytest.skip(f"riftco-tensor's tests are not at {suite} (run from the repository)")
-    _run([str(suite), "-k", "cudaemu"])
+    run_backend_suite("cudaemu", **EMULATION)
 
 
 @pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py"])
 def test_tiny_model_and_bfloat16_on_the_emulated_kernels(check):
-    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / check)])
+    run_checks(HERE / "gpu" / check, **EMULATION)
 
 
 @pytest.mark.skipif(
@@ -61,4 +44,4 @@ def test_tiny_model_and_bfloat16_on_the_emulated_kernels(check):
     reason="about 2 minutes on two cores: set RIFTCO_CUDA_EMULATE_JOBS=1",
 )
 def test_jobs_on_the_emulated_kernels_match_cpu():
-    _run(["-o", "python_files=check_*.py", str(HERE / "gpu" / "check_jobs.py")])
+    run_checks(HERE / "gpu" / "check_jobs.py", **EMULATION)

@@ -133,3 +133,90 @@ def test_what_the_decoder_does_not_cover_decodes_op_by_op():
     nn.attach_lora(model, nn.LoraConfig(rank=2))
     assert decoder_for(model) is None
     assert_close(decode(model, True), decode(model, False))
+
+
+def test_layers_say_how_they_join_a_fused_projection_and_a_whole_step_program():
+    from riftco.nn.joins import decode_linear, fused_projection
+
+    linear = nn.Linear(32, 8)
+    read = lambda p: None if p is None else p.value  # noqa: E731
+    assert fused_projection(linear) == (linear.weight, linear.bias)
+    assert decode_linear(linear, read).weight is linear.weight.value
+    block = nn.BlockLinear.from_linear(nn.Linear(32, 8), "q8_0")
+    assert fused_projection(block) is None and decode_linear(block, read).weight.format == "q8_0"
+    adapted = nn.LoraLinear(nn.Linear(32, 8), nn.LoraConfig(rank=2))
+    assert fused_projection(adapted) is None and decode_linear(adapted, read) is None
+
+    class Custom(nn.Module):  # a linear-like layer that declares nothing
+        def forward(self, x):
+            return x
+
+    assert fused_projection(Custom()) is None and decode_linear(Custom(), read) is None
+
+
+def test_a_layer_that_cannot_join_keeps_its_model_op_by_op():
+    model = nn.DecoderOnlyTransformer(PRESETS["gpt2"], seed=4)
+    assert decoder_for(model) is not None
+
+    class Plain(nn.Module):  # a feed-forward layer that does not describe itself
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            return self.inner(x)
+
+    before = decode(model, True)
+    block = model.blocks[0]
+    block.replace_child("feed_forward", Plain(block.feed_forward))
+    assert decoder_for(model) is None
+    assert_close(decode(model, True), before)
+
+
+def test_both_caches_are_whole_step_caches_and_others_decode_op_by_op():
+    config = PRESETS["llama"]
+    cache = nn.ContiguousKVCache(config, max_sequences=1, capacity=8)
+    assert isinstance(cache, nn.WholeStepCache) and isinstance(cache, nn.KVCache)
+
+    class OpsOnly:  # the KVCache protocol without decode_layout
+        def __init__(self, inner):
+            self.inner = inner
+
+        def length(self, seq_id):
+            return self.inner.length(seq_id)
+
+        def begin(self, seq_ids, counts):
+            return self.inner.begin(seq_ids, counts)
+
+        def append(self, step, layer, keys, values):
+            self.inner.append(step, layer, keys, values)
+
+        def attend(self, step, layer, queries, *, scale, window):
+            return self.inner.attend(step, layer, queries, scale=scale, window=window)
+
+        def commit(self, step):
+            self.inner.commit(step)
+
+    model = nn.DecoderOnlyTransformer(config, seed=1)
+    ops = OpsOnly(nn.ContiguousKVCache(config, max_sequences=1, capacity=8))
+    assert isinstance(ops, nn.KVCache) and not isinstance(ops, nn.WholeStepCache)
+    seq = cache.add_sequence()
+    other = ops.inner.add_sequence()
+    model.forward_incremental([[1, 2, 3]], cache, [seq])
+    model.forward_incremental([[1, 2, 3]], ops, [other])
+    got = model.forward_incremental([[4]], ops, [other]).numpy()
+    want = model.forward_incremental([[4]], cache, [seq]).numpy()
+    assert_close(got, want)
+
+
+def test_a_backend_without_the_native_step_decodes_op_by_op_on_its_device():
+    from riftco.testing.tensor import REFERENCE_ENTRY_POINT, extra_entry_points
+
+    with extra_entry_points(REFERENCE_ENTRY_POINT):
+        model = nn.DecoderOnlyTransformer(PRESETS["llama"], seed=6)
+        strengthen(model)
+        want = decode(model, False)
+        model.to("reference")
+        assert not rt.Decoder.available(model.backend) and decoder_for(model) is None
+        got = decode(model, True)
+    assert_close(got, want)

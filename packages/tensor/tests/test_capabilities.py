@@ -21,6 +21,9 @@ def info(name: str) -> rt.BackendInfo:
 
 
 EVERY = tuple(rt.CAPABILITIES)
+#: The numpy reference backend has every kernel but the native whole-step decoder.
+DECODE = ("decode_program", "decode_step")
+REFERENCE = tuple(c for c in EVERY if c not in DECODE)
 
 
 def test_the_base_class_implements_nothing():
@@ -28,14 +31,43 @@ def test_the_base_class_implements_nothing():
     assert rt.Backend.priority == 0
 
 
-def test_cpu_and_the_reference_backend_implement_every_capability():
+def test_cpu_implements_every_capability_and_the_reference_backend_all_but_decoding():
     assert rt.get_backend("cpu").capabilities() == frozenset(EVERY)
-    assert NumpyReferenceBackend().capabilities() == frozenset(EVERY)
+    assert NumpyReferenceBackend().capabilities() == frozenset(REFERENCE)
     cpu = info("cpu")
     assert cpu.capabilities == EVERY and cpu.missing_capabilities == ()
+    assert cpu.composed == ()
     assert cpu.priority == 0 and cpu.runs_on_host
     with extra_entry_points(REFERENCE_ENTRY_POINT):
-        assert info("reference").capabilities == EVERY
+        reference = info("reference")
+        assert reference.capabilities == REFERENCE
+        assert reference.missing_capabilities == DECODE and reference.composed == ()
+    assert not rt.Decoder.available(NumpyReferenceBackend())
+
+
+def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
+    class NoBlockKernels(NumpyReferenceBackend):
+        block_dequantize = rt.Backend.block_dequantize
+        block_linear = rt.Backend.block_linear
+
+    backend = NoBlockKernels()
+    assert not {"block_dequantize", "block_linear"} & backend.capabilities()
+    assert rt.composed_capabilities(backend) == {"block_dequantize", "block_linear"}
+    assert set(rt.COMPOSED) == {"block_dequantize", "block_linear"}
+
+    # A composition is only there when every ingredient is a kernel of the backend.
+    class NoMatmul(NoBlockKernels):
+        matmul = rt.Backend.matmul
+
+    assert rt.composed_capabilities(NoMatmul()) == frozenset()
+    assert rt.composed_capabilities(rt.get_backend("cpu")) == frozenset()
+    # The op layer runs the composition on the backend itself.
+    w = rt.block_quantize(rt.tensor([[0.5] * 32, [-1.0] * 32]), "q8_0", backend=backend)
+    x = rt.tensor([[1.0] * 32], backend=backend)
+    assert rt.block_linear(x, w).backend is backend
+    assert rt.require_capabilities(backend, ["block_linear"], job="serving") is backend
+    with pytest.raises(rt.JobUnsupported, match="does not implement: block_linear"):
+        rt.require_capabilities(NoMatmul(), ["block_linear"], job="serving")
 
 
 def test_capabilities_are_the_methods_a_class_overrides():
@@ -153,9 +185,9 @@ def test_backends_command_shows_priority_and_capabilities(capsys):
         assert main(["--json"]) == 0
         rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     n = len(EVERY)
-    assert f"capabilities: all {n} of API" in table
+    assert f"native kernels: {n} of {n} (API" in table
     assert "host, by name only" in table and "priority 300" in table
-    assert f"capabilities: 4 of {n}" in table
+    assert f"native kernels: 4 of {n}" in table
     assert "missing: copy_strided reshape" not in table  # table order, not sorted
     assert "missing: reshape assign astype copy_strided" in table
     assert "implements: from_numpy to_numpy unary binary" in full

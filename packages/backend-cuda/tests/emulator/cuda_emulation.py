@@ -30,6 +30,8 @@ import numpy as np
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.backend import CudaBackend
 from riftco.backends.cuda.errors import CudaError
+from riftco.tensor.plugin import ENTRY_POINT_GROUP, BackendUnavailable
+from riftco.testing.discovery import add_entry_points
 
 HERE = Path(__file__).resolve().parent
 CXX = os.environ.get("CXX", "g++")
@@ -225,28 +227,11 @@ class EmulatedCudaBackend(CudaBackend):
 def create_backend() -> EmulatedCudaBackend:
     reason = available()
     if reason:
-        from riftco.tensor.errors import BackendUnavailable
-
         raise BackendUnavailable(reason)
     return EmulatedCudaBackend()
 
 
-ENTRY_POINT = EntryPoint(
-    name="cudaemu", value="cuda_emulation:create_backend", group="riftco.backends"
-)
+ENTRY_POINT = EntryPoint(name="cudaemu", value="cuda_emulation:create_backend", group=ENTRY_POINT_GROUP)
 
-
-def _register() -> None:
-    from riftco.tensor import registry
-
-    original = registry.entry_points
-
-    def patched(*, group: str):
-        found = list(original(group=group))
-        return ([ENTRY_POINT] if group == ENTRY_POINT.group else []) + found
-
-    registry.entry_points = patched  # type: ignore[assignment]
-    registry.reset_discovery()
-
-
-_register()
+# Loaded with -p, before any conftest builds the `backend` fixture from discovery.
+add_entry_points(ENTRY_POINT)

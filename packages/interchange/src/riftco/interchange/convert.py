@@ -19,8 +19,10 @@ parent, and records the original lineage under ``metadata["riftco_transformer"]`
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from riftco.interchange.bundle import read_bundle, write_bundle
 from riftco.interchange.container import read_safetensors
@@ -38,6 +40,7 @@ from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.plain_safetensors import import_plain_safetensors
 from riftco.interchange.safetensors_io import save_safetensors
+from riftco.nn import TransformerConfig
 from riftco.text import Tokenizer
 
 Target = Literal["rift", "safetensors", "huggingface", "gguf", "onnx"]
@@ -47,6 +50,18 @@ TARGETS = ("rift", "safetensors", "huggingface", "gguf", "onnx")
 def is_bundle_file(path: Path) -> bool:
     """Whether ``path`` (a safetensors file) carries a riftco manifest."""
     return MANIFEST_KEY in read_safetensors(path).metadata
+
+
+@dataclass
+class _Source:
+    """What a conversion reads: the model's configuration and arrays, its tokenizer,
+    the bundle fields a ``.rift`` target gets and the lineage an export records."""
+
+    config: TransformerConfig
+    arrays: Mapping[str, Any]
+    tokenizer: Tokenizer | None
+    fields: dict[str, Any]
+    lineage: dict[str, Any] = field(default_factory=dict)
 
 
 def convert(
@@ -68,13 +83,23 @@ def convert(
         raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
-    lineage: dict = {}
-    tokenizer: Tokenizer | None
+    source = _read_source(src, to, stage, config_source, tokenizer_source)
+    _check_fits(src, source)
+    _write(dst, to, source, dtype, allow_tokenizer_mismatch)
+    return dst
+
+
+def _read_source(
+    src: Path,
+    to: Target,
+    stage: str | None,
+    config_source: str | os.PathLike[str] | None,
+    tokenizer_source: str | os.PathLike[str] | None,
+) -> _Source:
+    """``src`` read by the importer its content calls for."""
     original = original_kind(src)
     if original is not None:
         imported_original = read_original(src, original)
-        config, arrays = imported_original.config, imported_original.arrays
-        tokenizer = imported_original.tokenizer
         fields = imported_original.origin()
         if stage:
             fields["stage"] = stage
@@ -83,58 +108,82 @@ def convert(
             "stage": imported_original.stage,
             "parent_id": imported_original.parent_artifact_id,
         }
-    elif src.is_file() and (is_gguf(src) or src.suffix == ".onnx"):
+        return _Source(
+            imported_original.config,
+            imported_original.arrays,
+            imported_original.tokenizer,
+            fields,
+            lineage,
+        )
+    if src.is_file() and (is_gguf(src) or src.suffix == ".onnx"):
         imported = import_gguf(src) if is_gguf(src) else import_onnx(src)
-        config, arrays, tokenizer = imported.model_config, imported.arrays, imported.tokenizer
-        if tokenizer is None:
+        if imported.tokenizer is None:
             raise ConversionError(f"{src}: holds no tokenizer")
         fields = dict(imported.origin(), stage=stage or "imported")
-        lineage = imported.lineage
-    elif src.is_file() and src.suffix == ".safetensors" and not is_bundle_file(src):
+        return _Source(
+            imported.model_config, imported.arrays, imported.tokenizer, fields, imported.lineage
+        )
+    if src.is_file() and src.suffix == ".safetensors" and not is_bundle_file(src):
         plain = import_plain_safetensors(src, config_source, tokenizer_source)
-        config, arrays, tokenizer = plain.model_config, plain.arrays, plain.tokenizer
-        if tokenizer is None and to != "safetensors":
+        if plain.tokenizer is None and to != "safetensors":
             raise ConversionError(
                 f"{src}: --to {to} needs a tokenizer: put tokenizer.json beside the file "
                 "or name one (a .rift bundle, a tokenizer.json or its folder)"
             )
         fields = dict(plain.origin(src), stage=stage or "imported")
-    elif src.is_dir():
+        return _Source(plain.model_config, plain.arrays, plain.tokenizer, fields)
+    if src.is_dir():
         hf = import_huggingface(src)
-        config, arrays, tokenizer = hf.model_config, hf.arrays, hf.tokenizer
-        assert tokenizer is not None  # import_huggingface requires one by default
+        assert hf.tokenizer is not None  # import_huggingface requires one by default
         fields = {
             "stage": stage or "imported",
             "parent_id": None,
             "metadata": huggingface_origin(hf.config),
         }
-    else:
-        bundle = read_bundle(src)
-        config, tokenizer = validate_bundle(bundle)
-        arrays = bundle.tensors
-        fields = {
-            "stage": stage or bundle.stage,
-            "parent_id": bundle.parent_id,
-            "metadata": bundle.metadata,
-        }
-        lineage = lineage_of(bundle.manifest)
-    # What the target's own loader would refuse is refused here, before a byte is written.
+        return _Source(hf.model_config, hf.arrays, hf.tokenizer, fields)
+    bundle = read_bundle(src)
+    config, tokenizer = validate_bundle(bundle)
+    fields = {
+        "stage": stage or bundle.stage,
+        "parent_id": bundle.parent_id,
+        "metadata": bundle.metadata,
+    }
+    return _Source(config, bundle.tensors, tokenizer, fields, lineage_of(bundle.manifest))
+
+
+def _check_fits(src: Path, source: _Source) -> None:
+    """What the target's own loader would refuse is refused here, before a byte is
+    written."""
     try:
-        check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
-        if tokenizer is not None:
-            _check_tokenizer_fits(tokenizer, config)
+        check_shapes(source.config, {name: tuple(a.shape) for name, a in source.arrays.items()})
+        if source.tokenizer is not None:
+            _check_tokenizer_fits(source.tokenizer, source.config)
     except BundleError as exc:
         raise ConversionError(f"{src}: {exc}; nothing was written") from None
+
+
+def _write(
+    dst: Path,
+    to: Target,
+    source: _Source,
+    dtype: Literal["f32", "f16", "q8_0", "q4_0"],
+    allow_tokenizer_mismatch: bool,
+) -> None:
+    config, arrays, tokenizer, lineage = (
+        source.config,
+        source.arrays,
+        source.tokenizer,
+        source.lineage,
+    )
     if to == "safetensors":
         save_safetensors(dst, arrays)
-        return dst
+        return
     assert tokenizer is not None
     if to == "rift":
-        write_bundle(dst, config.to_dict(), arrays, tokenizer.to_state(), **fields)
+        write_bundle(dst, config.to_dict(), arrays, tokenizer.to_state(), **source.fields)
     elif to == "huggingface":
         export_huggingface(dst, config, arrays, tokenizer)
     elif to == "gguf":
         export_gguf(dst, config, arrays, tokenizer, dtype, lineage, allow_tokenizer_mismatch)
     else:
         export_onnx(dst, config, arrays, tokenizer, lineage)
-    return dst

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 from riftco.autograd import Parameter
 from riftco.nn import functional
 from riftco.nn.attention import CausalSelfAttention
-from riftco.nn.cache import ContiguousKVCache, DecodeLayout, DecodeStep, KVCache
+from riftco.nn.cache import ContiguousKVCache, DecodeLayout, DecodeStep, KVCache, WholeStepCache
 from riftco.nn.capabilities import JOBS, model_capabilities, required_capabilities_for
 from riftco.nn.config import PRESETS, SIZES, TransformerConfig
 from riftco.nn.errors import CacheError, ConfigError, StateDictError
@@ -101,6 +101,7 @@ __all__ = [
     "TokenSampler",
     "TransformerBlock",
     "TransformerConfig",
+    "WholeStepCache",
     "cross_entropy",
     "functional",
     "generate",

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import riftco.tensor as rt
 from riftco.nn import functional as F
 from riftco.nn.cache import DecodeStep, KVCache
 from riftco.nn.config import TransformerConfig
 from riftco.nn.errors import ConfigError
+from riftco.nn.joins import Read, decode_linear, fused_projection
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
 from riftco.tensor import Backend, Tensor
@@ -42,12 +44,13 @@ class CausalSelfAttention(Module):
             raise ConfigError(
                 "CausalSelfAttention: a rotary model needs positions [B, T] (int64), found None"
             )
-        if all(type(p) is Linear for p in (self.query, self.key, self.value)):
-            projections = (self.query, self.key, self.value)
+        parts = [fused_projection(p) for p in (self.query, self.key, self.value)]
+        if all(part is not None for part in parts):
+            weights, biases = zip(*parts)
             a = F.projected_attention(
                 x,
-                [p.weight for p in projections],
-                None if self.query.bias is None else [p.bias for p in projections],
+                list(weights),
+                None if biases[0] is None else list(biases),
                 heads=self.heads,
                 kv_heads=self.kv_heads,
                 head_dim=self.head_dim,
@@ -58,7 +61,7 @@ class CausalSelfAttention(Module):
                 scale=self.scale,
             )
             return self.output(a)
-        # Adapted projections (LoRA, NF4) each keep their own node.
+        # Layers that cannot join a fused projection (LoRA, NF4) keep their own nodes.
         q = self.query(x).reshape(b, t, self.heads, self.head_dim)
         k = self.key(x).reshape(b, t, self.kv_heads, self.head_dim)
         v = self.value(x).reshape(b, t, self.kv_heads, self.head_dim)
@@ -83,6 +86,12 @@ class CausalSelfAttention(Module):
         cache.append(step, layer, k, v)
         a = cache.attend(step, layer, q, scale=self.scale, window=self.window)
         return self.output(a.reshape(n, self.heads * self.head_dim))
+
+    def decode_projections(self, read: Read) -> tuple[rt.DecoderLinear, ...] | None:
+        """Query, key, value and output as a whole-step program's linears, or None."""
+        layers = (self.query, self.key, self.value, self.output)
+        linears = tuple(decode_linear(p, read) for p in layers)
+        return None if None in linears else linears  # type: ignore[return-value]
 
     def extra_repr(self) -> str:
         extra = f", window={self.window}" if self.window else ""

@@ -12,6 +12,9 @@ The model drives a cache through the :class:`KVCache` protocol:
    sequence's new queries attended over its own keys (``[N, heads, head_dim]``);
 3. ``cache.commit(step)`` makes the new tokens part of each sequence.
 
+A :class:`WholeStepCache` also gives a begun step's :class:`DecodeLayout`, so a backend's
+whole-step decoder writes and reads the cache in one call instead of steps 2's ops.
+
 A cache decides where keys live and which attention capability reads them, so a
 paged cache (a page table per sequence over per-layer pools) implements the same
 protocol without touching attention code. :class:`ContiguousKVCache` is the
@@ -97,6 +100,15 @@ class KVCache(Protocol):
     ) -> Tensor: ...
 
     def commit(self, step: DecodeStep) -> None: ...
+
+
+@runtime_checkable
+class WholeStepCache(KVCache, Protocol):
+    """A `KVCache` that whole-step decoding can write and read directly: it says where a
+    begun step's keys and values live (`DecodeLayout`). Both caches here and
+    riftco-serve's paged cache are; a cache that is not decodes op by op."""
+
+    def decode_layout(self, step: DecodeStep) -> DecodeLayout: ...
 
 
 class ContiguousKVCache:
@@ -243,4 +255,4 @@ class ContiguousKVCache:
         self._step = None
 
 
-__all__ = ["ContiguousKVCache", "DecodeLayout", "DecodeStep", "KVCache"]
+__all__ = ["ContiguousKVCache", "DecodeLayout", "DecodeStep", "KVCache", "WholeStepCache"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import riftco.tensor as rt
 from riftco.nn import functional as F
 from riftco.nn.config import TransformerConfig
+from riftco.nn.joins import Read, decode_linear
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
 from riftco.tensor import Backend
@@ -31,6 +33,11 @@ class FeedForward(Module):
     def forward(self, x: Any) -> Any:
         return self.project(F.gelu(self.expand(x), self.approximate))
 
+    def decode_feed_forward(self, read: Read) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
+        """``(kind, linears)`` for a whole-step program, None if a linear cannot join."""
+        kind = "gelu" if self.approximate == "none" else "gelu_tanh"
+        return _joined(kind, (self.expand, self.project), read)
+
     def extra_repr(self) -> str:
         return f"gelu={'exact' if self.approximate == 'none' else 'tanh'}"
 
@@ -48,6 +55,17 @@ class SwiGLU(Module):
 
     def forward(self, x: Any) -> Any:
         return self.down(F.swiglu(self.gate(x), self.up(x)))
+
+    def decode_feed_forward(self, read: Read) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
+        """``("swiglu", (gate, up, down))`` for a whole-step program, or None."""
+        return _joined("swiglu", (self.gate, self.up, self.down), read)
+
+
+def _joined(
+    kind: str, layers: tuple[Module, ...], read: Read
+) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
+    linears = tuple(decode_linear(m, read) for m in layers)
+    return None if None in linears else (kind, linears)  # type: ignore[return-value]
 
 
 def feed_forward_for(config: TransformerConfig, backend: str | Backend | None = None) -> Module:

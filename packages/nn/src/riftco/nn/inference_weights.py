@@ -20,6 +20,7 @@ import riftco.tensor as rt
 from riftco.autograd import Parameter
 from riftco.nn.errors import ConfigError
 from riftco.nn.functional import _plain, _record, _value
+from riftco.nn.joins import Read
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
 from riftco.tensor import BlockWeight, Tensor
@@ -68,6 +69,10 @@ class BlockLinear(Module):
             packed = BlockWeight(self.format, (self.out_features, self.in_features), data)
             self.__dict__["_packed"] = (key, packed)
         return packed
+
+    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+        """The block-layout weight, read in place (riftco.nn.joins)."""
+        return rt.DecoderLinear(self.weight, read(self.bias))
 
     @classmethod
     def layer_capabilities(cls, job: str) -> tuple[str, ...]:

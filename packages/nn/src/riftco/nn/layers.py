@@ -17,6 +17,7 @@ from riftco.autograd import Parameter, is_grad_enabled
 from riftco.autograd import embedding as ag_embedding
 from riftco.nn import functional as F
 from riftco.nn.errors import ConfigError
+from riftco.nn.joins import Read
 from riftco.nn.module import Module
 from riftco.tensor import Backend, Tensor
 
@@ -55,6 +56,16 @@ class Linear(Module):
 
     def forward(self, x: Any) -> Any:
         return F.linear(x, self.weight, self.bias)
+
+    def fused_projection(self) -> tuple[Parameter, Parameter | None] | None:
+        """Its weight and bias, for a fused projection (riftco.nn.joins)."""
+        return self.weight, self.bias
+
+    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+        """The float32 weight and bias, read in place (riftco.nn.joins)."""
+        weight = read(self.weight)
+        assert weight is not None  # a Linear always has its weight
+        return rt.DecoderLinear(weight, read(self.bias))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
@@ -112,6 +123,10 @@ class LayerNorm(Module):
     def forward(self, x: Any) -> Any:
         return F.layer_norm(x, self.weight, self.bias, self.eps)
 
+    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecoderNorm]:
+        """``("layer", eps, weights)`` for a whole-step program."""
+        return "layer", self.eps, rt.DecoderNorm(read(self.weight), read(self.bias))
+
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}"
 
@@ -129,6 +144,10 @@ class RMSNorm(Module):
 
     def forward(self, x: Any) -> Any:
         return F.rms_norm(x, self.weight, self.eps)
+
+    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecoderNorm]:
+        """``("rms", eps, weights)`` for a whole-step program."""
+        return "rms", self.eps, rt.DecoderNorm(read(self.weight))
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}"

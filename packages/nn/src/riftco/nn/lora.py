@@ -28,6 +28,7 @@ import numpy as np
 import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable
 from riftco.nn.errors import ConfigError, StateDictError
+from riftco.nn.joins import Read
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module, _as_tensor
 from riftco.nn.quantized import QuantizedLinear, to_linear
@@ -161,6 +162,14 @@ class LoraAdapter:
         for key, value in self.named_buffers(recurse=False):
             setattr(base, key, value)  # a registered buffer: its place and persistence stay
         return base
+
+    def fused_projection(self) -> None:
+        """An adapted layer keeps its own nodes: it joins no fused projection."""
+        return None
+
+    def decode_linear(self, read: Read) -> None:
+        """Nor a whole-step program (the adapters' update is not in the native step)."""
+        return None
 
     def lora_update(self, x: Any) -> Any:
         """``(alpha / r) (x A^T) B^T`` (the scale applied to the rank-r intermediate)."""

@@ -22,6 +22,7 @@ from riftco.autograd import Parameter, custom_gradient
 from riftco.nn.capabilities import TRAINING_JOBS
 from riftco.nn.errors import ConfigError
 from riftco.nn.functional import _needs, _plain, _record, _value, _variable
+from riftco.nn.joins import Read
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
 from riftco.tensor import NF4Weight, Tensor
@@ -124,6 +125,10 @@ class QuantizedLinear(Module):
             b.get("weight_group_range"),
             offset,
         )
+
+    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+        """The packed NF4 weight, read in place (riftco.nn.joins)."""
+        return rt.DecoderLinear(self.weight, read(self.bias))
 
     @classmethod
     def layer_capabilities(cls, job: str) -> tuple[str, ...]:

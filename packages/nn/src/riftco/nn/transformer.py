@@ -14,10 +14,11 @@ import riftco.tensor as rt
 from riftco.autograd import Parameter, Variable, checkpoint, is_grad_enabled, no_grad
 from riftco.nn import functional as F
 from riftco.nn.attention import CausalSelfAttention
-from riftco.nn.cache import KVCache
+from riftco.nn.cache import KVCache, WholeStepCache
 from riftco.nn.config import TransformerConfig
 from riftco.nn.errors import ConfigError
 from riftco.nn.feed_forward import feed_forward_for
+from riftco.nn.joins import Read, decode_feed_forward, decode_norm
 from riftco.nn.layers import Dropout, Embedding, LayerNorm, RMSNorm
 from riftco.nn.module import Module, ModuleList
 from riftco.nn.precision import compute_dtype, mixed_precision
@@ -60,6 +61,23 @@ class TransformerBlock(Module):
         )
         x = x + a
         return x + self.feed_forward(self.feed_forward_norm(x))
+
+    def decode_layer(self, read: Read) -> tuple[tuple[str, float], rt.DecoderLayer] | None:
+        """This block as a whole-step program's layer, with its norms' kind and epsilon
+        (the program has one of each), or None when a part cannot join."""
+        projections = self.attention.decode_projections(read)
+        feed_forward = decode_feed_forward(self.feed_forward, read)
+        norms = [decode_norm(n, read) for n in (self.attention_norm, self.feed_forward_norm)]
+        if projections is None or feed_forward is None or None in norms:
+            return None
+        (kind, eps, attention_norm), (kind2, eps2, feed_forward_norm) = norms  # type: ignore[misc]
+        if (kind, eps) != (kind2, eps2):
+            return None
+        q, k, v, o = projections
+        layer = rt.DecoderLayer(
+            attention_norm, q, k, v, o, feed_forward_norm, feed_forward[0], feed_forward[1]
+        )
+        return (kind, eps), layer
 
 
 class LanguageModelHead(Module):
@@ -257,7 +275,7 @@ class DecoderOnlyTransformer(Module):
         with no_grad():
             use = whole_step and not all_logits
             decoder = self._whole_step_decoder(cache) if use else None
-            if decoder is None:
+            if decoder is None or not isinstance(cache, WholeStepCache):
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
             if max(counts) == 1:
                 return self._forward_native(decoder, [t[0] for t in tokens], cache, seq_ids)
@@ -291,17 +309,17 @@ class DecoderOnlyTransformer(Module):
             return rt.index_select(joined, 0, rt.from_numpy(where, backend=self.backend))
 
     def _whole_step_decoder(self, cache: KVCache) -> Any:
-        if not hasattr(cache, "decode_layout"):
+        if not isinstance(cache, WholeStepCache):
             return None
         from riftco.nn.native_decode import decoder_for
 
         return decoder_for(self)
 
     def _forward_native(
-        self, decoder: Any, tokens: list[int], cache: KVCache, seq_ids: list[int]
+        self, decoder: Any, tokens: list[int], cache: WholeStepCache, seq_ids: list[int]
     ) -> Tensor:
         step = cache.begin(seq_ids, [1] * len(seq_ids))
-        layout = cache.decode_layout(step)  # type: ignore[attr-defined]
+        layout = cache.decode_layout(step)
         n = range(len(tokens))
         logits = decoder.step(
             tokens,

@@ -23,7 +23,9 @@ from riftco.tensor.backend import (
     BASE_CAPABILITIES,
     BASE_DTYPES,
     CAPABILITIES,
+    COMPOSED,
     Backend,
+    composed_capabilities,
 )
 from riftco.tensor.creation import (
     arange,
@@ -90,6 +92,7 @@ __all__ = [
     "BACKEND_API_VERSION",
     "BASE_DTYPES",
     "CAPABILITIES",
+    "COMPOSED",
     "Backend",
     "BackendInfo",
     "BackendMismatch",
@@ -136,4 +139,10 @@ __all__ += ops.linalg.__all__
 __all__ += ops.paged.__all__
 __all__ += ops.quantized.__all__
 __all__ += ops.reduction.__all__
-__all__ += ["BASE_CAPABILITIES", "JobUnsupported", "UnknownCapability", "require_capabilities"]
+__all__ += [
+    "BASE_CAPABILITIES",
+    "JobUnsupported",
+    "UnknownCapability",
+    "composed_capabilities",
+    "require_capabilities",
+]

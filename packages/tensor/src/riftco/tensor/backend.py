@@ -15,8 +15,11 @@ A plugin says what it is through three class attributes and one method:
 ``api_version`` (the interface it implements), ``runs_on_host`` (compute on
 the host CPU: never chosen by ``auto``), ``priority`` (``auto`` takes the
 available accelerator with the highest; cpu is 0) and ``capabilities()``
-(the CAPABILITIES methods its class overrides; a backend may narrow that
-set, for a device that lacks a kernel, but never widen it).
+(the CAPABILITIES methods its class overrides: its own kernels only; a backend
+may narrow that set, for a device that lacks a kernel, but never widen it). What
+the op layer composes from a backend's other ops is listed apart (COMPOSED,
+`composed_capabilities`); whole-step decoding is never composed: a backend without
+``decode_step`` decodes op by op in riftco-nn.
 """
 
 from __future__ import annotations
@@ -59,6 +62,17 @@ CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
 CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
+
+#: What the op layer composes from a backend's own ops where the backend lacks the
+#: kernel: capability -> the capabilities the composition calls. The composition runs on
+#: the same device; it is listed apart from the backend's kernels (`composed_capabilities`).
+COMPOSED: dict[str, tuple[str, ...]] = dict.fromkeys(
+    ("block_dequantize", "block_linear"),
+    (
+        "from_numpy", "reshape", "astype", "copy_strided", "concat", "unary", "binary",
+        "compare", "where", "reduce", "matmul", "index_select",
+    ),
+)  # fmt: skip
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).
@@ -107,8 +121,15 @@ class Backend:
         # A class is hashable; mypy checks Hashable against the instance __hash__.
         return overridden_capabilities(type(self))  # type: ignore[arg-type]
 
+    def missing_hint(self, capability: str) -> str | None:
+        """What a user can do when this backend lacks ``capability`` (appended to the
+        ``CapabilityMissing`` message), or None. A plugin overrides this, not the error."""
+        return None
+
     def _missing(self, capability: str) -> CapabilityMissing:
-        return CapabilityMissing(f"backend {self.name!r} does not implement {capability!r}")
+        hint = self.missing_hint(capability)
+        message = f"backend {self.name!r} does not implement {capability!r}"
+        return CapabilityMissing(message if hint is None else f"{message}; {hint}")
 
     # -- storage --------------------------------------------------------------
     def from_numpy(self, array: np.ndarray) -> Storage:
@@ -622,7 +643,9 @@ class Backend:
 
     # -- whole-step decoding (API 1.7) --------------------------------------------------
     # riftco.tensor.ops.decode documents the step; its DecodeSpec and DecodeBatch name
-    # storage handles of this backend, already checked against each other's shapes.
+    # storage handles of this backend, already checked against each other's shapes. A
+    # native kernel only: a backend without one leaves decoding to riftco-nn's op-by-op
+    # forward (nothing here composes it).
     def decode_program(self, spec: Any) -> Any:
         """Compile a ``DecodeSpec`` into an opaque program for :meth:`decode_step`; it may
         read the weight storages in place (it must keep them alive)."""
@@ -634,6 +657,17 @@ class Backend:
         row's logits must not depend on the other rows of the batch or the thread count
         (a backend without that guarantee should not implement this)."""
         raise self._missing("decode_step")
+
+
+def composed_capabilities(backend: Backend) -> frozenset[str]:
+    """The COMPOSED capabilities that ``backend`` lacks as kernels and has every
+    ingredient of: the op layer runs them from its other ops, on its device."""
+    own = backend.capabilities()
+    return frozenset(
+        name
+        for name, ingredients in COMPOSED.items()
+        if name not in own and all(i in own for i in ingredients)
+    )
 
 
 @cache

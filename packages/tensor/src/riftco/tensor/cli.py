@@ -1,5 +1,6 @@
 """`riftco backends`: list every backend, available or not, and why; with each available
-one's auto priority and the capabilities it implements."""
+one's auto priority, the capabilities it implements as kernels, those riftco-tensor
+composes from them on its device, and the missing ones."""
 
 from __future__ import annotations
 
@@ -39,11 +40,16 @@ def main(argv: list[str]) -> int:
         where = "host, by name only" if info.runs_on_host else f"priority {info.priority}"
         print(f"{info.name:<{width}}  available    {info.description}  [{info.source}; {where}]")
         pad = " " * (width + 2)
-        have, total = len(info.capabilities), len(CAPABILITIES)
-        summary = f"all {total} of API {api}" if have == total else f"{have} of {total} (API {api})"
-        print(f"{pad}capabilities: {summary}; dtypes: {' '.join(info.dtypes)}")
-        if info.missing_capabilities:
-            print(f"{pad}missing: {' '.join(info.missing_capabilities)}")
+        native, total = len(info.capabilities), len(CAPABILITIES)
+        print(
+            f"{pad}native kernels: {native} of {total} (API {api}); dtypes: {' '.join(info.dtypes)}"
+        )
+        if info.composed:
+            print(f"{pad}composed by riftco-tensor from its ops: {' '.join(info.composed)}")
+        missing = info.missing_capabilities
+        if missing:
+            note = " (models decode op by op there)" if "decode_step" in missing else ""
+            print(f"{pad}missing: {' '.join(missing)}{note}")
         if args.capabilities:
             print(f"{pad}implements: {' '.join(info.capabilities)}")
     print(f"default (RIFTCO_BACKEND or auto): {chosen}")

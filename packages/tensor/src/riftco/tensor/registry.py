@@ -25,6 +25,7 @@ from riftco.tensor.backend import (
     BASE_DTYPES,
     CAPABILITIES,
     Backend,
+    composed_capabilities,
     overridden_capabilities,
 )
 from riftco.tensor.dtypes import DType
@@ -39,8 +40,9 @@ DEFAULT = "cpu"
 @dataclass(frozen=True)
 class BackendInfo:
     """What discovery found for one registered backend. ``priority``,
-    ``capabilities`` (in CAPABILITIES order) and ``dtypes`` (names, in DType order) are
-    known for available backends only."""
+    ``capabilities`` (its own kernels, in CAPABILITIES order), ``composed`` (what the op
+    layer composes from those on its device, riftco.tensor.COMPOSED) and ``dtypes``
+    (names, in DType order) are known for available backends only."""
 
     name: str
     available: bool
@@ -52,13 +54,15 @@ class BackendInfo:
     priority: int | None = None
     capabilities: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
+    composed: tuple[str, ...] = ()
 
     @property
     def missing_capabilities(self) -> tuple[str, ...]:
-        """The CAPABILITIES an available backend does not implement."""
+        """The CAPABILITIES an available backend neither implements nor gets composed."""
         if not self.available:
             return ()
-        return tuple(name for name in CAPABILITIES if name not in self.capabilities)
+        have = {*self.capabilities, *self.composed}
+        return tuple(name for name in CAPABILITIES if name not in have)
 
 
 class _Registry:
@@ -187,6 +191,7 @@ def _describe(name: str, backend: Backend, source: str) -> BackendInfo:
         backend.priority,
         tuple(c for c in CAPABILITIES if c in claimed),
         tuple(d.value for d in DType if d in backend.dtypes),
+        tuple(c for c in CAPABILITIES if c in composed_capabilities(backend)),
     )
 
 
@@ -213,7 +218,9 @@ def require_capabilities(
 
     Raises ``JobUnsupported`` (a ``CapabilityMissing``) naming every missing capability,
     ``BackendUnavailable`` if the backend cannot be used at all, and ``UnknownCapability``
-    for a name that is not in CAPABILITIES. Nothing falls back to another backend.
+    for a name that is not in CAPABILITIES. A capability the op layer composes on the
+    backend's own device (COMPOSED) counts as there; nothing falls back to another
+    backend.
     """
     chosen = get_backend(backend)
     wanted = set(names)
@@ -223,7 +230,7 @@ def require_capabilities(
             f"require_capabilities({job}): unknown capabilities {', '.join(unknown)}; "
             "expected names from riftco.tensor.CAPABILITIES"
         )
-    have = chosen.capabilities()
+    have = chosen.capabilities() | composed_capabilities(chosen)
     missing = tuple(name for name in CAPABILITIES if name in wanted and name not in have)
     if missing:
         raise JobUnsupported(

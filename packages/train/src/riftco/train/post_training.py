@@ -118,6 +118,29 @@ def _require_backend(config: TransformerConfig, options: PostTrainOptions) -> No
     )
 
 
+@dataclass
+class _Start:
+    """The model post-training starts from, and where it came from."""
+
+    options: PostTrainOptions
+    config: TransformerConfig
+    model: DecoderOnlyTransformer
+    tokenizer: Any
+    parent_id: str | None
+    checkpoint: Any = None  # the checkpoint resumed, if any
+
+
+@dataclass
+class _Data:
+    """The encoded conversations: the training sampler and the held-out batches."""
+
+    name: str
+    source: ExampleSampler
+    train: Any  # the encoded training examples (sequences, weights, truncated, dropped)
+    validation: list[Any]
+    validation_examples: int
+
+
 def post_train(
     options: PostTrainOptions,
     base: str | os.PathLike[str] | None,
@@ -139,48 +162,102 @@ def post_train(
     the adapters alone.
     """
     out = Path(out_dir)
-    checkpoint = read_checkpoint(resume) if resume is not None else None
-    if checkpoint is not None:
-        check_resume(checkpoint, STAGE)
-        options = dataclasses.replace(
-            PostTrainOptions.from_dict(checkpoint.run["options"]), data=options.data
+    start = _resumed(resume, options) if resume is not None else _from_base(base, options)
+    options, model, adapters = start.options, start.model, start.options.adapters
+    _prepare_adapters(start)
+    data = _encode_data(options, start.config, start.tokenizer)
+    trainer, outcome, files = run_stage(
+        stage=STAGE,
+        model=model,
+        source=data.source,
+        validation=data.validation,
+        options=options.training,
+        out_dir=out,
+        run=_run_record(start, data),
+        resume=start.checkpoint,
+        callbacks=callbacks,
+        progress=progress,
+        stop=stop,
+        paged_moments=adapters.paged,
+        parallel=parallel,
+    )
+    summary = _summary(options, data, trainer, model)
+    root = parallel is None or parallel.is_root
+    if outcome == "finished" and adapters.method != "full" and root:
+        meta = {"parent_id": start.parent_id, "method": adapters.method}
+        save_adapters(out / f"{Path(bundle_name).stem}-adapters.safetensors", model, meta)
+        export_model(model)
+    return finish_stage(
+        stage=STAGE,
+        outcome=outcome,
+        trainer=trainer,
+        files=files,
+        out_dir=out,
+        summary=summary,
+        bundle=out / bundle_name,
+        tokenizer=start.tokenizer,
+        parent_id=start.parent_id,
+        parallel=parallel,
+    )
+
+
+def _resumed(resume: str | os.PathLike[str], options: PostTrainOptions) -> _Start:
+    """The run ``resume`` checkpointed: its options (with ``options.data``), model
+    configuration, tokenizer and parent, once the backend can train it."""
+    checkpoint = read_checkpoint(resume)
+    check_resume(checkpoint, STAGE)
+    options = dataclasses.replace(
+        PostTrainOptions.from_dict(checkpoint.run["options"]), data=options.data
+    )
+    config = TransformerConfig.from_dict(checkpoint.run["config"])
+    _require_backend(config, options)
+    tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
+    parent_id = checkpoint.run["parent_id"]
+    model = DecoderOnlyTransformer(config)
+    return _Start(options, config, model, tokenizer, parent_id, checkpoint)
+
+
+def _from_base(base: str | os.PathLike[str] | None, options: PostTrainOptions) -> _Start:
+    """The base bundle's model and tokenizer, rebuilt for ``options.training``'s
+    execution settings, once the backend can train it."""
+    if base is None:
+        raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
+    if original_kind(base) is not None:
+        raise DataError(
+            f"{base}: a model of the original riftco-transformer; post-training needs a "
+            "tokenizer with an end-of-text token and a chat template, which its tokenizers "
+            "do not have (its own runs continue from their .riftckpt with "
+            "riftco.train.continue_original)"
         )
-        config = TransformerConfig.from_dict(checkpoint.run["config"])
-        _require_backend(config, options)
-        tokenizer = tokenizer_from_state(checkpoint.run["tokenizer"])
-        parent_id = checkpoint.run["parent_id"]
-        model = DecoderOnlyTransformer(config)
-    else:
-        if base is None:
-            raise DataError("post-training needs a base .rift bundle (or a checkpoint to resume)")
-        if original_kind(base) is not None:
-            raise DataError(
-                f"{base}: a model of the original riftco-transformer; post-training needs a "
-                "tokenizer with an end-of-text token and a chat template, which its tokenizers "
-                "do not have (its own runs continue from their .riftckpt with "
-                "riftco.train.continue_original)"
-            )
-        runnable = load_bundle(base, trainable=True)
-        model, tokenizer = runnable.model, runnable.tokenizer
-        config = execution_config(runnable.config, options.training)
-        parent_id = runnable.artifact_id
-        _require_backend(config, options)
-        if config != runnable.config:  # the same weights, run another way
-            state = model.state_dict()
-            model = DecoderOnlyTransformer(config, backend=model.backend)
-            model.load_state_dict(state)
-    adapters = options.adapters
+    runnable = load_bundle(base, trainable=True)
+    model, tokenizer = runnable.model, runnable.tokenizer
+    config = execution_config(runnable.config, options.training)
+    _require_backend(config, options)
+    if config != runnable.config:  # the same weights, run another way
+        state = model.state_dict()
+        model = DecoderOnlyTransformer(config, backend=model.backend)
+        model.load_state_dict(state)
+    return _Start(options, config, model, tokenizer, runnable.artifact_id)
+
+
+def _prepare_adapters(start: _Start) -> None:
+    """Freeze, quantize and adapt the model for the method (a resumed QLoRA run gets
+    its checkpointed NF4 payload back)."""
+    adapters, checkpoint = start.options.adapters, start.checkpoint
     packed = None
     if checkpoint is not None and adapters.method == "qlora":
         packed = read_packed(checkpoint.tensors, checkpoint.run.get("nf4") or {})
-    prepare_model(model, adapters, packed)
+    prepare_model(start.model, adapters, packed)
+
+
+def _encode_data(options: PostTrainOptions, config: TransformerConfig, tokenizer: Any) -> _Data:
+    """The conversations split, encoded with the chat template and batched: a seeded
+    sampler over the training ones, fixed batches of the held-out ones."""
     examples = load_instructions(options.data)
-    source_name = options.data or DEFAULT_INSTRUCTIONS
+    name = options.data or DEFAULT_INSTRUCTIONS
     train_examples, validation_examples = split_examples(examples, options.validation_fraction)
     t, b = config.context_length, options.training.batch_size
-    encode: dict[str, Any] = dict(
-        loss_on=options.loss_on, overlong=options.overlong, source=source_name
-    )
+    encode: dict[str, Any] = dict(loss_on=options.loss_on, overlong=options.overlong, source=name)
     train = encode_examples(tokenizer, train_examples, t, **encode)
     source = ExampleSampler(
         train.sequences,
@@ -196,63 +273,42 @@ def post_train(
         validation = fixed_examples(
             held.sequences, held.weights, t, b, options.training.eval_batches, tokenizer.eos_id
         )
+    return _Data(name, source, train, validation, len(validation_examples))
+
+
+def _run_record(start: _Start, data: _Data) -> dict[str, Any]:
+    """What the checkpoints record of the run (and a resume reads back)."""
     run = {
         "stage": STAGE,
-        "options": options.to_dict(),
-        "config": config.to_dict(),
-        "tokenizer": tokenizer.to_state(),
-        "parent_id": parent_id,
-        "data": {"source": source_name, "examples": len(train.sequences)},
+        "options": start.options.to_dict(),
+        "config": start.config.to_dict(),
+        "tokenizer": start.tokenizer.to_state(),
+        "parent_id": start.parent_id,
+        "data": {"source": data.name, "examples": len(data.train.sequences)},
     }
-    if adapters.method == "qlora":
-        run["nf4"] = packed_manifest(model)
-    trainer, outcome, files = run_stage(
-        stage=STAGE,
-        model=model,
-        source=source,
-        validation=validation,
-        options=options.training,
-        out_dir=out,
-        run=run,
-        resume=checkpoint,
-        callbacks=callbacks,
-        progress=progress,
-        stop=stop,
-        paged_moments=adapters.paged,
-        parallel=parallel,
-    )
+    if start.options.adapters.method == "qlora":
+        run["nf4"] = packed_manifest(start.model)
+    return run
+
+
+def _summary(
+    options: PostTrainOptions, data: _Data, trainer: Any, model: DecoderOnlyTransformer
+) -> dict[str, Any]:
     found = [m.loss for m in trainer.history if m.phase == "validation"]
-    summary = {
-        "data": source_name,
-        "data_fingerprint": source.fingerprint,
+    return {
+        "data": data.name,
+        "data_fingerprint": data.source.fingerprint,
         "loss_on": options.loss_on,
-        "examples": len(train.sequences),
-        "validation_examples": len(validation_examples),
-        "truncated": train.truncated,
-        "dropped": train.dropped,
+        "examples": len(data.train.sequences),
+        "validation_examples": data.validation_examples,
+        "truncated": data.train.truncated,
+        "dropped": data.train.dropped,
         "steps": trainer.step,
         "tokens_seen": trainer.tokens,
         "validation_loss": found[-1] if found else None,
         "train_seconds": round(trainer.seconds, 3),
-        **adapter_summary(model, adapters),
+        **adapter_summary(model, options.adapters),
     }
-    root = parallel is None or parallel.is_root
-    if outcome == "finished" and adapters.method != "full" and root:
-        meta = {"parent_id": parent_id, "method": adapters.method}
-        save_adapters(out / f"{Path(bundle_name).stem}-adapters.safetensors", model, meta)
-        export_model(model)
-    return finish_stage(
-        stage=STAGE,
-        outcome=outcome,
-        trainer=trainer,
-        files=files,
-        out_dir=out,
-        summary=summary,
-        bundle=out / bundle_name,
-        tokenizer=tokenizer,
-        parent_id=parent_id,
-        parallel=parallel,
-    )
 
 
 __all__ = ["STAGE", "PostTrainOptions", "post_train", "post_training_defaults", "split_examples"]

@@ -106,6 +106,18 @@ class PretrainOptions:
         return cls(**fields, model=model, training=training)
 
 
+@dataclass
+class _Corpus:
+    """The text split, tokenized and streamed, with the unigram baseline."""
+
+    source: str
+    tokenizer: Tokenizer
+    train_docs: list[Any]
+    stream: Any  # the training tokens, one stream
+    validation_stream: Any
+    baseline: float | None
+
+
 def pretrain(
     options: PretrainOptions,
     out_dir: str | os.PathLike[str],
@@ -137,42 +149,16 @@ def pretrain(
         job=STAGE,
         precision=options.training.precision,
     )
-    corpus = load_text(options.data)
-    train_text, validation_text = split_corpus(corpus, options.validation_fraction)
-    if tokenizer is None:
-        tokenizer = fit_tokenizer(options.tokenizer, train_text, options.vocab_size)
-    train_docs = encode_documents(tokenizer, train_text)
-    validation_stream = token_stream(encode_documents(tokenizer, validation_text))
-    stream = token_stream(train_docs)
-    config = execution_config(options.model.config(tokenizer.vocab_size), options.training)
-    if checkpoint is not None and config.to_dict() != checkpoint.run.get("config"):
-        raise CheckpointError(
-            f"{checkpoint.path}: run.options describe another model than run.config "
-            "(the one its tensors were checked against)"
-        )
+    corpus = _read_corpus(options, tokenizer)
+    config = _model_config(options, corpus.tokenizer, checkpoint)
     model = DecoderOnlyTransformer(config, seed=options.model.seed)
-    t, b = config.context_length, options.training.batch_size
-    source: DocumentWindows | RandomWindows
-    if options.windows == "document":
-        source = DocumentWindows(
-            train_docs, t, b, seed=options.training.data_seed, pad_id=tokenizer.eos_id
-        )
-    elif options.windows == "random":
-        source = RandomWindows(stream, t, b, seed=options.training.data_seed)
-    else:
-        raise ValueError(f"windows must be one of {WINDOWS}, found {options.windows!r}")
-    validation = fixed_windows(validation_stream, t, b, options.training.eval_batches)
-    baseline = (
-        unigram_loss(stream, validation_stream, tokenizer.vocab_size)
-        if len(validation_stream)
-        else None
-    )
+    source, validation = _batches(options, config, corpus)
     run = {
         "stage": STAGE,
         "options": options.to_dict(),
         "config": config.to_dict(),
-        "tokenizer": tokenizer.to_state(),
-        "data": {"source": corpus.source, "train_tokens": int(stream.size)},
+        "tokenizer": corpus.tokenizer.to_state(),
+        "data": {"source": corpus.source, "train_tokens": int(corpus.stream.size)},
     }
     trainer, outcome, files = run_stage(
         stage=STAGE,
@@ -192,11 +178,11 @@ def pretrain(
         "data": corpus.source,
         "data_fingerprint": source.fingerprint,
         "tokenizer": options.tokenizer,
-        "train_tokens": int(stream.size),
-        "validation_tokens": int(validation_stream.size),
+        "train_tokens": int(corpus.stream.size),
+        "validation_tokens": int(corpus.validation_stream.size),
         "steps": trainer.step,
         "tokens_seen": trainer.tokens,
-        "unigram_validation_loss": baseline,
+        "unigram_validation_loss": corpus.baseline,
         "validation_loss": _last_validation(trainer.history),
         "train_seconds": round(trainer.seconds, 3),
     }
@@ -208,9 +194,59 @@ def pretrain(
         out_dir=out,
         summary=summary,
         bundle=out / bundle_name,
-        tokenizer=tokenizer,
+        tokenizer=corpus.tokenizer,
         parallel=parallel,
     )
+
+
+def _read_corpus(options: PretrainOptions, tokenizer: Tokenizer | None) -> _Corpus:
+    """The text, split; the tokenizer (fitted on the training split unless given) and
+    both splits as token streams; the unigram baseline of the held-out one."""
+    corpus = load_text(options.data)
+    train_text, validation_text = split_corpus(corpus, options.validation_fraction)
+    if tokenizer is None:
+        tokenizer = fit_tokenizer(options.tokenizer, train_text, options.vocab_size)
+    train_docs = encode_documents(tokenizer, train_text)
+    validation_stream = token_stream(encode_documents(tokenizer, validation_text))
+    stream = token_stream(train_docs)
+    baseline = (
+        unigram_loss(stream, validation_stream, tokenizer.vocab_size)
+        if len(validation_stream)
+        else None
+    )
+    return _Corpus(corpus.source, tokenizer, train_docs, stream, validation_stream, baseline)
+
+
+def _model_config(
+    options: PretrainOptions, tokenizer: Tokenizer, checkpoint: Any
+) -> TransformerConfig:
+    """The model's configuration (the vocabulary is the tokenizer's); a resumed run's
+    must be the one its checkpoint recorded."""
+    config = execution_config(options.model.config(tokenizer.vocab_size), options.training)
+    if checkpoint is not None and config.to_dict() != checkpoint.run.get("config"):
+        raise CheckpointError(
+            f"{checkpoint.path}: run.options describe another model than run.config "
+            "(the one its tensors were checked against)"
+        )
+    return config
+
+
+def _batches(
+    options: PretrainOptions, config: TransformerConfig, corpus: _Corpus
+) -> tuple[DocumentWindows | RandomWindows, list[Any]]:
+    """The training windows (``options.windows``) and the fixed held-out batches."""
+    t, b = config.context_length, options.training.batch_size
+    source: DocumentWindows | RandomWindows
+    if options.windows == "document":
+        source = DocumentWindows(
+            corpus.train_docs, t, b, seed=options.training.data_seed, pad_id=corpus.tokenizer.eos_id
+        )
+    elif options.windows == "random":
+        source = RandomWindows(corpus.stream, t, b, seed=options.training.data_seed)
+    else:
+        raise ValueError(f"windows must be one of {WINDOWS}, found {options.windows!r}")
+    validation = fixed_windows(corpus.validation_stream, t, b, options.training.eval_batches)
+    return source, validation
 
 
 def _last_validation(history: Sequence[Any]) -> float | None:

@@ -28,7 +28,7 @@ import os
 from riftco.backends.cuda.backend import API_VERSION, CudaBackend
 from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.libraries import LibrarySearch, missing_reason, preload
-from riftco.tensor.errors import BackendUnavailable
+from riftco.tensor.plugin import BackendUnavailable
 
 #: The GPU the backend opens (default 0).
 DEVICE_VAR = "RIFTCO_CUDA_DEVICE"

@@ -20,15 +20,12 @@ from riftco.backends.cuda.ops.launch import Launcher
 from riftco.backends.cuda.ops.nn import NnOps
 from riftco.backends.cuda.ops.optim import OptimOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
-from riftco.tensor import BASE_DTYPES, Backend, CapabilityMissing, DType
-from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
-from riftco.tensor.ops.decode import ComposedDecode
+from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
-#: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights are riftco-tensor's
-#: ``ComposedBlockOps`` over the ops here.
-#: 1.7's whole-step decoding is riftco-tensor's ``ComposedDecode`` (one call a step,
-#: the ops inside as the op-by-op forward runs them).
+#: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights have no kernel here
+#: (riftco-tensor's op layer composes them from the ops here, on the device); 1.7's
+#: whole-step decoding has no native kernel yet, so models decode op by op (riftco-nn).
 API_VERSION = (1, 7)
 
 
@@ -39,8 +36,6 @@ class CudaBackend(
     AttentionOps,
     OptimOps,
     QuantizedOps,
-    ComposedBlockOps,
-    ComposedDecode,
     Backend,
 ):
     """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""
@@ -69,11 +64,8 @@ class CudaBackend(
             f"{gib:.0f} GiB), NVRTC {_native.nvrtc_version()}" + (f"; {found}" if found else "")
         )
 
-    def _missing(self, capability: str) -> CapabilityMissing:
-        return CapabilityMissing(
-            f"{capability!r} is not supported on cuda; there is no fallback to the CPU: "
-            "move the tensors with .to('cpu') to use it there"
-        )
+    def missing_hint(self, capability: str) -> str:
+        return "there is no fallback to the CPU: move the tensors with .to('cpu') to use it there"
 
 
 __all__ = ["API_VERSION", "CudaBackend"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from riftco.tensor.errors import DTypeError, KernelError
+from riftco.tensor.plugin import DTypeError, KernelError
 
 
 class CudaError(KernelError):

@@ -27,19 +27,16 @@ from riftco.backends.metal.runtime import Runtime, Storage
 from riftco.tensor import Backend, CapabilityMissing
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
-from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
-from riftco.tensor.ops.decode import ComposedDecode
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: through 1.4 as WGSL kernels; 1.5 is bfloat16, which WGSL cannot hold (``dtypes``
-#: stays the base set); 1.6's llama.cpp block-layout weights are riftco-tensor's
-#: ``ComposedBlockOps`` over the kernels here.
-#: 1.7's whole-step decoding is riftco-tensor's ``ComposedDecode`` (one call a step,
-#: the ops inside as the op-by-op forward runs them).
+#: stays the base set); 1.6's llama.cpp block-layout weights have no kernel here
+#: (riftco-tensor's op layer composes them from the kernels here, on the device); 1.7's
+#: whole-step decoding has no native kernel yet, so models decode op by op (riftco-nn).
 API_VERSION = (1, 7)
 
 
-class WgpuBackend(ComposedBlockOps, ComposedDecode, Backend):
+class WgpuBackend(Backend):
     """One wgpu device: an Apple GPU (``metal``) or a Vulkan adapter (``vulkan``)."""
 
     api_version = API_VERSION

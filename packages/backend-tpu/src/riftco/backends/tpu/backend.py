@@ -14,19 +14,17 @@ from riftco.backends.tpu.plugin import PluginLocation
 from riftco.tensor import Backend, CapabilityMissing
 from riftco.tensor.backend import Shape
 from riftco.tensor.dtypes import DType
-from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
-from riftco.tensor.ops.decode import ComposedDecode
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.0 base capabilities, 1.1 adam_update, 1.2 fused kernels, 1.3 paged_attention,
 #: 1.4 NF4 quantized weights, 1.5 (bfloat16, which this backend does not hold),
-#: 1.6 llama.cpp block-layout weights (riftco-tensor's ``ComposedBlockOps`` over the ops here).
-#: 1.7's whole-step decoding is riftco-tensor's ``ComposedDecode`` (one call a step,
-#: the ops inside as the op-by-op forward runs them).
+#: 1.6 llama.cpp block-layout weights (no kernel here: riftco-tensor's op layer composes
+#: them from the ops here, on the device), 1.7 whole-step decoding (no native kernel yet:
+#: models decode op by op in riftco-nn).
 API_VERSION = (1, 7)
 
 
-class TpuBackend(ComposedBlockOps, ComposedDecode, Backend):
+class TpuBackend(Backend):
     """Any PJRT plugin: libtpu on a Cloud TPU VM, or the plugin named by RIFTCO_PJRT_PLUGIN."""
 
     name = "tpu"

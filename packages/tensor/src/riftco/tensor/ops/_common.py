@@ -8,9 +8,20 @@ import numpy as np
 
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import BackendMismatch, DTypeError, ShapeError
+from riftco.tensor.strides import contiguous_strides
 from riftco.tensor.tensor import Tensor
 
 Shape = tuple[int, ...]
+
+__all__ = [
+    "broadcast_shapes",
+    "check_same_backend",
+    "contiguous_strides",
+    "normalize_axis",
+    "require_dtype",
+    "require_tensor",
+    "scalar_like",
+]
 
 
 def check_same_backend(op: str, *tensors: Tensor) -> None:
@@ -68,15 +79,6 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
             raise ShapeError(f"{op}: shapes {listed} do not broadcast")
         out = merged
     return out
-
-
-def contiguous_strides(shape: Shape) -> list[int]:
-    strides = [0] * len(shape)
-    step = 1
-    for d in range(len(shape) - 1, -1, -1):
-        strides[d] = step
-        step *= shape[d]
-    return strides
 
 
 _SCALARS: dict[tuple, object] = {}

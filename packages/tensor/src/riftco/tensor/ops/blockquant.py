@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 
 from riftco.core import records_digest
-from riftco.tensor.backend import Backend
+from riftco.tensor.backend import Backend, composed_capabilities
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import DTypeError, ShapeError
 from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.ops.blockquant_composed import composed_for
 from riftco.tensor.tensor import Tensor
 
 #: The block formats, and the elements per Q8_0 / Q4_0 block.
@@ -278,9 +279,19 @@ def block_quantize(
     return BlockWeight.from_bytes(quantize_block_array(array, fmt), fmt, shape, backend)
 
 
+def _kernels(backend: Backend, capability: str) -> Any:
+    """The backend where it has the kernel, else the composition over its own ops
+    (riftco.tensor.ops.blockquant_composed): on the same device, never another."""
+    if capability in backend.capabilities():
+        return backend
+    if capability in composed_capabilities(backend):
+        return composed_for(backend)
+    raise backend._missing(capability)
+
+
 def block_dequantize(w: BlockWeight) -> Tensor:
     """The float32 weight ``[rows, cols]`` (a new tensor; for export and checks)."""
-    data = w.backend.block_dequantize(w.data._data, w.format, w.shape)
+    data = _kernels(w.backend, "block_dequantize").block_dequantize(w.data._data, w.format, w.shape)
     return Tensor._wrap(data, w.shape, DType.float32, w.backend)
 
 
@@ -303,7 +314,8 @@ def block_linear(x: Tensor, w: BlockWeight, bias: Tensor | None = None) -> Tenso
         if bias.shape != (w.shape[0],):
             raise ShapeError(f"block_linear: bias must be [{w.shape[0]}], found {bias.shape}")
         b = bias._data
-    data = w.backend.block_linear(x._data, x.shape, w.data._data, w.format, w.shape, b)
+    kernels = _kernels(w.backend, "block_linear")
+    data = kernels.block_linear(x._data, x.shape, w.data._data, w.format, w.shape, b)
     return Tensor._wrap(data, (*x.shape[:-1], w.shape[0]), DType.float32, w.backend)
 
 

@@ -1,19 +1,26 @@
 """Whole-step decoding: a decoder-only Transformer compiled once (``Decoder``), then
 one backend call per incremental step instead of one per op.
 
-A step's new tokens are packed sequence after sequence. ``Decoder.step`` embeds them,
-runs every block (norm, query/key/value, rotary positions, the keys and values
-written into the cache at ``cache_rows``, causal attention over each sequence's
-cached keys, the output projection and the feed-forward layer, each with its
-residual), then the final norm and the head for the rows in ``logit_rows``. The
-cache is either contiguous (sequence ``j`` reads key rows ``kv_starts[j]`` onward) or
-paged (pools ``[pages * page_size, kv_heads, head_dim]`` read through a page table).
+This module is the contract of the backend capability ``decode_step`` (API 1.7), not a
+decoder: riftco-nn's op-by-op forward is the definition of a step, and the reference
+every native step is tested against. riftco-nn describes its model in one place
+(``riftco.nn.native_decode``) with the tensor-level classes below; `Decoder` checks
+every shape once, lowers the description to the storage-level `DecodeSpec` and
+dispatches to ``Backend.decode_program`` / ``Backend.decode_step``. A backend without
+the native kernel has no whole-step decoder (``Decoder.available`` is false) and its
+models decode op by op, on their own device.
 
-This is the backend capability ``decode_step`` (API 1.7): the CPU backend runs it
-in one native call (riftco-kernels' ``decode``), with the same kernels its ops use;
-a backend without it leaves decoding to the op-by-op forward. The backend-level
-description (`DecodeSpec`) names storage handles; `Decoder` builds it from tensors
-and checks every shape first.
+A step's new tokens are packed sequence after sequence. A step embeds them, runs every
+block (norm, query/key/value, rotary positions, the keys and values written into the
+cache at ``cache_rows``, causal attention over each sequence's cached keys, the output
+projection and the feed-forward layer, each with its residual), then the final norm and
+the head for the rows in ``logit_rows``. The cache is either contiguous (sequence ``j``
+reads key rows ``kv_starts[j]`` onward) or paged (pools ``[pages * page_size, kv_heads,
+head_dim]`` read through a page table).
+
+Adding a topology feature to whole-step decoding: the op-by-op layer and its
+description in riftco-nn, a field of the schema here, and the native step
+(riftco-kernels ``decode``, read by the CPU backend's ``decode_program``).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import numpy as np
 
 from riftco.tensor.backend import Backend, Storage
 from riftco.tensor.dtypes import DType
-from riftco.tensor.errors import CapabilityMissing, ShapeError
+from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops.blockquant import BlockWeight
 from riftco.tensor.ops.quantized import NF4Weight
 from riftco.tensor.tensor import Tensor
@@ -208,7 +215,7 @@ class Decoder:
             raise ShapeError("Decoder: token_embedding must be a float32 Tensor [vocab, d_model]")
         backend = token_embedding.backend
         if not Decoder.available(backend):
-            raise CapabilityMissing(f"backend {backend.name!r} does not implement 'decode_step'")
+            raise backend._missing("decode_step")
         vocab, d = token_embedding.shape
         if heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0:
             raise ShapeError(
@@ -294,7 +301,8 @@ class Decoder:
 
     @staticmethod
     def available(backend: Backend) -> bool:
-        """Whether ``backend`` implements whole-step decoding."""
+        """Whether ``backend`` has a native whole-step kernel (``decode_step``); without
+        one a model decodes op by op (riftco-nn)."""
         return "decode_step" in backend.capabilities()
 
     def step(
@@ -386,95 +394,6 @@ class Decoder:
         return (int(cache_shape[0]), s.kv_heads, s.head_dim)
 
 
-def composed_decode_step(backend: Backend, spec: DecodeSpec, batch: DecodeBatch) -> Storage:
-    """``decode_step`` composed from ``backend``'s op capabilities (embedding rows,
-    norms, products, rotary, ``write_rows``, ``attention_varlen`` or ``paged_attention``):
-    the step's definition, op by op, for a backend that has no fused one."""
-    b, f32 = backend, DType.float32
-    n, d = batch.rows, spec.d_model
-    h, hkv, dh = spec.heads, spec.kv_heads, spec.head_dim
-
-    def add(x: Storage, y: Storage, shape: tuple[int, ...], y_shape: tuple[int, ...]) -> Storage:
-        return b.binary("add", x, shape, y, y_shape, shape, f32)
-
-    def norm(x: Storage, rows: int, weights: tuple[Storage | None, Storage | None]) -> Storage:
-        if spec.norm == "layer":
-            return b.layer_norm(x, (rows, d), weights[0], weights[1], spec.eps)[0]
-        return b.rms_norm(x, (rows, d), weights[0], spec.eps)[0]
-
-    def linear(x: Storage, rows: int, lin: DecodeLinear) -> Storage:
-        out, cols = lin.shape
-        if lin.format == "nf4":
-            group_range = lin.arrays[2] if len(lin.arrays) > 2 else None
-            return b.nf4_linear(
-                x, (rows, cols), lin.arrays[0], lin.arrays[1], group_range, lin.offset,
-                lin.shape, lin.block_size, lin.bias,
-            )  # fmt: skip
-        if lin.format != "f32":
-            return b.block_linear(x, (rows, cols), lin.arrays[0], lin.format, lin.shape, lin.bias)
-        y = b.matmul(x, (rows, cols), lin.arrays[0], lin.shape, False, True)
-        return y if lin.bias is None else add(y, lin.bias, (rows, out), (out,))
-
-    x = b.index_select(spec.token_embedding, (spec.vocab, d), f32, 0, batch.tokens, n)
-    if spec.position_embedding is not None:
-        table = (spec.context, d)
-        p = b.index_select(spec.position_embedding, table, f32, 0, batch.positions, n)
-        x = add(x, p, (n, d), (n, d))
-    cache = batch.cache_shape
-    for layer, keys, values in zip(spec.layers, batch.keys, batch.values):
-        a_in = norm(x, n, layer.attention_norm)
-        q, k, v = (
-            b.reshape(linear(a_in, n, p), (n, heads * dh), (n, heads, dh))
-            for p, heads in ((layer.query, h), (layer.key, hkv), (layer.value, hkv))
-        )
-        if spec.rope_theta is not None:
-            q = b.rotary(q, (n, h, dh), batch.positions, spec.rope_theta, False)
-            k = b.rotary(k, (n, hkv, dh), batch.positions, spec.rope_theta, False)
-        b.write_rows(keys, cache, f32, batch.cache_rows, k)
-        b.write_rows(values, cache, f32, batch.cache_rows, v)
-        if batch.page_table is None:
-            a = b.attention_varlen(
-                q, keys, values, (n, h, dh), cache, batch.q_starts, batch.q_counts,
-                batch.kv_starts, batch.kv_lengths, spec.scale, spec.window,
-            )  # fmt: skip
-        else:
-            pages = (cache[0] // batch.page_size, batch.page_size, hkv, dh)
-            a = b.paged_attention(
-                q, (n, h, dh), b.reshape(keys, cache, pages), b.reshape(values, cache, pages),
-                pages, batch.page_table, (len(batch.q_starts), batch.table_width),
-                batch.q_starts, batch.q_counts, batch.kv_lengths, spec.scale, spec.window,
-            )  # fmt: skip
-        a = b.reshape(a, (n, h, dh), (n, h * dh))
-        x = add(x, linear(a, n, layer.output), (n, d), (n, d))
-        f_in = norm(x, n, layer.feed_forward_norm)
-        ff = layer.feed_forward_linears
-        if layer.feed_forward == "swiglu":
-            hidden = (n, ff[0].shape[0])
-            gate = b.unary("silu", linear(f_in, n, ff[0]), hidden, f32)
-            inner = b.binary("mul", gate, hidden, linear(f_in, n, ff[1]), hidden, hidden, f32)
-        else:
-            hidden = (n, ff[0].shape[0])
-            inner = b.unary(layer.feed_forward, linear(f_in, n, ff[0]), hidden, f32)
-        x = add(x, linear(inner, n, ff[-1]), (n, d), (n, d))
-    m = len(batch.logit_rows)
-    rows = b.from_numpy(np.asarray(batch.logit_rows, dtype=np.int64))
-    last = b.index_select(x, (n, d), f32, 0, rows, m)
-    return linear(norm(last, m, spec.final_norm), m, spec.head)
-
-
-class ComposedDecode:
-    """Mixin of ``decode_program`` and ``decode_step`` (API 1.7) as
-    `composed_decode_step` over a backend's own ops: a backend without a fused step
-    still takes one call a step, with the arithmetic of its op-by-op forward. Put it
-    before ``Backend`` in the bases."""
-
-    def decode_program(self, spec: DecodeSpec) -> DecodeSpec:
-        return spec
-
-    def decode_step(self, program: DecodeSpec, batch: DecodeBatch) -> Storage:
-        return composed_decode_step(self, program, batch)  # type: ignore[arg-type]
-
-
 def _int64(v: Any) -> np.ndarray:
     if type(v) is np.ndarray and v.dtype == np.int64 and v.ndim == 1:
         return np.ascontiguousarray(v)
@@ -486,7 +405,6 @@ _DATA = operator.attrgetter("_data")
 
 __all__ = [
     "FEED_FORWARDS",
-    "ComposedDecode",
     "DecodeBatch",
     "DecodeLayer",
     "DecodeLinear",

@@ -14,7 +14,7 @@ import numpy as np
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError, CudaError
 from riftco.backends.cuda.ops.launch import Launcher, float32_only, kernel
-from riftco.tensor.backend import Shape
+from riftco.tensor.plugin import Shape
 
 #: The largest head dimension the kernels hold in shared memory.
 MAX_HEAD_DIM = 256

@@ -13,10 +13,10 @@ import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError
+from riftco.backends.cuda.ops import codes
 from riftco.backends.cuda.ops.launch import (
     Launcher,
-    broadcast_strides,
-    coalesce,
+    code,
     count,
     dims,
     element,
@@ -27,13 +27,7 @@ from riftco.backends.cuda.ops.launch import (
     require,
     sized,
 )
-from riftco.tensor.backend import Shape
-from riftco.tensor.dtypes import DType
-
-UNARY_OPS = "neg abs exp log sqrt rsqrt tanh sigmoid relu gelu gelu_tanh silu".split()
-BINARY_OPS = "add sub mul div pow maximum minimum".split()
-COMPARE_OPS = "eq ne lt le gt ge logical_and logical_or".split()
-REDUCE_OPS = "sum mean max min sum_squares".split()
+from riftco.tensor.plugin import DType, Shape, broadcast_strides, coalesce
 
 _UNARY_F32 = kernel("elementwise", "unary_f32")
 _UNARY_BF16 = kernel("elementwise", "unary_bf16")
@@ -141,11 +135,11 @@ class BaseOps:
         if op == "logical_not":
             self.kernels.launch(_NOT, n, [x, out, n])
         elif dtype is DType.float32:
-            self.kernels.launch(_UNARY_F32, n, [x, out, n, UNARY_OPS.index(op)])
+            self.kernels.launch(_UNARY_F32, n, [x, out, n, code(codes.UNARY, "unary", op)])
         elif dtype is DType.bfloat16:
-            self.kernels.launch(_UNARY_BF16, n, [x, out, n, UNARY_OPS.index(op)])
+            self.kernels.launch(_UNARY_BF16, n, [x, out, n, code(codes.UNARY, "unary", op)])
         elif dtype is DType.int64 and op in ("neg", "abs"):
-            self.kernels.launch(_UNARY_I64, n, [x, out, n, UNARY_OPS.index(op)])
+            self.kernels.launch(_UNARY_I64, n, [x, out, n, code(codes.UNARY, "unary", op)])
         else:
             raise CudaDTypeError(
                 f"unary {op!r} on cuda takes float32 or bfloat16 (int64: neg, abs), found "
@@ -164,7 +158,8 @@ class BaseOps:
         n = count(out_shape)
         out = self.kernels.alloc(out_shape, dtype)
         args = self._broadcast_args(out_shape, a_shape, b_shape)
-        self.kernels.launch(_BINARY[dtype.value], n, [a, b, out, n, BINARY_OPS.index(op), *args])
+        op_code = code(codes.BINARY, "binary", op)
+        self.kernels.launch(_BINARY[dtype.value], n, [a, b, out, n, op_code, *args])
         return out
 
     def compare(self, op, a, a_shape, b, b_shape, out_shape, dtype):
@@ -172,7 +167,8 @@ class BaseOps:
         n = count(out_shape)
         out = self.kernels.alloc(out_shape, DType.bool)
         args = self._broadcast_args(out_shape, a_shape, b_shape)
-        self.kernels.launch(_COMPARE[dtype.value], n, [a, b, out, n, COMPARE_OPS.index(op), *args])
+        op_code = code(codes.COMPARISONS, "compare", op)
+        self.kernels.launch(_COMPARE[dtype.value], n, [a, b, out, n, op_code, *args])
         return out
 
     def where(self, cond, cond_shape, a, a_shape, b, b_shape, out_shape, dtype):
@@ -187,17 +183,17 @@ class BaseOps:
         outer, n, inner = outer_inner(shape, axis)
         out_shape = (*shape[:axis], *shape[axis + 1 :])
         out = self.kernels.alloc(out_shape, dtype)
-        code = REDUCE_OPS.index(op)
+        op_code = code(codes.REDUCTIONS, "reduce", op)
         if dtype is DType.int64:
             if op not in ("sum", "max", "min"):
                 raise CudaDTypeError(f"reduce {op!r} on cuda takes float32, found int64")
-            self.kernels.launch(_REDUCE_I64, outer * inner, [x, out, outer, n, inner, code])
+            self.kernels.launch(_REDUCE_I64, outer * inner, [x, out, outer, n, inner, op_code])
         else:
             require(f"reduce {op!r}", dtype, "float32")
             if inner == 1:
-                self.kernels.rows(_REDUCE_ROWS, outer, [x, out, outer, n, code])
+                self.kernels.rows(_REDUCE_ROWS, outer, [x, out, outer, n, op_code])
             else:
-                self.kernels.launch(_REDUCE_COLS, outer * inner, [x, out, outer, n, inner, code])
+                self.kernels.launch(_REDUCE_COLS, outer * inner, [x, out, outer, n, inner, op_code])
         return out
 
     def argmax(self, x, shape, dtype, axis):
@@ -278,4 +274,4 @@ def _batch_plan(
     return plans
 
 
-__all__ = ["BINARY_OPS", "COMPARE_OPS", "REDUCE_OPS", "UNARY_OPS", "BaseOps"]
+__all__ = ["BaseOps"]

@@ -13,8 +13,7 @@ from riftco.backends.cuda.ops.launch import (
     outer_inner,
     sized,
 )
-from riftco.tensor.backend import Shape
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType, Shape
 
 _INDEX_SELECT = sized("index", "index_select")
 _GATHER = sized("index", "gather")

@@ -1,16 +1,17 @@
-"""Launch helpers shared by every op: kernel names, launch shapes, shapes and
-strides passed by value, dtype sizes, and the device-side error flag."""
+"""Launch helpers shared by every op: kernel names, op codes, launch shapes, shapes
+and strides passed by value (riftco.tensor.plugin derives the strides), dtype sizes,
+and the device-side error flag."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError, CudaError
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 #: Threads of a block (the kernels' THREADS; attention's TILE is 128).
 BLOCK = 256
@@ -99,40 +100,14 @@ def row_grid(rows: int) -> tuple[int, int, int]:
     return (min(rows, MAX_BLOCKS), 1, 1)
 
 
-def contiguous_strides(shape: Sequence[int]) -> list[int]:
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= int(d)
-    return strides[::-1]
-
-
-def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
-    """Strides reading a contiguous ``shape`` broadcast to ``out_shape`` (0 on
-    broadcast axes)."""
-    pad = len(out_shape) - len(shape)
-    full = [1] * pad + list(shape)
-    strides = [0] * pad + contiguous_strides(shape)
-    return [0 if n == 1 and o != 1 else s for n, o, s in zip(full, out_shape, strides)]
-
-
-def coalesce(shape: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], list[list[int]]]:
-    """Merge adjacent axes that every operand walks contiguously, so that most
-    views fit in MAX_DIMS axes; drops size-1 axes."""
-    keep = [d for d, n in enumerate(shape) if n != 1]
-    out_shape = [int(shape[d]) for d in keep]
-    out_strides = [[int(s[d]) for d in keep] for s in strides]
-    d = len(out_shape) - 2
-    while d >= 0:
-        inner = out_shape[d + 1]
-        if all(s[d] == s[d + 1] * inner for s in out_strides):
-            out_shape[d] *= inner
-            del out_shape[d + 1]
-            for s in out_strides:
-                s[d] = s[d + 1]
-                del s[d + 1]
-        d -= 1
-    return out_shape, out_strides
+def code(table: Mapping[str, int], capability: str, op: str) -> int:
+    """The code the kernels give ``op`` (a table of riftco.backends.cuda.ops.codes)."""
+    try:
+        return table[op]
+    except KeyError:
+        raise CudaError(
+            f"{capability} on cuda has no kernel for {op!r} (it has {', '.join(table)})"
+        ) from None
 
 
 def dims(values: Sequence[int], fill: int) -> tuple[int, ...]:

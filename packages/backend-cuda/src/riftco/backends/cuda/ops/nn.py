@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
-from riftco.backends.cuda.ops.launch import Launcher, count, float32_only, kernel
-from riftco.tensor.backend import Shape
+from riftco.backends.cuda.ops import codes
+from riftco.backends.cuda.ops.launch import Launcher, code, count, float32_only, kernel
+from riftco.tensor.plugin import Shape
 
-ACTIVATIONS = ("gelu", "gelu_tanh", "silu")
 #: Rows a thread sums per partial of a parameter gradient (then chunks in order).
 PARAM_CHUNK = 64
 
@@ -106,13 +106,10 @@ class NnOps:
 
     def activation_backward(self, op: str, x, dy, shape: Shape):
         float32_only("activation_backward", x, dy)
-        if op not in ACTIVATIONS:
-            raise CudaError(
-                f"activation_backward on cuda has {', '.join(ACTIVATIONS)}, found {op!r}"
-            )
+        op_code = code(codes.ACTIVATIONS, "activation_backward", op)
         n = count(shape)
         dx = self.kernels.alloc(shape, "float32")
-        self.kernels.launch(_ACTIVATION_BACKWARD, n, [x, dy, dx, n, ACTIVATIONS.index(op)])
+        self.kernels.launch(_ACTIVATION_BACKWARD, n, [x, dy, dx, n, op_code])
         return dx
 
     def cross_entropy(self, logits, shape: Shape, targets, ignore_index: int):
@@ -164,4 +161,4 @@ class NnOps:
         return y
 
 
-__all__ = ["ACTIVATIONS", "NnOps"]
+__all__ = ["NnOps"]

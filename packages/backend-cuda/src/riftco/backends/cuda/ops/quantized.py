@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.ops.launch import Launcher, count, float32_only, kernel
-from riftco.tensor.backend import Shape
+from riftco.tensor.plugin import Shape
 
 _DEQUANTIZE = kernel("nf4", "nf4_dequantize_f32")
 _LINEAR = kernel("nf4", "nf4_linear_f32")
