@@ -14,7 +14,8 @@ from riftco.testing import run_backend_suite, run_checks, unavailable_reason
 HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.skipif(
-    unavailable_reason("cuda") is not None, reason=f"cuda is unavailable: {unavailable_reason('cuda')}"
+    unavailable_reason("cuda") is not None,
+    reason=f"cuda is unavailable: {unavailable_reason('cuda')}",
 )
 
 

@@ -11,7 +11,6 @@ import pytest
 import riftco.backends.tpu as tpu
 import riftco.tensor as rt
 from riftco.backends.tpu import plugin
-from riftco.tensor import registry
 from riftco.testing.tensor import extra_entry_points
 
 TPU_ENTRY_POINT = EntryPoint(
@@ -127,7 +126,7 @@ def test_a_library_that_is_not_a_plugin_is_unavailable_not_fatal(bare, tmp_path)
     with pytest.raises(rt.BackendUnavailable, match="failed to initialize.*dlopen"):
         tpu.create_backend()
     with extra_entry_points(TPU_ENTRY_POINT, replace=True):
-        (info,) = registry.backends()
+        (info,) = rt.backends()
         assert not info.available and "dlopen" in info.reason
 
 

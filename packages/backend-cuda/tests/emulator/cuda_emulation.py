@@ -231,7 +231,9 @@ def create_backend() -> EmulatedCudaBackend:
     return EmulatedCudaBackend()
 
 
-ENTRY_POINT = EntryPoint(name="cudaemu", value="cuda_emulation:create_backend", group=ENTRY_POINT_GROUP)
+ENTRY_POINT = EntryPoint(
+    name="cudaemu", value="cuda_emulation:create_backend", group=ENTRY_POINT_GROUP
+)
 
 # Loaded with -p, before any conftest builds the `backend` fixture from discovery.
 add_entry_points(ENTRY_POINT)

@@ -7,15 +7,9 @@ import os
 
 import pytest
 
-import riftco.tensor as rt
+from riftco.testing import available_backend
 
 
 @pytest.fixture(scope="session")
 def gpu():
-    name = os.environ.get("RIFTCO_GPU_TEST_BACKEND", "vulkan")
-    info = {b.name: b for b in rt.backends()}.get(name)
-    if info is None or not info.available:
-        pytest.fail(
-            f"the {name} backend is not available: {info.reason if info else 'not installed'}"
-        )
-    return rt.get_backend(name)
+    return available_backend(os.environ.get("RIFTCO_GPU_TEST_BACKEND", "vulkan"))

@@ -6,14 +6,12 @@ from __future__ import annotations
 import pytest
 
 import riftco.tensor as rt
+from riftco.testing import available_backend
 
 
 @pytest.fixture(scope="session")
 def tpu():
-    info = {b.name: b for b in rt.backends()}.get("tpu")
-    if info is None or not info.available:
-        pytest.fail(f"the tpu backend is not available: {info.reason if info else 'not installed'}")
-    return rt.get_backend("tpu")
+    return available_backend("tpu")
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ class StepResult:
     grads: dict[str, np.ndarray]
     stats: Any = None
     params: dict[str, np.ndarray] = field(default_factory=dict)
-    logits: np.ndarray | None = None
+    logits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
 
 
 def train_step(
@@ -102,7 +102,7 @@ def check_model_against_cpu(
     gradient norm, every parameter after the step and the logits, within
     ``tolerances``. ``repeatable``: the step run twice on ``backend`` also gives the
     same bits (loss, gradients, logits)."""
-    step = {
+    step: dict[str, Any] = {
         "preset": preset,
         "attention": attention,
         "config": config,
@@ -117,7 +117,9 @@ def check_model_against_cpu(
     assert got.grads.keys() == want.grads.keys()
     rtol, atol = tolerances.grads
     for name in want.grads:
-        np.testing.assert_allclose(got.grads[name], want.grads[name], rtol=rtol, atol=atol, err_msg=name)
+        np.testing.assert_allclose(
+            got.grads[name], want.grads[name], rtol=rtol, atol=atol, err_msg=name
+        )
     if optimizer_step:
         assert got.stats.gradient_norm == pytest.approx(
             want.stats.gradient_norm, rel=tolerances.gradient_norm_rel

@@ -137,7 +137,9 @@ class NumpyReferenceBackend(Backend):
         return box((x @ y).astype(np.float32))
 
     def index_select(self, x, shape, dtype, axis, indices, count):
-        return box(np.take(unbox(x), checked_indices("index_select", indices, shape[axis]), axis=axis))
+        return box(
+            np.take(unbox(x), checked_indices("index_select", indices, shape[axis]), axis=axis)
+        )
 
     def index_add(self, base, shape, axis, indices, src, src_shape):
         out = unbox(base).copy()
@@ -249,14 +251,20 @@ class NumpyReferenceBackend(Backend):
         return box(f32(grad * unbox(dy)))
 
     def cross_entropy(self, logits, shape, targets, ignore_index):
-        x, t = unbox(logits).astype(np.float64), cross_entropy_targets(targets, shape[-1], ignore_index)
+        x, t = (
+            unbox(logits).astype(np.float64),
+            cross_entropy_targets(targets, shape[-1], ignore_index),
+        )
         lse = logsumexp(x)
         kept = t != ignore_index
         picked = np.take_along_axis(x, np.where(kept, t, 0)[:, None], axis=-1)[:, 0]
         return box(f32(np.where(kept, lse - picked, 0.0))), box(f32(lse))
 
     def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
-        x, t = unbox(logits).astype(np.float64), cross_entropy_targets(targets, shape[-1], ignore_index)
+        x, t = (
+            unbox(logits).astype(np.float64),
+            cross_entropy_targets(targets, shape[-1], ignore_index),
+        )
         kept = t != ignore_index
         d = np.exp(x - unbox(lse).astype(np.float64)[:, None])
         d[np.arange(len(t))[kept], t[kept]] -= 1.0

@@ -51,9 +51,7 @@ def causal_mask(t: int, s: int) -> np.ndarray:
 
 def nf4_weight(codes, absmax, group_range, offset, w_shape, block_size) -> np.ndarray:
     ranges = None if group_range is None else unbox(group_range)
-    return rt.dequantize_nf4_array(
-        unbox(codes), unbox(absmax), ranges, offset, w_shape, block_size
-    )
+    return rt.dequantize_nf4_array(unbox(codes), unbox(absmax), ranges, offset, w_shape, block_size)
 
 
 def f32(a) -> np.ndarray:

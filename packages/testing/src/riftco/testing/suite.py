@@ -130,7 +130,9 @@ def run_backend_suite(
     still growing); otherwise it fails."""
     suite = tensor_suite()
     if suite is None or not suite.is_dir():
-        pytest.skip(f"riftco-tensor's tests are not at hand ({SUITE_FOLDER}; run from the repository)")
+        pytest.skip(
+            f"riftco-tensor's tests are not at hand ({SUITE_FOLDER}; run from the repository)"
+        )
     selection = {"RIFTCO_SUITE_BACKEND": backend}
     if skip_undeclared:
         selection["RIFTCO_SUITE_SKIP_UNDECLARED"] = "1"

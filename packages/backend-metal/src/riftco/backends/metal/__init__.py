@@ -26,7 +26,7 @@ if _native.__version__ != __version__:
 from riftco.backends.metal.backend import API_VERSION, WgpuBackend
 from riftco.backends.metal.discovery import ADAPTER_VAR, Adapter, find_adapter, vulkan_loader
 from riftco.backends.metal.errors import GpuError
-from riftco.tensor.errors import BackendUnavailable
+from riftco.tensor.plugin import BackendUnavailable
 
 #: Free device buffers kept for reuse (bytes); RIFTCO_WGPU_POOL_MB overrides.
 POOL_VAR = "RIFTCO_WGPU_POOL_MB"

@@ -14,7 +14,7 @@ import numpy as np
 
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 MAX_HEAD_DIM = 256
 _F32 = DType.float32

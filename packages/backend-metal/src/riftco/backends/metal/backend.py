@@ -24,9 +24,7 @@ from riftco.backends.metal import (
 )
 from riftco.backends.metal.discovery import Adapter
 from riftco.backends.metal.runtime import Runtime, Storage
-from riftco.tensor import Backend, CapabilityMissing
-from riftco.tensor.backend import Shape
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import Backend, DType, Shape, as_dtype
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: through 1.4 as WGSL kernels; 1.5 is bfloat16, which WGSL cannot hold (``dtypes``
@@ -54,11 +52,8 @@ class WgpuBackend(Backend):
     def describe(self) -> str:
         return f"wgpu {self.name}: {self.adapter.describe()}"
 
-    def _missing(self, capability: str) -> CapabilityMissing:
-        return CapabilityMissing(
-            f"{capability!r} is not supported on {self.name}; there is no fallback to the "
-            "CPU: move the tensors with .to('cpu') to use it there"
-        )
+    def missing_hint(self, capability: str) -> str:
+        return "there is no fallback to the CPU: move the tensors with .to('cpu') to use it there"
 
     def synchronize(self) -> None:
         """Wait until every recorded op has run (benchmarks)."""
@@ -66,8 +61,6 @@ class WgpuBackend(Backend):
 
     # -- storage --------------------------------------------------------------
     def from_numpy(self, array: np.ndarray) -> Storage:
-        from riftco.tensor.dtypes import as_dtype
-
         return self.rt.upload(array, as_dtype(array.dtype))
 
     def to_numpy(self, x: Storage, shape: Shape, dtype: DType) -> np.ndarray:

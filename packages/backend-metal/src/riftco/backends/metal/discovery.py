@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from riftco.tensor.errors import BackendUnavailable
+from riftco.tensor.plugin import BackendUnavailable
 
 ADAPTER_VAR = "RIFTCO_WGPU_ADAPTER"
 #: Preference among device types (lower first).

@@ -1,4 +1,8 @@
-"""Elementwise kernels: unary ops, broadcast binary ops and comparisons, where."""
+"""Elementwise kernels: unary ops, broadcast binary ops and comparisons, where.
+
+Each op's WGSL body is looked up by its name in riftco.tensor's vocabulary (the tables
+below, one per element type; a test checks them against the vocabulary by name);
+broadcast operands are read through riftco.tensor.plugin's ``broadcast_strides``."""
 
 from __future__ import annotations
 
@@ -9,13 +13,12 @@ from riftco.backends.metal.runtime import (
     WGSL_TYPE,
     Runtime,
     Storage,
-    broadcast_strides,
     groups_for,
     shape_size,
 )
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType, broadcast_strides
 
-_UNARY_F32 = {
+UNARY_F32 = {
     "neg": "return -v;",
     "abs": "return abs(v);",
     "exp": "return exp_safe(v);",
@@ -32,8 +35,8 @@ _UNARY_F32 = {
     "gelu_tanh": "return gelu_tanh_f(v);",
     "silu": "return v * sigmoid_f(v);",
 }
-_UNARY_INT = {"neg": "return -v;", "abs": "return abs(v);"}
-_UNARY_BOOL = {"logical_not": "return select(0u, 1u, v == 0u);"}
+UNARY_INT = {"neg": "return -v;", "abs": "return abs(v);"}
+UNARY_BOOL = {"logical_not": "return select(0u, 1u, v == 0u);"}
 
 # pow as numpy: integral exponents by repeated squaring (exact like the CPU's powi),
 # negative bases only with integral exponents, 0 ** negative = inf.
@@ -60,7 +63,7 @@ _POW = """
     if (x < 0.0 && floor(y * 0.5) != y * 0.5) { r = -r; }
     return r;
 """
-_BINARY_F32 = {
+BINARY_F32 = {
     "add": "return x + y;",
     "sub": "return x - y;",
     "mul": "return x * y;",
@@ -69,20 +72,22 @@ _BINARY_F32 = {
     "maximum": "return max_nan(x, y);",
     "minimum": "return min_nan(x, y);",
 }
-_BINARY_INT = {
+BINARY_INT = {
     "add": "return x + y;",
     "sub": "return x - y;",
     "mul": "return x * y;",
     "maximum": "return max(x, y);",
     "minimum": "return min(x, y);",
 }
-_COMPARE = {
+COMPARISONS = {
     "eq": "x == y",
     "ne": "x != y",
     "lt": "x < y",
     "le": "x <= y",
     "gt": "x > y",
     "ge": "x >= y",
+    "logical_and": "(x != {zero}) && (y != {zero})",
+    "logical_or": "(x != {zero}) || (y != {zero})",
 }
 
 
@@ -125,7 +130,7 @@ def _index_code(counts: Sequence[int], out_shape: Sequence[int]) -> str:
 
 
 def unary(rt: Runtime, op: str, x: Storage, dtype: DType) -> Storage:
-    table = {DType.float32: _UNARY_F32, DType.int64: _UNARY_INT, DType.bool: _UNARY_BOOL}
+    table = {DType.float32: UNARY_F32, DType.int64: UNARY_INT, DType.bool: UNARY_BOOL}
     body = table.get(dtype, {}).get(op)
     if body is None:
         raise GpuError(f"unary: {op!r} is not defined for {dtype.value}")
@@ -166,7 +171,7 @@ def _broadcast(
 
 
 def binary(rt, op, a, a_shape, b, b_shape, out_shape, dtype: DType) -> Storage:
-    table = {DType.float32: _BINARY_F32, DType.int64: _BINARY_INT}.get(dtype, {})
+    table = {DType.float32: BINARY_F32, DType.int64: BINARY_INT}.get(dtype, {})
     body = table.get(op)
     if body is None:
         raise GpuError(f"binary: {op!r} is not defined for {dtype.value}")
@@ -176,15 +181,10 @@ def binary(rt, op, a, a_shape, b, b_shape, out_shape, dtype: DType) -> Storage:
 
 def compare(rt, op, a, a_shape, b, b_shape, out_shape, dtype: DType) -> Storage:
     t = WGSL_TYPE[dtype]
-    if op in _COMPARE:
-        expr = _COMPARE[op]
-    elif op in ("logical_and", "logical_or"):
-        joint = "&&" if op == "logical_and" else "||"
-        z = _zero(t)
-        expr = f"(x != {z}) {joint} (y != {z})"
-    else:
+    expr = COMPARISONS.get(op)
+    if expr is None:
         raise GpuError(f"compare: unknown op {op!r}")
-    body = f"return select(0u, 1u, {expr});"
+    body = f"return select(0u, 1u, {expr.format(zero=_zero(t))});"
     return _broadcast(rt, body, t, "u32", DType.bool, [(a, a_shape), (b, b_shape)], out_shape)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from riftco.tensor.errors import KernelError
+from riftco.tensor.plugin import KernelError
 
 
 class GpuError(KernelError):

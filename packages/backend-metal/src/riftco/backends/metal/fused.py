@@ -9,7 +9,7 @@ import numpy as np
 
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for, word
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 _F32 = DType.float32
 
@@ -55,7 +55,8 @@ def norm_backward(
     return dx, (dw if weight is not None else None), (db if with_bias else None)
 
 
-_DERIVATIVES = {
+#: ``activation_backward``'s WGSL derivative of each activation, by name.
+DERIVATIVES = {
     "gelu": (
         "let cdf = 0.5 * erfc_f(-v * 0.70710678118654752); "
         "return cdf + v * 0.3989422804014327 * exp_safe(-0.5 * v * v);"
@@ -70,7 +71,7 @@ _DERIVATIVES = {
 
 
 def activation_backward(rt: Runtime, op: str, x: Storage, dy: Storage) -> Storage:
-    body = _DERIVATIVES.get(op)
+    body = DERIVATIVES.get(op)
     if body is None:
         raise GpuError(f"activation_backward: unknown activation {op!r} (gelu, gelu_tanh, silu)")
     dx = rt.empty(x.count, _F32)

@@ -12,7 +12,7 @@ from riftco.backends.metal.runtime import (
     shape_size,
     split_axis,
 )
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 
 def index_select(

@@ -15,7 +15,7 @@ from riftco.backends.metal.runtime import (
     groups_for,
     shape_size,
 )
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 _KINDS = {DType.float32: "float", DType.int64: "int", DType.bool: "bool", DType.uint8: "byte"}
 

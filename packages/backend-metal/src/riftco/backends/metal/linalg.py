@@ -6,11 +6,10 @@ from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import (
     Runtime,
     Storage,
-    broadcast_strides,
     groups_for,
     shape_size,
 )
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType, broadcast_strides
 
 
 def matmul(rt: Runtime, a: Storage, a_shape, b: Storage, b_shape, ta: bool, tb: bool) -> Storage:

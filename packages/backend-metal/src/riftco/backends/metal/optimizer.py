@@ -15,7 +15,7 @@ import numpy as np
 
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 _F32 = DType.float32
 _CLEAR = 0xFFFFFFFF

@@ -7,7 +7,7 @@ from __future__ import annotations
 from riftco.backends.metal import elementwise
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for, snippet
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 _F32 = DType.float32
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, groups_for, split_axis
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
-_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "sum_squares": 4, "argmax": 5}
+#: The kernels' op codes, by name: riftco.tensor's reductions and ``argmax``.
+CODES = {"sum": 0, "mean": 1, "max": 2, "min": 3, "sum_squares": 4, "argmax": 5}
 
 _FLOAT = """
     if (!live) { return; }
@@ -97,7 +98,7 @@ _INT = """
 
 
 def reduce(rt: Runtime, op: str, x: Storage, shape, dtype: DType, axis: int) -> Storage:
-    code = _OPS.get(op)
+    code = CODES.get(op)
     if code is None or (dtype is DType.int64 and op not in ("sum", "max", "min", "argmax")):
         raise GpuError(f"reduce: {op!r} is not defined for {dtype.value}")
     if dtype not in (DType.float32, DType.int64):

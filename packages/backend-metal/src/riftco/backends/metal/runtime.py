@@ -23,7 +23,7 @@ import numpy as np
 
 from riftco.backends.metal import _native
 from riftco.backends.metal.errors import GpuError
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import DType
 
 #: Threads per workgroup of the one-dimensional kernels.
 GROUP = 256
@@ -190,15 +190,3 @@ def shape_size(shape: Sequence[int]) -> int:
 def split_axis(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
     """``(outer, n, inner)`` of ``shape`` around ``axis``."""
     return shape_size(shape[:axis]), int(shape[axis]), shape_size(shape[axis + 1 :])
-
-
-def broadcast_strides(shape: Sequence[int], out_shape: Sequence[int]) -> list[int]:
-    """Element strides reading ``shape`` broadcast to ``out_shape`` (0 on broadcast axes)."""
-    pad = len(out_shape) - len(shape)
-    full = [1] * pad + [int(d) for d in shape]
-    strides = [0] * len(full)
-    step = 1
-    for i in range(len(full) - 1, -1, -1):
-        strides[i] = 0 if full[i] == 1 and out_shape[i] != 1 else step
-        step *= full[i]
-    return strides

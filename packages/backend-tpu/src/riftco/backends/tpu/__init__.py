@@ -24,7 +24,7 @@ if _native.__version__ != __version__:
 from riftco.backends.tpu.backend import API_VERSION, TpuBackend
 from riftco.backends.tpu.errors import PjrtError
 from riftco.backends.tpu.plugin import PluginLocation, find_plugin
-from riftco.tensor.errors import BackendUnavailable
+from riftco.tensor.plugin import BackendUnavailable
 
 
 def native_build_id() -> str:

@@ -11,9 +11,7 @@ import numpy as np
 
 from riftco.backends.tpu import _native
 from riftco.backends.tpu.plugin import PluginLocation
-from riftco.tensor import Backend, CapabilityMissing
-from riftco.tensor.backend import Shape
-from riftco.tensor.dtypes import DType
+from riftco.tensor.plugin import Backend, DType, Shape
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.0 base capabilities, 1.1 adam_update, 1.2 fused kernels, 1.3 paged_attention,
@@ -49,8 +47,8 @@ class TpuBackend(Backend):
             f"{self.location.path} from {self.location.source}"
         )
 
-    def _missing(self, capability: str) -> CapabilityMissing:
-        return CapabilityMissing(
+    def missing_hint(self, capability: str) -> str:
+        return (
             f"{capability!r} is not supported on tpu (PJRT platform {self.device.platform}); "
             "there is no fallback to the CPU: move the tensors with .to('cpu') to use it there"
         )

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from riftco.tensor.errors import BackendUnavailable
+from riftco.tensor.plugin import BackendUnavailable
 
 PLUGIN_VAR = "RIFTCO_PJRT_PLUGIN"
 TPU_VARS = ("RIFTCO_TPU_LIBRARY", "TPU_LIBRARY_PATH")

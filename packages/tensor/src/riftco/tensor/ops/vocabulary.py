@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
-Formula = Callable[..., np.ndarray]
+#: A numpy formula: arrays (and, for a reduction, the axis) in, an array or scalar out.
+Formula = Callable[..., Any]
 
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

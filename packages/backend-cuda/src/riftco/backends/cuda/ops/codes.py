@@ -31,7 +31,9 @@ def enum_codes(source: str, enum: str, prefix: str) -> dict[str, int]:
     for entry in filter(str.strip, found[enum].split(",")):
         match = _ENTRY.match(entry)
         if match is None or not match.group(1).startswith(prefix):
-            raise CudaError(f"enum {enum}: expected {prefix}<NAME> = <code>, found {entry.strip()!r}")
+            raise CudaError(
+                f"enum {enum}: expected {prefix}<NAME> = <code>, found {entry.strip()!r}"
+            )
         codes[match.group(1)[len(prefix) :].lower()] = int(match.group(2))
     if len(set(codes.values())) != len(codes):
         raise CudaError(f"enum {enum} gives two ops one code: {codes}")
