@@ -141,9 +141,10 @@ def test_layers_say_how_they_join_a_fused_projection_and_a_whole_step_program():
     linear = nn.Linear(32, 8)
     read = lambda p: None if p is None else p.value  # noqa: E731
     assert fused_projection(linear) == (linear.weight, linear.bias)
-    assert decode_linear(linear, read).weight is linear.weight.value
+    joined = decode_linear(linear, read)
+    assert joined.format == "f32" and joined.arrays[0] is linear.weight.value
     block = nn.BlockLinear.from_linear(nn.Linear(32, 8), "q8_0")
-    assert fused_projection(block) is None and decode_linear(block, read).weight.format == "q8_0"
+    assert fused_projection(block) is None and decode_linear(block, read).format == "q8_0"
     adapted = nn.LoraLinear(nn.Linear(32, 8), nn.LoraConfig(rank=2))
     assert fused_projection(adapted) is None and decode_linear(adapted, read) is None
 

@@ -6,6 +6,7 @@ and the checks that refuse what does not fit."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -99,25 +100,27 @@ class Model:
             x = x + lin(inner, layer["ff"][-1])
         return lin(self.norm(x, self.final), self.head)
 
-    def decoder(self, backend):
+    def spec(self, backend):
         t = lambda a: None if a is None else rt.tensor(a, backend=backend)  # noqa: E731
-        lin = lambda p: rt.DecoderLinear(t(p[0]), t(p[1]))  # noqa: E731
-        norm = lambda n: rt.DecoderNorm(t(n[0]), t(n[1]))  # noqa: E731
-        layers = [
-            rt.DecoderLayer(
-                norm(la["n1"]),
-                lin(la["q"]),
-                lin(la["k"]),
-                lin(la["v"]),
-                lin(la["o"]),
-                norm(la["n2"]),
+        lin = lambda p: rt.DecodeLinear.of(t(p[0]), t(p[1]))  # noqa: E731
+        norm = lambda n: rt.DecodeNorm(t(n[0]), t(n[1]))  # noqa: E731
+        ff_roles = rt.FEED_FORWARDS[self.kind]
+        layers = tuple(
+            rt.DecodeLayer(
+                {"attention": norm(la["n1"]), "feed_forward": norm(la["n2"])},
+                {
+                    "query": lin(la["q"]),
+                    "key": lin(la["k"]),
+                    "value": lin(la["v"]),
+                    "output": lin(la["o"]),
+                    **{role: lin(p) for role, p in zip(ff_roles, la["ff"], strict=True)},
+                },
                 self.kind,
-                tuple(lin(p) for p in la["ff"]),
             )
             for la in self.layers
-        ]
+        )
         learned = self.pos is not None
-        return rt.Decoder(
+        return rt.DecodeSpec(
             heads=H,
             kv_heads=HKV,
             head_dim=DH,
@@ -131,6 +134,9 @@ class Model:
             final_norm=norm(self.final),
             head=lin(self.head),
         )
+
+    def decoder(self, backend):
+        return rt.Decoder(self.spec(backend))
 
 
 def native_decoder(model, backend):
@@ -226,25 +232,34 @@ def test_bad_steps_and_models_are_refused_with_what_was_found():
     with pytest.raises(rt.ShapeError, match="needs kv_starts"):
         step(kv_starts=None)
     layer = model.decoder("cpu").spec.layers[0]
-    assert layer.query.shape == (H * DH, D)
+    assert layer.linears["query"].shape == (H * DH, D)
+    spec = model.spec("cpu")
+    zeros = lambda *s: rt.DecodeLinear.of(rt.zeros(s))  # noqa: E731
+    bad = rt.DecodeLayer(
+        {"attention": rt.DecodeNorm(), "feed_forward": rt.DecodeNorm()},
+        {"query": zeros(16, 16), "key": zeros(16, 16), "value": zeros(8, 16),
+         "output": zeros(16, 16), "gate": zeros(8, 16), "up": zeros(8, 16),
+         "down": zeros(16, 8)},
+        "swiglu",
+    )  # fmt: skip
     with pytest.raises(rt.ShapeError, match=r"layers\[0\].key must be \[8, 16\], found \[16, 16\]"):
-        rt.Decoder(
-            heads=H, kv_heads=HKV, head_dim=DH, norm="rms", eps=1e-6,
-            token_embedding=rt.tensor(model.emb), rope_theta=1e4,
-            layers=[rt.DecoderLayer(
-                rt.DecoderNorm(), rt.DecoderLinear(rt.zeros((16, 16))),
-                rt.DecoderLinear(rt.zeros((16, 16))), rt.DecoderLinear(rt.zeros((8, 16))),
-                rt.DecoderLinear(rt.zeros((16, 16))), rt.DecoderNorm(), "swiglu",
-                tuple(rt.DecoderLinear(rt.zeros(s)) for s in ((8, 16), (8, 16), (16, 8))),
-            )],
-            final_norm=rt.DecoderNorm(), head=rt.DecoderLinear(rt.tensor(model.emb)),
-        )  # fmt: skip
+        rt.Decoder(replace(spec, layers=(bad,)))
     with pytest.raises(rt.ShapeError, match="exactly one of position_embedding"):
-        rt.Decoder(
-            heads=H, kv_heads=HKV, head_dim=DH, norm="rms", eps=1e-6,
-            token_embedding=rt.tensor(model.emb), layers=[], final_norm=rt.DecoderNorm(),
-            head=rt.DecoderLinear(rt.tensor(model.emb)),
-        )  # fmt: skip
+        rt.Decoder(replace(spec, layers=(), rope_theta=None))
+    first = spec.layers[0]
+    no_output = {k: v for k, v in first.linears.items() if k != "output"}
+    with pytest.raises(rt.ShapeError, match=r"layers\[0\] has no output"):
+        rt.Decoder(replace(spec, layers=(replace(first, linears=no_output),)))
+
+
+def test_a_part_the_native_step_does_not_decode_is_refused_typed():
+    spec = Model("swiglu").spec("cpu")
+    query_norm = rt.DecodeNorm(rt.ones(DH))
+    layers = tuple(replace(la, norms={**la.norms, "query": query_norm}) for la in spec.layers)
+    with pytest.raises(rt.CapabilityMissing, match="norm role 'query'"):
+        rt.Decoder(replace(spec, layers=layers))
+    with pytest.raises(rt.CapabilityMissing, match="topology flag 'parallel_blocks'"):
+        rt.Decoder(replace(spec, topology={"parallel_blocks": True}))
 
 
 def test_a_backend_without_the_capability_is_told_so():

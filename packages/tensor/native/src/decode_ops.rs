@@ -3,8 +3,14 @@
 //! keeps alive) and runs one incremental step per call, writing keys and values
 //! into the caller's cache arrays in place.
 //!
-//! A linear arrives as `(format, rows, cols, arrays, bias, block_size, offset)`:
-//! `f32` with `[weight]`; `q8_0`, `q4_0` or `f16` with `[data]` (uint8, GGUF
+//! The model arrives as riftco.tensor's `DecodeSpec` (riftco.tensor.ops.decode
+//! documents the schema), its tensors already lowered to numpy arrays, and is read here
+//! by field name. Each layer names its parts by role (`norms`, `linears`); a role or a
+//! `topology` flag this build does not know is refused, listed by `decode_features`,
+//! so a description never loses a part silently and the caller decodes op by op.
+//!
+//! A linear is `format`, `arrays`, `shape` `(rows, cols)`, `bias`, `block_size` and
+//! `offset`: `f32` with `[weight]`; `q8_0`, `q4_0` or `f16` with `[data]` (uint8, GGUF
 //! rows); `nf4` with `[codes, absmax]` (float32 scales) or `[codes, absmax,
 //! group_range]` (double-quantized), its block size and scale offset.
 
@@ -98,15 +104,24 @@ impl Holder {
         a.map(|a| self.take::<f32>(a)).transpose()
     }
 
-    fn norm(&mut self, (w, b): &NormSpec<'_>) -> PyResult<RawNorm> {
+    fn norm(&mut self, spec: &Bound<'_, PyAny>, what: &str) -> PyResult<RawNorm> {
         Ok(RawNorm {
-            weight: self.opt_f32(w.as_ref())?,
-            bias: self.opt_f32(b.as_ref())?,
+            weight: self.opt_f32(opt_array(spec.getattr("weight")?, what)?.as_ref())?,
+            bias: self.opt_f32(opt_array(spec.getattr("bias")?, what)?.as_ref())?,
         })
     }
 
-    fn linear(&mut self, spec: &LinearSpec<'_>) -> PyResult<RawLinear> {
-        let (format, rows, cols, arrays, bias, block, offset) = spec;
+    fn linear(&mut self, spec: &Bound<'_, PyAny>, what: &str) -> PyResult<RawLinear> {
+        let format: String = spec.getattr("format")?.extract()?;
+        let (rows, cols): (usize, usize) = spec.getattr("shape")?.extract()?;
+        let block: usize = spec.getattr("block_size")?.extract()?;
+        let offset: f32 = spec.getattr("offset")?.extract()?;
+        let arrays = spec
+            .getattr("arrays")?
+            .try_iter()?
+            .map(|a| array(a?, what))
+            .collect::<PyResult<Vec<_>>>()?;
+        let bias = opt_array(spec.getattr("bias")?, what)?;
         let weight = match (format.as_str(), arrays.as_slice()) {
             ("f32", [w]) => RawWeight::F32(self.take::<f32>(w)?),
             ("nf4", [codes, absmax, rest @ ..]) if rest.len() <= 1 => {
@@ -121,8 +136,8 @@ impl Holder {
                     codes,
                     scales,
                     ranges,
-                    offset: *offset,
-                    block: *block,
+                    offset,
+                    block,
                 }
             }
             (name, [data]) => {
@@ -131,37 +146,124 @@ impl Holder {
             }
             (name, found) => {
                 return Err(error(format!(
-                    "DecodeProgram: a {name} linear with {} arrays",
+                    "DecodeProgram: {what} is a {name} linear with {} arrays",
                     found.len()
                 )))
             }
         };
         Ok(RawLinear {
             weight,
-            rows: *rows,
-            cols: *cols,
+            rows,
+            cols,
             bias: self.opt_f32(bias.as_ref())?,
         })
     }
 }
 
-type NormSpec<'py> = (Option<Array<'py>>, Option<Array<'py>>);
-type LinearSpec<'py> = (
-    String,
-    usize,
-    usize,
-    Vec<Array<'py>>,
-    Option<Array<'py>>,
-    usize,
-    f32,
-);
-type LayerSpec<'py> = (
-    NormSpec<'py>,
-    [LinearSpec<'py>; 4],
-    NormSpec<'py>,
-    String,
-    Vec<LinearSpec<'py>>,
-);
+/// The norm roles of a layer, its attention linears, the feed-forward kinds with their
+/// linears, and the topology flags this build decodes (riftco.tensor.ops.decode).
+const NORMS: [&str; 2] = ["attention", "feed_forward"];
+const ATTENTION: [&str; 4] = ["query", "key", "value", "output"];
+const FEED_FORWARDS: [(&str, &[&str]); 3] = [
+    ("gelu", &["expand", "project"]),
+    ("gelu_tanh", &["expand", "project"]),
+    ("swiglu", &["gate", "up", "down"]),
+];
+const TOPOLOGY: [&str; 0] = [];
+
+fn array<'py>(o: Bound<'py, PyAny>, what: &str) -> PyResult<Array<'py>> {
+    o.cast_into::<PyUntypedArray>().map_err(|_| {
+        error(format!(
+            "DecodeProgram: {what} holds something other than an array"
+        ))
+    })
+}
+
+fn opt_array<'py>(o: Bound<'py, PyAny>, what: &str) -> PyResult<Option<Array<'py>>> {
+    if o.is_none() {
+        Ok(None)
+    } else {
+        array(o, what).map(Some)
+    }
+}
+
+/// `mapping[key]`, or an error naming `what` and the key.
+fn entry<'py>(mapping: &Bound<'py, PyAny>, key: &str, what: &str) -> PyResult<Bound<'py, PyAny>> {
+    mapping
+        .get_item(key)
+        .map_err(|_| error(format!("DecodeProgram: {what} has no {key:?}")))
+}
+
+/// Refuse a key of `mapping` outside `known` (a part this build would ignore).
+fn only(mapping: &Bound<'_, PyAny>, known: &[&str], what: &str) -> PyResult<()> {
+    for key in mapping.try_iter()? {
+        let key: String = key?.extract()?;
+        if !known.contains(&key.as_str()) {
+            return Err(error(format!(
+                "DecodeProgram: unsupported {what} {key:?} (this build decodes {known:?})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Holder {
+    fn layer(&mut self, spec: &Bound<'_, PyAny>, at: &str) -> PyResult<RawLayer> {
+        let kind: String = spec.getattr("feed_forward")?.extract()?;
+        let Some(&(_, ff_roles)) = FEED_FORWARDS.iter().find(|(k, _)| *k == kind) else {
+            return Err(error(format!(
+                "DecodeProgram: unsupported feed-forward {kind:?} in {at}"
+            )));
+        };
+        let norms = spec.getattr("norms")?;
+        only(&norms, &NORMS, &format!("norm role of {at}"))?;
+        let linears = spec.getattr("linears")?;
+        let known: Vec<&str> = ATTENTION.iter().chain(ff_roles).copied().collect();
+        only(&linears, &known, &format!("linear role of {at}"))?;
+        let mut lin = |role: &str| -> PyResult<RawLinear> {
+            let what = format!("{at}.{role}");
+            self.linear(&entry(&linears, role, at)?, &what)
+        };
+        let qkvo = [lin("query")?, lin("key")?, lin("value")?, lin("output")?];
+        let feed_forward = ff_roles.iter().map(|r| lin(r)).collect::<PyResult<_>>()?;
+        Ok(RawLayer {
+            attention_norm: self.norm(&entry(&norms, "attention", at)?, at)?,
+            qkvo,
+            feed_forward_norm: self.norm(&entry(&norms, "feed_forward", at)?, at)?,
+            gelu_tanh: match kind.as_str() {
+                "swiglu" => None,
+                k => Some(k == "gelu_tanh"),
+            },
+            feed_forward,
+        })
+    }
+}
+
+/// What this build's whole-step program decodes: `(norm roles, linear roles, feed-forward
+/// kinds, topology flags)`; riftco.tensor's CPU backend refuses a description outside it
+/// before compiling, so the model decodes op by op instead.
+#[pyfunction]
+fn decode_features() -> (
+    Vec<&'static str>,
+    Vec<&'static str>,
+    Vec<&'static str>,
+    Vec<&'static str>,
+) {
+    let mut linears: Vec<&str> = ATTENTION.to_vec();
+    for (_, roles) in FEED_FORWARDS {
+        for r in roles {
+            if !linears.contains(r) {
+                linears.push(r);
+            }
+        }
+    }
+    (
+        NORMS.to_vec(),
+        linears,
+        FEED_FORWARDS.iter().map(|(k, _)| *k).collect(),
+        TOPOLOGY.to_vec(),
+    )
+}
 
 /// A model compiled for whole-step decoding.
 #[pyclass(name = "DecodeProgram", module = "riftco.tensor._native", frozen)]
@@ -300,30 +402,10 @@ fn writable<'py>(a: &Array<'py>, what: &str) -> PyResult<PyReadwriteArrayDyn<'py
 
 #[pymethods]
 impl DecodeProgram {
+    /// Compile a lowered `DecodeSpec` (riftco.tensor.ops.decode): read by field name.
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (
-        d_model, vocab, heads, kv_heads, head_dim, scale, window, norm, eps, rope_theta,
-        token_embedding, position_embedding, layers, final_norm, head
-    ))]
-    fn new<'py>(
-        d_model: usize,
-        vocab: usize,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
-        scale: f32,
-        window: usize,
-        norm: &str,
-        eps: f32,
-        rope_theta: Option<f64>,
-        token_embedding: Array<'py>,
-        position_embedding: Option<Array<'py>>,
-        layers: Vec<LayerSpec<'py>>,
-        final_norm: NormSpec<'py>,
-        head: LinearSpec<'py>,
-    ) -> PyResult<Self> {
-        let norm = match norm {
+    fn new(spec: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let norm = match spec.getattr("norm")?.extract::<String>()?.as_str() {
             "layer" => Norm::Layer,
             "rms" => Norm::Rms,
             other => {
@@ -332,50 +414,37 @@ impl DecodeProgram {
                 )))
             }
         };
+        only(&spec.getattr("topology")?, &TOPOLOGY, "topology flag")?;
         let mut h = Holder { keep: Vec::new() };
-        let mut raw_layers = Vec::with_capacity(layers.len());
-        for (attention_norm, qkvo, feed_forward_norm, kind, ff) in &layers {
-            let gelu_tanh = match (kind.as_str(), ff.len()) {
-                ("gelu", 2) => Some(false),
-                ("gelu_tanh", 2) => Some(true),
-                ("swiglu", 3) => None,
-                (k, n) => {
-                    return Err(error(format!(
-                        "DecodeProgram: a {k:?} feed-forward with {n} linears"
-                    )))
-                }
-            };
-            let mut lins = Vec::with_capacity(4);
-            for l in qkvo {
-                lins.push(h.linear(l)?);
-            }
-            raw_layers.push(RawLayer {
-                attention_norm: h.norm(attention_norm)?,
-                qkvo: [lins[0], lins[1], lins[2], lins[3]],
-                feed_forward_norm: h.norm(feed_forward_norm)?,
-                gelu_tanh,
-                feed_forward: ff.iter().map(|l| h.linear(l)).collect::<PyResult<_>>()?,
-            });
-        }
+        let layers = spec
+            .getattr("layers")?
+            .try_iter()?
+            .enumerate()
+            .map(|(i, layer)| h.layer(&layer?, &format!("layers[{i}]")))
+            .collect::<PyResult<Vec<_>>>()?;
+        let usize_of = |name: &str| -> PyResult<usize> { spec.getattr(name)?.extract() };
         let program = DecodeProgram {
-            d_model,
-            vocab,
+            d_model: usize_of("d_model")?,
+            vocab: usize_of("vocab")?,
             heads: Heads {
-                heads,
-                kv_heads,
-                head_dim,
-                scale,
+                heads: usize_of("heads")?,
+                kv_heads: usize_of("kv_heads")?,
+                head_dim: usize_of("head_dim")?,
+                scale: spec.getattr("scale")?.extract()?,
                 causal: true,
-                window,
+                window: usize_of("window")?,
             },
             norm,
-            eps,
-            rope_theta,
-            token_embedding: h.take::<f32>(&token_embedding)?,
-            position_embedding: h.opt_f32(position_embedding.as_ref())?,
-            layers: raw_layers,
-            final_norm: h.norm(&final_norm)?,
-            head: h.linear(&head)?,
+            eps: spec.getattr("eps")?.extract()?,
+            rope_theta: spec.getattr("rope_theta")?.extract()?,
+            token_embedding: h
+                .take::<f32>(&array(spec.getattr("token_embedding")?, "token_embedding")?)?,
+            position_embedding: h.opt_f32(
+                opt_array(spec.getattr("position_embedding")?, "position_embedding")?.as_ref(),
+            )?,
+            layers,
+            final_norm: h.norm(&spec.getattr("final_norm")?, "final_norm")?,
+            head: h.linear(&spec.getattr("head")?, "head")?,
             _keep: Vec::new(),
         };
         program.model().check().map_err(|e| error(e.0))?;
@@ -512,5 +581,6 @@ impl DecodeProgram {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<DecodeProgram>()
+    m.add_class::<DecodeProgram>()?;
+    m.add_function(wrap_pyfunction!(decode_features, m)?)
 }

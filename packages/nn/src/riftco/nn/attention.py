@@ -87,11 +87,14 @@ class CausalSelfAttention(Module):
         a = cache.attend(step, layer, q, scale=self.scale, window=self.window)
         return self.output(a.reshape(n, self.heads * self.head_dim))
 
-    def decode_projections(self, read: Read) -> tuple[rt.DecoderLinear, ...] | None:
-        """Query, key, value and output as a whole-step program's linears, or None."""
-        layers = (self.query, self.key, self.value, self.output)
-        linears = tuple(decode_linear(p, read) for p in layers)
-        return None if None in linears else linears  # type: ignore[return-value]
+    def decode_projections(self, read: Read) -> dict[str, rt.DecodeLinear] | None:
+        """Query, key, value and output as a whole-step program's linears by role, or
+        None."""
+        layers = {"query": self.query, "key": self.key, "value": self.value, "output": self.output}
+        linears = {role: decode_linear(p, read) for role, p in layers.items()}
+        if any(lin is None for lin in linears.values()):
+            return None
+        return linears  # type: ignore[return-value]  # no None left
 
     def extra_repr(self) -> str:
         extra = f", window={self.window}" if self.window else ""

@@ -33,10 +33,11 @@ class FeedForward(Module):
     def forward(self, x: Any) -> Any:
         return self.project(F.gelu(self.expand(x), self.approximate))
 
-    def decode_feed_forward(self, read: Read) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
-        """``(kind, linears)`` for a whole-step program, None if a linear cannot join."""
+    def decode_feed_forward(self, read: Read) -> tuple[str, dict[str, rt.DecodeLinear]] | None:
+        """``(kind, linears by role)`` for a whole-step program, None if a linear cannot
+        join."""
         kind = "gelu" if self.approximate == "none" else "gelu_tanh"
-        return _joined(kind, (self.expand, self.project), read)
+        return _joined(kind, {"expand": self.expand, "project": self.project}, read)
 
     def extra_repr(self) -> str:
         return f"gelu={'exact' if self.approximate == 'none' else 'tanh'}"
@@ -56,16 +57,18 @@ class SwiGLU(Module):
     def forward(self, x: Any) -> Any:
         return self.down(F.swiglu(self.gate(x), self.up(x)))
 
-    def decode_feed_forward(self, read: Read) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
-        """``("swiglu", (gate, up, down))`` for a whole-step program, or None."""
-        return _joined("swiglu", (self.gate, self.up, self.down), read)
+    def decode_feed_forward(self, read: Read) -> tuple[str, dict[str, rt.DecodeLinear]] | None:
+        """``("swiglu", {gate, up, down})`` for a whole-step program, or None."""
+        return _joined("swiglu", {"gate": self.gate, "up": self.up, "down": self.down}, read)
 
 
 def _joined(
-    kind: str, layers: tuple[Module, ...], read: Read
-) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
-    linears = tuple(decode_linear(m, read) for m in layers)
-    return None if None in linears else (kind, linears)  # type: ignore[return-value]
+    kind: str, layers: dict[str, Module], read: Read
+) -> tuple[str, dict[str, rt.DecodeLinear]] | None:
+    linears = {role: decode_linear(m, read) for role, m in layers.items()}
+    if any(lin is None for lin in linears.values()):
+        return None
+    return kind, linears  # type: ignore[return-value]  # no None left
 
 
 def feed_forward_for(config: TransformerConfig, backend: str | Backend | None = None) -> Module:

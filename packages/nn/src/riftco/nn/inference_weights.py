@@ -70,9 +70,9 @@ class BlockLinear(Module):
             self.__dict__["_packed"] = (key, packed)
         return packed
 
-    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+    def decode_linear(self, read: Read) -> rt.DecodeLinear | None:
         """The block-layout weight, read in place (riftco.nn.joins)."""
-        return rt.DecoderLinear(self.weight, read(self.bias))
+        return rt.DecodeLinear.of(self.weight, read(self.bias))
 
     @classmethod
     def layer_capabilities(cls, job: str) -> tuple[str, ...]:

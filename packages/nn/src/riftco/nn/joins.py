@@ -31,22 +31,22 @@ class JoinsFusedProjection(Protocol):
 
 @runtime_checkable
 class JoinsWholeStep(Protocol):
-    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+    def decode_linear(self, read: Read) -> rt.DecodeLinear | None:
         """This layer as a linear of a whole-step program, or None."""
         ...
 
 
 @runtime_checkable
 class JoinsWholeStepNorm(Protocol):
-    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecoderNorm]:
+    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecodeNorm]:
         """``(kind, eps, weights)``: ``layer`` or ``rms``, for a whole-step program."""
         ...
 
 
 @runtime_checkable
 class JoinsWholeStepFeedForward(Protocol):
-    def decode_feed_forward(self, read: Read) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
-        """``(kind, linears)`` for a whole-step program, or None."""
+    def decode_feed_forward(self, read: Read) -> tuple[str, dict[str, rt.DecodeLinear]] | None:
+        """``(kind, linears by role)`` for a whole-step program, or None."""
         ...
 
 
@@ -55,19 +55,17 @@ def fused_projection(layer: object) -> tuple[Parameter, Parameter | None] | None
     return layer.fused_projection() if isinstance(layer, JoinsFusedProjection) else None
 
 
-def decode_linear(layer: object, read: Read) -> rt.DecoderLinear | None:
+def decode_linear(layer: object, read: Read) -> rt.DecodeLinear | None:
     """``layer`` as a whole-step program's linear; None when it cannot be one."""
     return layer.decode_linear(read) if isinstance(layer, JoinsWholeStep) else None
 
 
-def decode_norm(layer: object, read: Read) -> tuple[str, float, rt.DecoderNorm] | None:
+def decode_norm(layer: object, read: Read) -> tuple[str, float, rt.DecodeNorm] | None:
     """``layer`` as a whole-step program's norm; None when it cannot be one."""
     return layer.decode_norm(read) if isinstance(layer, JoinsWholeStepNorm) else None
 
 
-def decode_feed_forward(
-    layer: object, read: Read
-) -> tuple[str, tuple[rt.DecoderLinear, ...]] | None:
+def decode_feed_forward(layer: object, read: Read) -> tuple[str, dict[str, rt.DecodeLinear]] | None:
     """``layer`` as a whole-step program's feed-forward; None when it cannot be one."""
     return layer.decode_feed_forward(read) if isinstance(layer, JoinsWholeStepFeedForward) else None
 

@@ -61,11 +61,11 @@ class Linear(Module):
         """Its weight and bias, for a fused projection (riftco.nn.joins)."""
         return self.weight, self.bias
 
-    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+    def decode_linear(self, read: Read) -> rt.DecodeLinear | None:
         """The float32 weight and bias, read in place (riftco.nn.joins)."""
         weight = read(self.weight)
         assert weight is not None  # a Linear always has its weight
-        return rt.DecoderLinear(weight, read(self.bias))
+        return rt.DecodeLinear.of(weight, read(self.bias))
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
@@ -123,9 +123,9 @@ class LayerNorm(Module):
     def forward(self, x: Any) -> Any:
         return F.layer_norm(x, self.weight, self.bias, self.eps)
 
-    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecoderNorm]:
+    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecodeNorm]:
         """``("layer", eps, weights)`` for a whole-step program."""
-        return "layer", self.eps, rt.DecoderNorm(read(self.weight), read(self.bias))
+        return "layer", self.eps, rt.DecodeNorm(read(self.weight), read(self.bias))
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}"
@@ -145,9 +145,9 @@ class RMSNorm(Module):
     def forward(self, x: Any) -> Any:
         return F.rms_norm(x, self.weight, self.eps)
 
-    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecoderNorm]:
+    def decode_norm(self, read: Read) -> tuple[str, float, rt.DecodeNorm]:
         """``("rms", eps, weights)`` for a whole-step program."""
-        return "rms", self.eps, rt.DecoderNorm(read(self.weight))
+        return "rms", self.eps, rt.DecodeNorm(read(self.weight))
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps:g}"

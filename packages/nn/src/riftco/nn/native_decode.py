@@ -67,7 +67,7 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
     embedding = read(model.token_embedding.weight)
     assert head_weight is not None and embedding is not None
     rotary = c.positions == "rotary"
-    return rt.Decoder(
+    spec = rt.DecodeSpec(
         heads=c.n_heads,
         kv_heads=c.n_kv_heads,
         head_dim=c.head_dim,
@@ -78,10 +78,14 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
         rope_theta=c.rope_theta if rotary else None,
         window=c.sliding_window or 0,
         scale=model.blocks[0].attention.scale if len(model.blocks) else None,
-        layers=layers,
+        layers=tuple(layers),
         final_norm=final_norm,
-        head=rt.DecoderLinear(head_weight, read(head.bias)),
+        head=rt.DecodeLinear.of(head_weight, read(head.bias)),
     )
+    try:
+        return rt.Decoder(spec)
+    except rt.CapabilityMissing:  # a part the backend's native step does not decode
+        return None
 
 
 def decoder_for(model: DecoderOnlyTransformer) -> rt.Decoder | None:

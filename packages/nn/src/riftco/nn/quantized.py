@@ -126,9 +126,9 @@ class QuantizedLinear(Module):
             offset,
         )
 
-    def decode_linear(self, read: Read) -> rt.DecoderLinear | None:
+    def decode_linear(self, read: Read) -> rt.DecodeLinear | None:
         """The packed NF4 weight, read in place (riftco.nn.joins)."""
-        return rt.DecoderLinear(self.weight, read(self.bias))
+        return rt.DecodeLinear.of(self.weight, read(self.bias))
 
     @classmethod
     def layer_capabilities(cls, job: str) -> tuple[str, ...]:

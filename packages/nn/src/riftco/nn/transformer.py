@@ -62,21 +62,20 @@ class TransformerBlock(Module):
         x = x + a
         return x + self.feed_forward(self.feed_forward_norm(x))
 
-    def decode_layer(self, read: Read) -> tuple[tuple[str, float], rt.DecoderLayer] | None:
+    def decode_layer(self, read: Read) -> tuple[tuple[str, float], rt.DecodeLayer] | None:
         """This block as a whole-step program's layer, with its norms' kind and epsilon
         (the program has one of each), or None when a part cannot join."""
         projections = self.attention.decode_projections(read)
         feed_forward = decode_feed_forward(self.feed_forward, read)
         norms = [decode_norm(n, read) for n in (self.attention_norm, self.feed_forward_norm)]
-        if projections is None or feed_forward is None or None in norms:
+        if projections is None or feed_forward is None or any(n is None for n in norms):
             return None
         (kind, eps, attention_norm), (kind2, eps2, feed_forward_norm) = norms  # type: ignore[misc]
         if (kind, eps) != (kind2, eps2):
             return None
-        q, k, v, o = projections
-        layer = rt.DecoderLayer(
-            attention_norm, q, k, v, o, feed_forward_norm, feed_forward[0], feed_forward[1]
-        )
+        ff_kind, ff_linears = feed_forward
+        norms_by_role = {"attention": attention_norm, "feed_forward": feed_forward_norm}
+        layer = rt.DecodeLayer(norms_by_role, {**projections, **ff_linears}, ff_kind)
         return (kind, eps), layer
 
 

@@ -1,6 +1,6 @@
 # Private compiled module of riftco-tensor. Arrays are C-contiguous numpy
 # arrays whose shapes and dtypes the Python side has validated.
-from typing import final
+from typing import Any, final
 
 import numpy as np
 
@@ -27,6 +27,7 @@ __all__ = [
     "copy_strided",
     "cross_entropy",
     "cross_entropy_backward",
+    "decode_features",
     "flash_attention",
     "flash_attention_backward",
     "gather",
@@ -211,32 +212,13 @@ def block_linear(
     cols: int,
     bias: np.ndarray | None = None,
 ) -> np.ndarray: ...
-
-_Linear = tuple[str, int, int, list[np.ndarray], np.ndarray | None, int, float]
-_Norm = tuple[np.ndarray | None, np.ndarray | None]
+def decode_features() -> tuple[list[str], list[str], list[str], list[str]]: ...
 
 @final
 class DecodeProgram:
     """A model compiled for whole-step decoding (riftco_kernels::decode)."""
 
-    def __new__(
-        cls,
-        d_model: int,
-        vocab: int,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        scale: float,
-        window: int,
-        norm: str,
-        eps: float,
-        rope_theta: float | None,
-        token_embedding: np.ndarray,
-        position_embedding: np.ndarray | None,
-        layers: list[tuple[_Norm, list[_Linear], _Norm, str, list[_Linear]]],
-        final_norm: _Norm,
-        head: _Linear,
-    ) -> DecodeProgram: ...
+    def __new__(cls, spec: Any) -> DecodeProgram: ...
     def step(
         self,
         tokens: np.ndarray,

@@ -19,7 +19,7 @@ import numpy as np
 from riftco.tensor import _native
 from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
-from riftco.tensor.errors import KernelError
+from riftco.tensor.errors import CapabilityMissing, KernelError
 
 BF16 = DType.bfloat16
 _BF16_NUMPY = BF16.numpy
@@ -291,37 +291,30 @@ class CpuBackend(Backend):
         return _native.block_linear(x, data, format, rows, cols, bias)
 
     def decode_program(self, spec):
-        def linear(lin):
-            rows, cols = lin.shape
-            return (lin.format, rows, cols, list(lin.arrays), lin.bias, lin.block_size, lin.offset)
-
-        layers = [
-            (
-                layer.attention_norm,
-                [linear(p) for p in (layer.query, layer.key, layer.value, layer.output)],
-                layer.feed_forward_norm,
-                layer.feed_forward,
-                [linear(p) for p in layer.feed_forward_linears],
-            )
-            for layer in spec.layers
-        ]
-        return _native.DecodeProgram(
-            spec.d_model,
-            spec.vocab,
-            spec.heads,
-            spec.kv_heads,
-            spec.head_dim,
-            spec.scale,
-            spec.window,
-            spec.norm,
-            spec.eps,
-            spec.rope_theta,
-            spec.token_embedding,
-            spec.position_embedding,
-            layers,
-            spec.final_norm,
-            linear(spec.head),
+        # The native program reads the lowered spec by field name; what it does not
+        # decode (a role, a feed-forward kind, a topology flag) is refused here, typed,
+        # so the model decodes op by op.
+        norms, linears, feed_forwards, topology = _native.decode_features()
+        unknown = sorted(
+            {f"topology flag {k!r}" for k in spec.topology if k not in topology}
+            | {f"norm role {r!r}" for layer in spec.layers for r in layer.norms if r not in norms}
+            | {
+                f"linear role {r!r}"
+                for layer in spec.layers
+                for r in layer.linears
+                if r not in linears
+            }
+            | {
+                f"feed-forward {layer.feed_forward!r}"
+                for layer in spec.layers
+                if layer.feed_forward not in feed_forwards
+            }
         )
+        if unknown:
+            raise CapabilityMissing(
+                f"the cpu backend's whole-step decoder does not decode {', '.join(unknown)}"
+            )
+        return _native.DecodeProgram(spec)
 
     def decode_step(self, program, batch):
         return program.step(

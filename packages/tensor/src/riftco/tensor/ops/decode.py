@@ -26,8 +26,8 @@ description in riftco-nn, a field of the schema here, and the native step
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,57 +39,97 @@ from riftco.tensor.ops.blockquant import BlockWeight
 from riftco.tensor.ops.quantized import NF4Weight
 from riftco.tensor.tensor import Tensor
 
-#: Feed-forward kinds and their number of linears (GELU: expand, project;
-#: SwiGLU: gate, up, down).
-FEED_FORWARDS = {"gelu": 2, "gelu_tanh": 2, "swiglu": 3}
+#: Feed-forward kinds and the roles of their linears.
+FEED_FORWARDS: dict[str, tuple[str, ...]] = {
+    "gelu": ("expand", "project"),
+    "gelu_tanh": ("expand", "project"),
+    "swiglu": ("gate", "up", "down"),
+}
+#: The roles of a layer's norms and attention linears.
+NORM_ROLES = ("attention", "feed_forward")
+ATTENTION_ROLES = ("query", "key", "value", "output")
 
 
 @dataclass(frozen=True)
 class DecodeLinear:
-    """Backend level: ``y = x @ W^T (+ bias)``, ``W [rows, cols]``. ``format`` ``f32``: ``arrays`` is
-    ``(weight,)``; ``q8_0`` / ``q4_0`` / ``f16``: ``(data,)`` (uint8 block rows); ``nf4``:
-    ``(codes, absmax)`` or ``(codes, absmax, group_range)``."""
+    """``y = x @ W^T (+ bias)``, ``W [rows, cols]`` (``shape``). ``format`` ``f32``:
+    ``arrays`` is ``(weight,)``; ``q8_0`` / ``q4_0`` / ``f16``: ``(data,)`` (uint8 block
+    rows); ``nf4``: ``(codes, absmax)`` or ``(codes, absmax, group_range)`` with its
+    ``block_size`` and ``offset``. Tensors in a description, storage handles once lowered
+    (`of` makes one from a weight)."""
 
     format: str
-    arrays: tuple[Storage, ...]
+    arrays: tuple[Any, ...]
     shape: tuple[int, int]
-    bias: Storage | None = None
+    bias: Any = None
     block_size: int = 0
     offset: float = 0.0
+
+    @classmethod
+    def of(
+        cls, weight: Tensor | BlockWeight | NF4Weight, bias: Tensor | None = None
+    ) -> DecodeLinear:
+        """A float32 Tensor ``[rows, cols]``, a `BlockWeight` or an `NF4Weight`, read in
+        place, and an optional float32 bias ``[rows]``."""
+        shape = (int(weight.shape[0]), int(weight.shape[1]))
+        if isinstance(weight, BlockWeight):
+            return cls(weight.format, (weight.data,), shape, bias)
+        if isinstance(weight, NF4Weight):
+            arrays: tuple[Tensor, ...] = (weight.codes, weight.absmax)
+            if weight.group_range is not None:
+                arrays += (weight.group_range,)
+            offset = float(np.float32(weight.offset))
+            return cls("nf4", arrays, shape, bias, int(weight.block_size), offset)
+        return cls("f32", (weight,), shape, bias)
+
+
+@dataclass(frozen=True)
+class DecodeNorm:
+    """A norm's weight and (layer norm) bias, float32 ``[d_model]``, either may be None."""
+
+    weight: Any = None
+    bias: Any = None
 
 
 @dataclass(frozen=True)
 class DecodeLayer:
-    attention_norm: tuple[Storage | None, Storage | None]
-    query: DecodeLinear
-    key: DecodeLinear
-    value: DecodeLinear
-    output: DecodeLinear
-    feed_forward_norm: tuple[Storage | None, Storage | None]
+    """One block: its norms by role (``attention``, ``feed_forward``), its linears by
+    role (``query``, ``key``, ``value``, ``output`` and the feed-forward's, FEED_FORWARDS)
+    and the feed-forward ``kind``. A topology feature adds roles; a backend refuses a
+    role it does not know (CapabilityMissing), never ignores it."""
+
+    norms: Mapping[str, DecodeNorm]
+    linears: Mapping[str, DecodeLinear]
     feed_forward: str
-    feed_forward_linears: tuple[DecodeLinear, ...]
 
 
 @dataclass(frozen=True)
 class DecodeSpec:
-    """A model for ``Backend.decode_program``: sizes, topology and storage handles."""
+    """A model for whole-step decoding, as riftco-nn describes it: sizes, topology and
+    tensors. ``norm`` is ``layer`` or ``rms``; ``rope_theta`` None means learned
+    positions (``position_embedding [context, d_model]``), else rotary positions with
+    that base; ``scale`` None is ``1/sqrt(head_dim)``; ``topology`` holds the flags of
+    features beyond these (a backend refuses one it does not know). `Decoder` fills in
+    ``d_model``, ``vocab``, ``context`` and ``scale`` and hands the backend the same spec
+    over storage handles (``Backend.decode_program``)."""
 
-    d_model: int
-    vocab: int
     heads: int
     kv_heads: int
     head_dim: int
-    scale: float
-    window: int
-    norm: str  # "layer" | "rms"
+    norm: str
     eps: float
-    rope_theta: float | None  # None: learned positions
-    token_embedding: Storage
-    position_embedding: Storage | None
-    context: int
+    token_embedding: Any
     layers: tuple[DecodeLayer, ...]
-    final_norm: tuple[Storage | None, Storage | None]
+    final_norm: DecodeNorm
     head: DecodeLinear
+    position_embedding: Any = None
+    rope_theta: float | None = None
+    window: int = 0
+    scale: float | None = None
+    topology: Mapping[str, bool | int | float | str] = field(default_factory=dict)
+    d_model: int = 0
+    vocab: int = 0
+    context: int = 0
 
 
 class DecodeBatch(NamedTuple):
@@ -117,181 +157,146 @@ class DecodeBatch(NamedTuple):
     page_size: int = 0
 
 
-@dataclass(frozen=True)
-class DecoderLinear:
-    """A linear layer of a `Decoder`: a float32 Tensor ``[rows, cols]``, a `BlockWeight` or
-    an `NF4Weight`, and an optional float32 bias ``[rows]``."""
+class _Check:
+    """Every tensor of a description: float32, the expected shape, on the backend; each is
+    replaced by its storage handle (the lowered spec the backend compiles)."""
 
-    weight: Tensor | BlockWeight | NF4Weight
-    bias: Tensor | None = None
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
-    @property
-    def shape(self) -> tuple[int, int]:
-        s = self.weight.shape
-        return (int(s[0]), int(s[1]))
+    def tensor(self, what: str, t: Any, shape: tuple[int, ...] | None, dtype: DType) -> Storage:
+        if not isinstance(t, Tensor) or t.dtype is not dtype or (shape and t.shape != shape):
+            want = f"{dtype.value} {shape}" if shape else dtype.value
+            found = f"{t.dtype.value} {t.shape}" if isinstance(t, Tensor) else type(t).__name__
+            raise ShapeError(f"Decoder: {what} must be {want}, found {found}")
+        if t.backend != self.backend:
+            raise ShapeError(
+                f"Decoder: {what} is on {t.backend.name}, the embedding on {self.backend.name}"
+            )
+        return t._data
 
+    def f32(self, what: str, t: Tensor | None, shape: tuple[int, ...] | None) -> Storage | None:
+        return None if t is None else self.tensor(what, t, shape, DType.float32)
 
-@dataclass(frozen=True)
-class DecoderNorm:
-    """A norm's weight and (layer norm) bias, float32 ``[d_model]``, either may be None."""
-
-    weight: Tensor | None = None
-    bias: Tensor | None = None
-
-
-@dataclass(frozen=True)
-class DecoderLayer:
-    attention_norm: DecoderNorm
-    query: DecoderLinear
-    key: DecoderLinear
-    value: DecoderLinear
-    output: DecoderLinear
-    feed_forward_norm: DecoderNorm
-    feed_forward: str  # "gelu" | "gelu_tanh" | "swiglu"
-    feed_forward_linears: tuple[DecoderLinear, ...]
-
-
-def _f32(what: str, t: Tensor | None, shape: tuple[int, ...], backend: Backend) -> Storage | None:
-    if t is None:
-        return None
-    if not isinstance(t, Tensor) or t.dtype is not DType.float32 or t.shape != shape:
-        found = f"{t.dtype.value} {t.shape}" if isinstance(t, Tensor) else type(t).__name__
-        raise ShapeError(f"Decoder: {what} must be float32 {shape}, found {found}")
-    if t.backend != backend:
-        raise ShapeError(f"Decoder: {what} is on {t.backend.name}, the embedding on {backend.name}")
-    return t._data
-
-
-def _linear(what: str, lin: DecoderLinear, rows: int, cols: int, backend: Backend) -> DecodeLinear:
-    if lin.shape != (rows, cols):
-        raise ShapeError(f"Decoder: {what} must be [{rows}, {cols}], found {list(lin.shape)}")
-    w = lin.weight
-    bias = _f32(f"{what}.bias", lin.bias, (rows,), backend)
-    if isinstance(w, BlockWeight):
-        if w.data.backend != backend:
-            raise ShapeError(f"Decoder: {what} is on {w.data.backend.name}")
-        return DecodeLinear(w.format, (w.data._data,), (rows, cols), bias)
-    if isinstance(w, NF4Weight):
-        if w.codes.backend != backend:
-            raise ShapeError(f"Decoder: {what} is on {w.codes.backend.name}")
-        arrays: tuple[Storage, ...] = (w.codes._data, w.absmax._data)
-        if w.group_range is not None:
-            arrays += (w.group_range._data,)
-        return DecodeLinear(
-            "nf4", arrays, (rows, cols), bias, int(w.block_size), float(np.float32(w.offset))
+    def norm(self, what: str, n: DecodeNorm, kind: str, d: int | None) -> DecodeNorm:
+        if kind == "rms" and n.bias is not None:
+            raise ShapeError(f"Decoder: {what} is an RMS norm and takes no bias")
+        shape = None if d is None else (d,)
+        return DecodeNorm(
+            self.f32(f"{what}.weight", n.weight, shape), self.f32(f"{what}.bias", n.bias, shape)
         )
-    data = _f32(what, w, (rows, cols), backend)
-    return DecodeLinear("f32", (data,), (rows, cols), bias)
+
+    def linear(self, what: str, lin: DecodeLinear, shape: tuple[int, int] | None) -> DecodeLinear:
+        if shape is not None and tuple(lin.shape) != shape:
+            raise ShapeError(f"Decoder: {what} must be {list(shape)}, found {list(lin.shape)}")
+        rows, cols = lin.shape
+        f32, u8 = DType.float32, DType.uint8
+        dtypes: tuple[DType, ...] = (u8,)  # llama.cpp block rows
+        if lin.format == "f32":
+            dtypes = (f32,)
+        elif lin.format == "nf4":  # codes, scales (uint8 when double-quantized), ranges
+            dtypes = (u8, f32) if len(lin.arrays) == 2 else (u8, u8, f32)
+        if len(lin.arrays) != len(dtypes):
+            raise ShapeError(
+                f"Decoder: {what} is a {lin.format} linear of {len(lin.arrays)} arrays"
+            )
+        first = (rows, cols) if lin.format == "f32" else None
+        arrays = tuple(
+            self.tensor(what, a, first if i == 0 else None, dt)
+            for i, (a, dt) in enumerate(zip(lin.arrays, dtypes, strict=True))
+        )
+        bias = self.f32(f"{what}.bias", lin.bias, (rows,))
+        return DecodeLinear(
+            lin.format, arrays, (rows, cols), bias, int(lin.block_size), float(lin.offset)
+        )
+
+
+def _layer_shapes(spec: DecodeSpec, layer: DecodeLayer, d: int) -> dict[str, tuple[int, int]]:
+    qw, kvw = spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim
+    shapes = {"query": (qw, d), "key": (kvw, d), "value": (kvw, d), "output": (d, qw)}
+    roles = FEED_FORWARDS[layer.feed_forward]
+    hidden = layer.linears[roles[0]].shape[0] if roles[0] in layer.linears else 0
+    for role in roles:
+        shapes[role] = (d, hidden) if role == roles[-1] else (hidden, d)
+    return shapes
+
+
+def lower(spec: DecodeSpec, backend: Backend) -> DecodeSpec:
+    """Check every shape and placement of ``spec`` and give the same spec over storage
+    handles, with ``d_model``, ``vocab``, ``context`` and ``scale`` filled in."""
+    check = _Check(backend)
+    if not isinstance(spec.token_embedding, Tensor) or spec.token_embedding.ndim != 2:
+        raise ShapeError("Decoder: token_embedding must be a float32 Tensor [vocab, d_model]")
+    vocab, d = spec.token_embedding.shape
+    heads, kv_heads, head_dim = spec.heads, spec.kv_heads, spec.head_dim
+    if heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0:
+        raise ShapeError(f"Decoder: {heads} heads over {kv_heads} key/value heads of {head_dim}")
+    if spec.norm not in ("layer", "rms"):
+        raise ShapeError(f"Decoder: norm must be 'layer' or 'rms', found {spec.norm!r}")
+    if (spec.position_embedding is None) == (spec.rope_theta is None):
+        raise ShapeError("Decoder: give exactly one of position_embedding (learned) and rope_theta")
+    context = 0
+    position = None
+    if spec.position_embedding is not None:
+        pe = spec.position_embedding
+        context = int(pe.shape[0]) if isinstance(pe, Tensor) and pe.ndim == 2 else 0
+        position = check.f32("position_embedding", pe, (context, d))
+    layers = []
+    for i, layer in enumerate(spec.layers):
+        at = f"layers[{i}]"
+        roles = FEED_FORWARDS.get(layer.feed_forward)
+        if roles is None or not set(roles) <= set(layer.linears):
+            raise ShapeError(
+                f"Decoder: {at}.feed_forward must be one of {sorted(FEED_FORWARDS)} with "
+                f"its linears, found {layer.feed_forward!r} with {sorted(layer.linears)}"
+            )
+        shapes = _layer_shapes(spec, layer, d)
+        missing = [r for r in (*NORM_ROLES,) if r not in layer.norms]
+        missing += [r for r in ATTENTION_ROLES if r not in layer.linears]
+        if missing:
+            raise ShapeError(f"Decoder: {at} has no {', '.join(missing)}")
+        norms = {
+            role: check.norm(f"{at}.{role}_norm", n, spec.norm, d if role in NORM_ROLES else None)
+            for role, n in layer.norms.items()
+        }
+        linears = {
+            role: check.linear(f"{at}.{role}", lin, shapes.get(role))
+            for role, lin in layer.linears.items()
+        }
+        layers.append(DecodeLayer(norms, linears, layer.feed_forward))
+    scale = float(1.0 / np.sqrt(head_dim) if spec.scale is None else spec.scale)
+    return replace(
+        spec,
+        token_embedding=check.f32("token_embedding", spec.token_embedding, (vocab, d)),
+        position_embedding=position,
+        layers=tuple(layers),
+        final_norm=check.norm("final_norm", spec.final_norm, spec.norm, d),
+        head=check.linear("head", spec.head, (vocab, d)),
+        scale=scale,
+        window=int(spec.window),
+        eps=float(spec.eps),
+        rope_theta=None if spec.rope_theta is None else float(spec.rope_theta),
+        topology=dict(spec.topology),
+        d_model=int(d),
+        vocab=int(vocab),
+        context=context,
+    )
 
 
 class Decoder:
-    """A decoder-only Transformer compiled for whole-step decoding on the backend of its
-    token embedding (``Decoder.available(backend)`` says whether it can). The tensors
-    are read in place: writing into them (``assign_``) changes what the next step
-    computes; replacing them needs a new Decoder.
+    """A `DecodeSpec` compiled for whole-step decoding on the backend of its token
+    embedding (``Decoder.available(backend)`` says whether it can). The tensors are read
+    in place: writing into them (``assign_``) changes what the next step computes;
+    replacing them needs a new Decoder. A backend that cannot hold a part of the spec
+    (a role or topology flag it does not know) raises CapabilityMissing."""
 
-    ``norm`` is ``layer`` or ``rms``; ``rope_theta`` None means learned positions
-    (``position_embedding [context, d_model]``), else rotary positions with that base.
-    """
-
-    def __init__(
-        self,
-        *,
-        heads: int,
-        kv_heads: int,
-        head_dim: int,
-        norm: str,
-        eps: float,
-        token_embedding: Tensor,
-        layers: Sequence[DecoderLayer],
-        final_norm: DecoderNorm,
-        head: DecoderLinear,
-        position_embedding: Tensor | None = None,
-        rope_theta: float | None = None,
-        window: int = 0,
-        scale: float | None = None,
-    ) -> None:
-        if not isinstance(token_embedding, Tensor) or token_embedding.ndim != 2:
+    def __init__(self, spec: DecodeSpec) -> None:
+        if not isinstance(spec.token_embedding, Tensor):
             raise ShapeError("Decoder: token_embedding must be a float32 Tensor [vocab, d_model]")
-        backend = token_embedding.backend
+        backend = spec.token_embedding.backend
         if not Decoder.available(backend):
             raise backend._missing("decode_step")
-        vocab, d = token_embedding.shape
-        if heads <= 0 or kv_heads <= 0 or heads % kv_heads or head_dim <= 0:
-            raise ShapeError(
-                f"Decoder: {heads} heads over {kv_heads} key/value heads of {head_dim}"
-            )
-        if norm not in ("layer", "rms"):
-            raise ShapeError(f"Decoder: norm must be 'layer' or 'rms', found {norm!r}")
-        if (position_embedding is None) == (rope_theta is None):
-            raise ShapeError(
-                "Decoder: give exactly one of position_embedding (learned) and rope_theta"
-            )
-        qw, kvw = heads * head_dim, kv_heads * head_dim
-        context = 0
-        if position_embedding is not None:
-            context = int(position_embedding.shape[0]) if position_embedding.ndim == 2 else 0
-            _f32("position_embedding", position_embedding, (context, d), backend)
-
-        def norm_of(what: str, n: DecoderNorm) -> tuple[Storage | None, Storage | None]:
-            bias = _f32(f"{what}.bias", n.bias, (d,), backend) if norm == "layer" else None
-            if norm == "rms" and n.bias is not None:
-                raise ShapeError(f"Decoder: {what} is an RMS norm and takes no bias")
-            return (_f32(f"{what}.weight", n.weight, (d,), backend), bias)
-
-        specs = []
-        for i, layer in enumerate(layers):
-            at = f"layers[{i}]"
-            count = FEED_FORWARDS.get(layer.feed_forward)
-            ff = layer.feed_forward_linears
-            if count is None or len(ff) != count:
-                raise ShapeError(
-                    f"Decoder: {at}.feed_forward must be one of {sorted(FEED_FORWARDS)} with "
-                    f"its linears, found {layer.feed_forward!r} with {len(ff)}"
-                )
-            hidden = ff[0].shape[0]
-            ff_specs: tuple[DecodeLinear, ...]
-            if layer.feed_forward == "swiglu":
-                ff_specs = (
-                    _linear(f"{at}.gate", ff[0], hidden, d, backend),
-                    _linear(f"{at}.up", ff[1], hidden, d, backend),
-                    _linear(f"{at}.down", ff[2], d, hidden, backend),
-                )
-            else:
-                ff_specs = (
-                    _linear(f"{at}.expand", ff[0], hidden, d, backend),
-                    _linear(f"{at}.project", ff[1], d, hidden, backend),
-                )
-            specs.append(
-                DecodeLayer(
-                    norm_of(f"{at}.attention_norm", layer.attention_norm),
-                    _linear(f"{at}.query", layer.query, qw, d, backend),
-                    _linear(f"{at}.key", layer.key, kvw, d, backend),
-                    _linear(f"{at}.value", layer.value, kvw, d, backend),
-                    _linear(f"{at}.output", layer.output, d, qw, backend),
-                    norm_of(f"{at}.feed_forward_norm", layer.feed_forward_norm),
-                    layer.feed_forward,
-                    ff_specs,
-                )
-            )
-        self.spec = DecodeSpec(
-            d_model=int(d),
-            vocab=int(vocab),
-            heads=int(heads),
-            kv_heads=int(kv_heads),
-            head_dim=int(head_dim),
-            scale=float(1.0 / np.sqrt(head_dim) if scale is None else scale),
-            window=int(window),
-            norm=norm,
-            eps=float(eps),
-            rope_theta=None if rope_theta is None else float(rope_theta),
-            token_embedding=_f32("token_embedding", token_embedding, (vocab, d), backend),
-            position_embedding=None if position_embedding is None else position_embedding._data,
-            context=context,
-            layers=tuple(specs),
-            final_norm=norm_of("final_norm", final_norm),
-            head=_linear("head", head, vocab, d, backend),
-        )
+        self.spec = lower(spec, backend)
         self.backend = backend
         self._program = backend.decode_program(self.spec)
         self._caches: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = (
@@ -404,13 +409,14 @@ _DATA = operator.attrgetter("_data")
 
 
 __all__ = [
+    "ATTENTION_ROLES",
     "FEED_FORWARDS",
+    "NORM_ROLES",
     "DecodeBatch",
     "DecodeLayer",
     "DecodeLinear",
+    "DecodeNorm",
     "DecodeSpec",
     "Decoder",
-    "DecoderLayer",
-    "DecoderLinear",
-    "DecoderNorm",
+    "lower",
 ]
