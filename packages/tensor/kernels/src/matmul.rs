@@ -128,6 +128,44 @@ fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out
 }
 
 pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
+    check(spec, a, b, out)?;
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    let batch = spec.a_offsets.len();
+    if out.is_empty() {
+        return Ok(());
+    }
+    if m == 1 && batch == 1 && k > 0 {
+        let (ao, bo) = (spec.a_offsets[0], spec.b_offsets[0]);
+        vector_matrix(
+            &a[ao..ao + k],
+            &b[bo..bo + k * n],
+            k,
+            n,
+            spec.transpose_b,
+            out,
+        );
+        return Ok(());
+    }
+    let threads = num_threads();
+    let work = m * n * k;
+    let parallel = parallel(batch * work, PARALLEL_WORK);
+    let tall = m > n && !spec.transpose_a;
+    if batch == 1
+        && parallel
+        && tall
+        && work >= (1 << 20)
+        && k * n <= SHARED_RHS
+        && PackedRhs::available()
+    {
+        row_blocks_of_packed(spec, a, b, out, threads);
+    } else {
+        bands(spec, a, b, out, threads, parallel);
+    }
+    Ok(())
+}
+
+/// Check the batch offsets and the output against the operands.
+fn check(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &[f32]) -> Result<()> {
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let batch = spec.a_offsets.len();
     ensure!(
@@ -156,64 +194,56 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
             b.len()
         );
     }
-    if out.is_empty() {
-        return Ok(());
-    }
-    if m == 1 && batch == 1 && k > 0 {
-        let (ao, bo) = (spec.a_offsets[0], spec.b_offsets[0]);
-        vector_matrix(
-            &a[ao..ao + k],
-            &b[bo..bo + k * n],
-            k,
-            n,
-            spec.transpose_b,
-            out,
-        );
-        return Ok(());
-    }
-    let (a_rs, a_cs) = if spec.transpose_a { (1, m) } else { (k, 1) };
-    let (b_rs, b_cs) = if spec.transpose_b { (1, k) } else { (n, 1) };
-    let threads = num_threads();
-    let work = m * n * k;
-    let parallel = parallel(batch * work, PARALLEL_WORK);
-    let tall = m > n && !spec.transpose_a;
-    if batch == 1
-        && parallel
-        && tall
-        && work >= (1 << 20)
-        && k * n <= SHARED_RHS
-        && PackedRhs::available()
-    {
-        // One large product whose rows are read in place: pack the right operand
-        // once, then hand out row blocks, several per thread, so that a thread
-        // held up elsewhere delays nobody for long. (Wide products, and those
-        // whose left operand is transposed and packed anyway, measured faster
-        // as one band per thread.)
-        let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
-        let (lhs, rhs) = (Mat(ae.as_ptr(), a_rs, a_cs), Mat(be.as_ptr(), b_rs, b_cs));
-        let block = (m / (4 * threads))
-            .next_multiple_of(MR)
-            .clamp(MR, ROW_BLOCK);
-        let dst = Shared::new(out);
-        install(|| {
-            // SAFETY: the offsets were checked against the operands above; each
-            // task writes its own rows of `out`.
-            let packed = unsafe {
-                PackedRhs::new(rhs, k, n, |panel| {
-                    (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)
-                })
-            };
-            (0..m.div_ceil(block)).into_par_iter().for_each(|t| {
-                let (i0, i1) = (t * block, ((t + 1) * block).min(m));
-                unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
-            });
+    Ok(())
+}
+
+/// Row and column strides of the two operands.
+fn strides(spec: &MatmulSpec) -> ((usize, usize), (usize, usize)) {
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    let a = if spec.transpose_a { (1, m) } else { (k, 1) };
+    let b = if spec.transpose_b { (1, k) } else { (n, 1) };
+    (a, b)
+}
+
+/// One large product whose rows are read in place: pack the right operand
+/// once, then hand out row blocks, several per thread, so that a thread held
+/// up elsewhere delays nobody for long. (Wide products, and those whose left
+/// operand is transposed and packed anyway, measured faster as one band per
+/// thread.) `spec` has one batch entry, checked by [`matmul_f32`].
+fn row_blocks_of_packed(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usize) {
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    let ((a_rs, a_cs), (b_rs, b_cs)) = strides(spec);
+    let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
+    let (lhs, rhs) = (Mat(ae.as_ptr(), a_rs, a_cs), Mat(be.as_ptr(), b_rs, b_cs));
+    let block = (m / (4 * threads))
+        .next_multiple_of(MR)
+        .clamp(MR, ROW_BLOCK);
+    let dst = Shared::new(out);
+    install(|| {
+        // SAFETY: the offsets were checked against the operands by
+        // `matmul_f32`; each task writes its own rows of `out`.
+        let packed = unsafe {
+            PackedRhs::new(rhs, k, n, |panel| {
+                (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)
+            })
+        };
+        (0..m.div_ceil(block)).into_par_iter().for_each(|t| {
+            let (i0, i1) = (t * block, ((t + 1) * block).min(m));
+            unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
         });
-        return Ok(());
-    }
-    // Otherwise tasks are whole batch entries, or bands of a few large ones: rows
-    // when the output is tall, columns when it is wide (each band repacks the
-    // operand it shares, so the smaller one is shared). Every element is summed
-    // alike whatever the split, so the bands may follow the thread count.
+    });
+}
+
+/// Tasks of whole batch entries, or bands of a few large ones: rows when the
+/// output is tall, columns when it is wide (each band repacks the operand it
+/// shares, so the smaller one is shared). Every element is summed alike
+/// whatever the split, so the bands may follow the thread count. The offsets
+/// were checked by [`matmul_f32`].
+fn bands(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usize, parallel: bool) {
+    let (m, k, n) = (spec.m, spec.k, spec.n);
+    let batch = spec.a_offsets.len();
+    let work = m * n * k;
+    let ((a_rs, a_cs), (b_rs, b_cs)) = strides(spec);
     let bands = if parallel && work >= (1 << 20) && batch < 2 * threads {
         threads
     } else {
@@ -236,7 +266,7 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
             (0, m, lo, hi)
         };
         let (ao, bo) = (spec.a_offsets[entry], spec.b_offsets[entry]);
-        // SAFETY: the offsets were checked against the operands above, the band
+        // SAFETY: the offsets were checked against the operands, the band
         // lies inside the entry, and tasks write disjoint parts of `out`.
         unsafe {
             gemm_into(
@@ -257,7 +287,6 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     } else {
         (0..batch * bands).for_each(task);
     }
-    Ok(())
 }
 
 #[cfg(test)]
