@@ -9,7 +9,7 @@ shape argument is a tuple of ints; every handle is C-contiguous row-major.
 Adding a capability: add a method here (its default raises CapabilityMissing),
 implement it in the CPU backend and the numpy reference backend
 (riftco.testing.tensor), test it against a numpy formula, list it in
-CAPABILITIES and bump the minor API version.
+CAPABILITIES (riftco.tensor.capabilities) and bump the minor API version.
 
 A plugin says what it is through three class attributes and one method:
 ``api_version`` (the interface it implements), ``runs_on_host`` (compute on
@@ -30,59 +30,33 @@ from typing import Any
 
 import numpy as np
 
+from riftco.tensor.backend_fused import FusedKernels
+from riftco.tensor.capabilities import (
+    BACKEND_API_VERSION,
+    BASE_CAPABILITIES,
+    BASE_DTYPES,
+    CAPABILITIES,
+    COMPOSED,
+)
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, DTypeError
 
-#: (major, minor). Plugins declare the version they implement; a different
-#: major makes them unavailable.
-BACKEND_API_VERSION = (1, 7)
+__all__ = [
+    "BACKEND_API_VERSION",
+    "BASE_CAPABILITIES",
+    "BASE_DTYPES",
+    "CAPABILITIES",
+    "COMPOSED",
+    "Backend",
+    "Shape",
+    "Storage",
+    "composed_capabilities",
+    "overridden_capabilities",
+    "require_dtype_support",
+]
 
 Storage = Any
 Shape = tuple[int, ...]
-
-#: Capability name -> the API minor version that introduced it.
-CAPABILITIES: dict[str, int] = {
-    name: 0
-    for name in (
-        "from_numpy to_numpy reshape assign astype copy_strided concat unary binary compare "
-        "where reduce argmax matmul index_select index_add gather scatter_add softmax"
-    ).split()
-}
-CAPABILITIES["adam_update"] = 1
-CAPABILITIES.update(
-    dict.fromkeys(
-        "layer_norm layer_norm_backward rms_norm rms_norm_backward activation_backward "
-        "cross_entropy cross_entropy_backward rotary attention attention_backward "
-        "flash_attention flash_attention_backward attention_varlen write_rows".split(),
-        2,
-    )
-)
-
-CAPABILITIES["paged_attention"] = 3
-CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
-CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
-CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
-
-#: What the op layer composes from a backend's own ops where the backend lacks the
-#: kernel: capability -> the capabilities the composition calls. The composition runs on
-#: the same device; it is listed apart from the backend's kernels (`composed_capabilities`).
-COMPOSED: dict[str, tuple[str, ...]] = dict.fromkeys(
-    ("block_dequantize", "block_linear"),
-    (
-        "from_numpy", "reshape", "astype", "copy_strided", "concat", "unary", "binary",
-        "compare", "where", "reduce", "matmul", "index_select",
-    ),
-)  # fmt: skip
-
-#: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
-#: ``bfloat16`` (API 1.5).
-BASE_DTYPES: frozenset[DType] = frozenset((DType.float32, DType.int64, DType.bool, DType.uint8))
-
-#: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
-#: softmax), which every model path uses; the later capabilities are fused kernels.
-BASE_CAPABILITIES: tuple[str, ...] = tuple(
-    name for name, minor in CAPABILITIES.items() if minor == 0
-)
 
 
 def require_dtype_support(op: str, backend: Backend, dtype: DType) -> None:
@@ -94,8 +68,10 @@ def require_dtype_support(op: str, backend: Backend, dtype: DType) -> None:
         )
 
 
-class Backend:
-    """Base class of every backend. Subclasses override the capabilities they have."""
+class Backend(FusedKernels):
+    """Base class of every backend. Subclasses override the capabilities they have: the
+    general op layer here, the fused kernels in `FusedKernels`
+    (riftco.tensor.backend_fused)."""
 
     #: Registry name (``cpu``, ``cuda``, ...).
     name: str = "?"
@@ -364,299 +340,6 @@ class Backend:
         Results do not depend on the page layout or the thread count.
         """
         raise self._missing("adam_update")
-
-    # -- fused neural-network kernels ------------------------------------------
-    # Rows are the leading axes flattened; the last axis is normalized. Statistics
-    # come back as float32 storages shaped like the rows (``shape[:-1]``).
-    def layer_norm(
-        self, x: Storage, shape: Shape, weight: Storage | None, bias: Storage | None, eps: float
-    ) -> tuple[Storage, Storage, Storage]:
-        """``y = (x - mean) / sqrt(var + eps) * weight + bias`` over the last axis (biased
-        variance; ``weight``/``bias`` ``[d]`` or None). Returns ``(y, mean, rstd)``."""
-        raise self._missing("layer_norm")
-
-    def layer_norm_backward(
-        self,
-        dy: Storage,
-        x: Storage,
-        shape: Shape,
-        weight: Storage | None,
-        mean: Storage,
-        rstd: Storage,
-        with_bias: bool,
-    ) -> tuple[Storage, Storage | None, Storage | None]:
-        """``(dx, dweight, dbias)`` of :meth:`layer_norm`; ``dweight`` is None without a
-        weight, ``dbias`` None unless ``with_bias``. Parameter gradients sum over rows."""
-        raise self._missing("layer_norm_backward")
-
-    def rms_norm(
-        self, x: Storage, shape: Shape, weight: Storage | None, eps: float
-    ) -> tuple[Storage, Storage]:
-        """``y = x / sqrt(mean(x^2) + eps) * weight`` over the last axis. Returns ``(y, rstd)``."""
-        raise self._missing("rms_norm")
-
-    def rms_norm_backward(
-        self, dy: Storage, x: Storage, shape: Shape, weight: Storage | None, rstd: Storage
-    ) -> tuple[Storage, Storage | None]:
-        """``(dx, dweight)`` of :meth:`rms_norm` (``dweight`` None without a weight)."""
-        raise self._missing("rms_norm_backward")
-
-    def activation_backward(self, op: str, x: Storage, dy: Storage, shape: Shape) -> Storage:
-        """``dx = dy * op'(x)`` for ``op`` in gelu gelu_tanh silu (float32)."""
-        raise self._missing("activation_backward")
-
-    def cross_entropy(
-        self, logits: Storage, shape: Shape, targets: Storage, ignore_index: int
-    ) -> tuple[Storage, Storage]:
-        """Softmax cross-entropy of ``logits [n, classes]`` against int64 ``targets [n]``.
-
-        Returns ``(losses [n], lse [n])``: ``lse`` the log-sum-exp of each row and
-        ``losses = lse - logits[row, target]``, 0 where ``target == ignore_index``.
-        A target outside ``[0, classes)`` that is not ``ignore_index`` raises."""
-        raise self._missing("cross_entropy")
-
-    def cross_entropy_backward(
-        self,
-        logits: Storage,
-        shape: Shape,
-        targets: Storage,
-        lse: Storage,
-        grad: Storage,
-        ignore_index: int,
-    ) -> Storage:
-        """``dlogits = (exp(logits - lse) - onehot(targets)) * grad[:, None]``, 0 on ignored
-        rows; the probabilities are recomputed from the logits."""
-        raise self._missing("cross_entropy_backward")
-
-    def rotary(
-        self, x: Storage, shape: Shape, positions: Storage, theta: float, inverse: bool
-    ) -> Storage:
-        """Rotary embedding of ``x [..., heads, head_dim]`` (split-half form) at int64
-        ``positions`` shaped ``shape[:-2]``: pair ``(i, i + head_dim/2)`` turns by
-        ``pos * theta**(-2i/head_dim)`` (by its negative when ``inverse``, the adjoint)."""
-        raise self._missing("rotary")
-
-    # Attention: ``q [B, T, H, Dh]``, ``k``/``v`` ``[B, S, Hkv, Dh]``; query head h reads
-    # key/value head ``h // (H // Hkv)``. With ``causal`` query i sits at position
-    # ``S - T + i`` and sees keys up to it; ``window`` w > 0 (causal only) also hides
-    # keys w or more positions back. Hidden keys get probability exactly 0.
-    # API 1.5, where ``dtypes`` has bfloat16: q, k and v of attention, flash_attention
-    # and their backward may all be bfloat16 (the other operands stay float32). Scores,
-    # softmax statistics and sums are float32, and so are every output and gradient;
-    # a device may round the probabilities to bfloat16 before multiplying by v.
-    def attention(
-        self,
-        q: Storage,
-        k: Storage,
-        v: Storage,
-        q_shape: Shape,
-        kv_shape: Shape,
-        scale: float,
-        causal: bool,
-        window: int,
-    ) -> tuple[Storage, Storage]:
-        """Materialized attention: ``(out [B, T, H, Dh], probs [B, H, T, S])`` with
-        ``probs = softmax(scale * q k^T)`` under the mask."""
-        raise self._missing("attention")
-
-    def attention_backward(
-        self,
-        dout: Storage,
-        q: Storage,
-        k: Storage,
-        v: Storage,
-        probs: Storage,
-        q_shape: Shape,
-        kv_shape: Shape,
-        scale: float,
-        causal: bool,
-        window: int,
-    ) -> tuple[Storage, Storage, Storage]:
-        """``(dq, dk, dv)`` of :meth:`attention` from its saved probabilities."""
-        raise self._missing("attention_backward")
-
-    def flash_attention(
-        self,
-        q: Storage,
-        k: Storage,
-        v: Storage,
-        q_shape: Shape,
-        kv_shape: Shape,
-        scale: float,
-        causal: bool,
-        window: int,
-    ) -> tuple[Storage, Storage, Storage]:
-        """Exact attention in tiles with an online softmax: ``(out, row_max, row_sum)``,
-        the statistics ``[B, H, T]`` being each row's score maximum and
-        ``sum(exp(score - max))``. Memory is linear in the sequence length."""
-        raise self._missing("flash_attention")
-
-    def flash_attention_backward(
-        self,
-        dout: Storage,
-        q: Storage,
-        k: Storage,
-        v: Storage,
-        out: Storage,
-        row_max: Storage,
-        row_sum: Storage,
-        q_shape: Shape,
-        kv_shape: Shape,
-        scale: float,
-        causal: bool,
-        window: int,
-    ) -> tuple[Storage, Storage, Storage]:
-        """``(dq, dk, dv)`` of :meth:`flash_attention`, recomputing probabilities per tile."""
-        raise self._missing("flash_attention_backward")
-
-    def attention_varlen(
-        self,
-        q: Storage,
-        k: Storage,
-        v: Storage,
-        q_shape: Shape,
-        kv_shape: Shape,
-        q_starts: Sequence[int],
-        q_counts: Sequence[int],
-        kv_starts: Sequence[int],
-        kv_lengths: Sequence[int],
-        scale: float,
-        window: int,
-    ) -> Storage:
-        """Causal attention of packed ragged sequences (incremental decoding):
-        ``q [N, H, Dh]``, ``k``/``v`` ``[M, Hkv, Dh]``. Sequence j owns query rows
-        ``q_starts[j] : +q_counts[j]`` (covering every row once) and key rows
-        ``kv_starts[j] : +kv_lengths[j]``; its queries are its last ``q_counts[j]``
-        positions. Returns ``out [N, H, Dh]``."""
-        raise self._missing("attention_varlen")
-
-    def write_rows(
-        self, dst: Storage, shape: Shape, dtype: DType, rows: Storage, src: Storage
-    ) -> None:
-        """Overwrite rows ``rows[i]`` (axis 0) of ``dst`` in place with ``src[i]``
-        (key/value-cache writes). ``rows`` is int64 ``[n]``, distinct and in range;
-        ``src`` is ``[n, *shape[1:]]`` of ``dtype``. Nothing is written if any row is
-        out of range."""
-        raise self._missing("write_rows")
-
-    def paged_attention(
-        self,
-        q: Storage,
-        q_shape: Shape,
-        k_pages: Storage,
-        v_pages: Storage,
-        pages_shape: Shape,
-        page_table: Storage,
-        table_shape: Shape,
-        q_starts: Sequence[int],
-        q_counts: Sequence[int],
-        kv_lengths: Sequence[int],
-        scale: float,
-        window: int,
-    ) -> Storage:
-        """Causal attention of packed ragged sequences over a paged key/value cache:
-        ``q [N, H, Dh]``; ``k_pages``/``v_pages`` ``[P, page_size, Hkv, Dh]``;
-        ``page_table`` int64 ``[S, max_pages]``. Sequence j owns query rows
-        ``q_starts[j] : +q_counts[j]`` (covering every row once); its key and value at
-        position ``p < kv_lengths[j]`` are row ``p % page_size`` of page
-        ``page_table[j, p // page_size]`` (later entries are ignored), and its queries
-        are its last ``q_counts[j]`` positions. ``window`` > 0 hides keys ``window`` or
-        more positions back. Returns ``out [N, H, Dh]``; a sequence's rows do not
-        depend on the other sequences."""
-        raise self._missing("paged_attention")
-
-    # -- quantized weights (NF4) ------------------------------------------------
-    # A packed NF4 weight ``w_shape`` = [rows, cols] (n elements, flat row-major) is
-    # ``codes`` uint8 [ceil(n / 2)] (element 2j in the low nibble of byte j, 2j + 1
-    # in the high one) and per-block scales ``absmax`` [ceil(n / block_size)]. With
-    # double quantization ``absmax`` is uint8, ``group_range`` float32
-    # [ceil(blocks / 256)] and block b's scale is, in float32 from left to right,
-    # ``clamp(offset + (group_range[b // 256] * (absmax[b] - 128)) / 127, 0, FLT_MAX)``;
-    # without it ``absmax`` is float32 and ``group_range`` None. Element i is
-    # ``NF4[code_i] * scale[i // block_size]`` in float32 (riftco.tensor.ops.quantized
-    # documents the format). Kernels must not materialize the whole float32 weight.
-    def nf4_dequantize(
-        self,
-        codes: Storage,
-        absmax: Storage,
-        group_range: Storage | None,
-        offset: float,
-        w_shape: Shape,
-        block_size: int,
-    ) -> Storage:
-        """The float32 weight ``[rows, cols]`` of a packed NF4 weight."""
-        raise self._missing("nf4_dequantize")
-
-    def nf4_linear(
-        self,
-        x: Storage,
-        x_shape: Shape,
-        codes: Storage,
-        absmax: Storage,
-        group_range: Storage | None,
-        offset: float,
-        w_shape: Shape,
-        block_size: int,
-        bias: Storage | None,
-    ) -> Storage:
-        """``x [..., cols] @ dequant(W)^T (+ bias [rows])`` -> ``[..., rows]``, the weight
-        dequantized tile by tile inside the kernel."""
-        raise self._missing("nf4_linear")
-
-    def nf4_linear_backward(
-        self,
-        dy: Storage,
-        dy_shape: Shape,
-        codes: Storage,
-        absmax: Storage,
-        group_range: Storage | None,
-        offset: float,
-        w_shape: Shape,
-        block_size: int,
-    ) -> Storage:
-        """``dy [..., rows] @ dequant(W)`` -> ``[..., cols]``: the input gradient of
-        :meth:`nf4_linear` (the packed weight gets none)."""
-        raise self._missing("nf4_linear_backward")
-
-    # -- weights in llama.cpp's block layouts (inference) -----------------------------
-    # ``data`` is uint8, the rows of a ``w_shape`` = [rows, cols] weight one after
-    # another, each as a GGUF tensor row of ``format``: ``q8_0`` (blocks of 32: a half
-    # scale d and 32 int8 q, x = d q), ``q4_0`` (a half d and 16 bytes of nibbles, low
-    # nibbles elements 0..15, high 16..31, x = d (q - 8)) or ``f16``
-    # (riftco.tensor.ops.blockquant documents the layouts and the arithmetic).
-    def block_dequantize(self, data: Storage, format: str, w_shape: Shape) -> Storage:
-        """The float32 weight ``[rows, cols]`` of a block-layout weight."""
-        raise self._missing("block_dequantize")
-
-    def block_linear(
-        self,
-        x: Storage,
-        x_shape: Shape,
-        data: Storage,
-        format: str,
-        w_shape: Shape,
-        bias: Storage | None,
-    ) -> Storage:
-        """``x [..., cols] @ W^T (+ bias [rows])`` -> ``[..., rows]`` without a float32
-        copy of the weight (Q8_0 / Q4_0 may quantize ``x`` to 8 bits per block of 32)."""
-        raise self._missing("block_linear")
-
-    # -- whole-step decoding (API 1.7) --------------------------------------------------
-    # riftco.tensor.ops.decode documents the step; its DecodeSpec and DecodeBatch name
-    # storage handles of this backend, already checked against each other's shapes. A
-    # native kernel only: a backend without one leaves decoding to riftco-nn's op-by-op
-    # forward (nothing here composes it).
-    def decode_program(self, spec: Any) -> Any:
-        """Compile a ``DecodeSpec`` into an opaque program for :meth:`decode_step`; it may
-        read the weight storages in place (it must keep them alive)."""
-        raise self._missing("decode_program")
-
-    def decode_step(self, program: Any, batch: Any) -> Storage:
-        """Run one ``DecodeBatch`` through ``program``: write each new token's keys and
-        values at its cache row, return the logits ``[len(logit_rows), vocab]``. Each
-        row's logits must not depend on the other rows of the batch or the thread count
-        (a backend without that guarantee should not implement this)."""
-        raise self._missing("decode_step")
 
 
 def composed_capabilities(backend: Backend) -> frozenset[str]:

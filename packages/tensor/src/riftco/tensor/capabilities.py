@@ -1,0 +1,65 @@
+"""The backend interface's tables: the API version, every capability with the minor
+version that introduced it, what the op layer composes from a backend's own ops, and
+the dtypes every backend holds. ``riftco.tensor.backend`` defines the interface itself.
+"""
+
+from __future__ import annotations
+
+from riftco.tensor.dtypes import DType
+
+#: (major, minor). Plugins declare the version they implement; a different
+#: major makes them unavailable.
+BACKEND_API_VERSION = (1, 7)
+
+#: Capability name -> the API minor version that introduced it.
+CAPABILITIES: dict[str, int] = {
+    name: 0
+    for name in (
+        "from_numpy to_numpy reshape assign astype copy_strided concat unary binary compare "
+        "where reduce argmax matmul index_select index_add gather scatter_add softmax"
+    ).split()
+}
+CAPABILITIES["adam_update"] = 1
+CAPABILITIES.update(
+    dict.fromkeys(
+        "layer_norm layer_norm_backward rms_norm rms_norm_backward activation_backward "
+        "cross_entropy cross_entropy_backward rotary attention attention_backward "
+        "flash_attention flash_attention_backward attention_varlen write_rows".split(),
+        2,
+    )
+)
+
+CAPABILITIES["paged_attention"] = 3
+CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
+CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
+CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
+
+#: What the op layer composes from a backend's own ops where the backend lacks the
+#: kernel: capability -> the capabilities the composition calls. The composition runs on
+#: the same device; it is listed apart from the backend's kernels (`composed_capabilities`).
+COMPOSED: dict[str, tuple[str, ...]] = dict.fromkeys(
+    ("block_dequantize", "block_linear"),
+    (
+        "from_numpy", "reshape", "astype", "copy_strided", "concat", "unary", "binary",
+        "compare", "where", "reduce", "matmul", "index_select",
+    ),
+)  # fmt: skip
+
+#: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
+#: ``bfloat16`` (API 1.5).
+BASE_DTYPES: frozenset[DType] = frozenset((DType.float32, DType.int64, DType.bool, DType.uint8))
+
+#: API 1.0's general op layer (storage, layout, elementwise, reductions, matmul, indexing,
+#: softmax), which every model path uses; the later capabilities are fused kernels.
+BASE_CAPABILITIES: tuple[str, ...] = tuple(
+    name for name, minor in CAPABILITIES.items() if minor == 0
+)
+
+
+__all__ = [
+    "BACKEND_API_VERSION",
+    "BASE_CAPABILITIES",
+    "BASE_DTYPES",
+    "CAPABILITIES",
+    "COMPOSED",
+]
