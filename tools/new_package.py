@@ -6,10 +6,12 @@
 A pure-Python package is ``riftco-NAME`` (import ``riftco.NAME``); a native backend is
 ``riftco-backend-NAME`` (import ``riftco.backends.NAME``, entry point ``NAME`` in
 ``riftco.backends``) with a pure-Rust kernel crate and a PyO3 binding crate, both added
-to the root Cargo workspace. Either way the package's folder joins the factor list of
-tox.ini's generated ``test-*`` envs and ``env_list``, and its ``src`` joins mypy's
-``mypy_path`` in the root pyproject.toml. Every file is checked before any is written,
-and each is replaced atomically.
+to the root Cargo workspace, and its native module to tox.ini's ``stubs`` env (installed
+and checked by stubtest). Either way the package's folder joins the factor list of
+tox.ini's generated ``test-*`` envs and ``env_list``, its ``src`` joins mypy's
+``mypy_path`` in the root pyproject.toml, and its namespace folders join ruff.toml's
+``namespace-packages``: nothing outside the new folder needs a hand edit. Every file is
+checked before any is written, and each is replaced atomically.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ TOX_SECTION = re.compile(r"^\[testenv:test-\{([^}]*)\}\]$", re.M)
 API_LINE = re.compile(r"^API_VERSION = \(\d+, \d+\)$", re.M)
 #: The root pyproject.toml's ``mypy_path = [...]``, one quoted folder a line.
 MYPY_PATH = re.compile(r'^mypy_path = \[\n((?:    "[^"\n]*",\n)*)\]$', re.M)
+#: ruff.toml's ``namespace-packages = [...]``, one quoted folder a line.
+NAMESPACES = re.compile(r'^namespace-packages = \[\n((?:    "[^"\n]*",\n)*)\]$', re.M)
+#: tox.ini's stubs env: the distributions it installs and the modules stubtest checks.
+STUBS_INSTALL = re.compile(
+    r"^(commands_pre = python tools/install_package\.py riftco-tensor[^\n]*)$", re.M
+)
+STUBS_CHECK = re.compile(
+    r"^(commands = python -m mypy\.stubtest riftco\.tensor\._native[^\n]*)$", re.M
+)
 
 
 class NewPackageError(Exception):
@@ -51,12 +62,13 @@ def class_name(name: str) -> str:
 
 
 def api_version(root: Path) -> str:
-    """riftco-tensor's current BACKEND_API_VERSION, as written in its source."""
-    source = (root / "packages/tensor/src/riftco/tensor/backend.py").read_text()
-    found = re.search(r"^BACKEND_API_VERSION = (\(\d+, \d+\))$", source, re.M)
-    if found is None:
-        raise NewPackageError("cannot find BACKEND_API_VERSION in riftco-tensor's backend.py")
-    return found.group(1)
+    """riftco-tensor's current BACKEND_API_VERSION, as written in its source (whichever
+    module of riftco.tensor assigns it)."""
+    for module in sorted((root / "packages/tensor/src/riftco/tensor").glob("*.py")):
+        found = re.search(r"^BACKEND_API_VERSION = (\(\d+, \d+\))$", module.read_text(), re.M)
+        if found is not None:
+            return found.group(1)
+    raise NewPackageError("cannot find BACKEND_API_VERSION in riftco-tensor's sources")
 
 
 def with_cargo_members(text: str, members: list[str]) -> str:
@@ -108,6 +120,40 @@ def with_mypy_path(text: str, folder: str) -> str:
     return text[: block.end(1)] + entry + text[block.end(1) :]
 
 
+def with_namespaces(text: str, folder: str, *, native: bool) -> str:
+    """ruff.toml with the package's PEP 420 namespace folders in ``namespace-packages``
+    (``riftco``, and ``riftco/backends`` for a backend), kept sorted."""
+    block = NAMESPACES.search(text)
+    if block is None:
+        raise NewPackageError("ruff.toml: no multi-line namespace-packages = [...] to extend")
+    roots = [f"packages/{folder}/src/riftco"]
+    if native:
+        roots.append(f"packages/{folder}/src/riftco/backends")
+    present = re.findall(r'"([^"]*)"', block.group(1))
+    clash = sorted(set(roots) & set(present))
+    if clash:
+        raise NewPackageError(f"ruff.toml already lists {', '.join(clash)}")
+    lines = "".join(f'    "{entry}",\n' for entry in sorted([*present, *roots]))
+    return text[: block.start(1)] + lines + text[block.end(1) :]
+
+
+def with_stubs(text: str, name: str) -> str:
+    """tox.ini with ``riftco-backend-<name>`` installed in the stubs env and its
+    ``_native`` module checked by stubtest."""
+    install, check = STUBS_INSTALL.search(text), STUBS_CHECK.search(text)
+    if install is None or check is None:
+        raise NewPackageError("tox.ini: no [testenv:stubs] commands_pre / commands to extend")
+    module = f"riftco.backends.{name}._native"
+    if module in check.group(1).split():
+        raise NewPackageError(f"tox.ini: the stubs env already checks {module}")
+    # The later match first, so the earlier one's offsets still hold.
+    for match, item in sorted(
+        [(install, f"riftco-backend-{name}"), (check, module)], key=lambda m: -m[0].start()
+    ):
+        text = text[: match.end(1)] + f" {item}" + text[match.end(1) :]
+    return text
+
+
 def write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -131,9 +177,14 @@ def create(name: str, *, native: bool, root: Path = ROOT) -> Path:
     template = root / "templates" / ("backend" if native else "package")
     replacements = {"PLUGINCLASS": class_name(name), "NAME": name}
     # Every edit is computed, and can fail, before anything is written.
-    edits = {root / "tox.ini": with_tox_env((root / "tox.ini").read_text(), folder)}
+    tox = with_tox_env((root / "tox.ini").read_text(), folder)
+    if native:
+        tox = with_stubs(tox, name)
+    edits = {root / "tox.ini": tox}
     pyproject = root / "pyproject.toml"
     edits[pyproject] = with_mypy_path(pyproject.read_text(), folder)
+    ruff = root / "ruff.toml"
+    edits[ruff] = with_namespaces(ruff.read_text(), folder, native=native)
     if native:
         crates = [f"packages/{folder}/kernels", f"packages/{folder}/native"]
         cargo = root / "Cargo.toml"
@@ -148,8 +199,8 @@ def create(name: str, *, native: bool, root: Path = ROOT) -> Path:
             if native and path.name == "backend.py":
                 text = API_LINE.sub(f"API_VERSION = {version}", text)
             path.write_text(text)
-        if path.name == "NAME":
-            path.rename(path.with_name(name))
+        if "NAME" in path.name:  # the package folder, and files named after the backend
+            path.rename(path.with_name(path.name.replace("NAME", name)))
     for path, text in edits.items():
         write_atomically(path, text)
     return dest

@@ -21,10 +21,11 @@ ROOT = new_package.ROOT
 
 @pytest.fixture
 def repo(tmp_path):
-    """A copy of what new_package reads: the templates, tox.ini, Cargo.toml, pyproject.toml and the
-    backend API version (set ahead of the template's, to see it substituted)."""
+    """A copy of what new_package reads: the templates, tox.ini, Cargo.toml, pyproject.toml,
+    ruff.toml and the backend API version (set ahead of the template's, to see it
+    substituted)."""
     shutil.copytree(ROOT / "templates", tmp_path / "templates")
-    for name in ("tox.ini", "Cargo.toml", "pyproject.toml"):
+    for name in ("tox.ini", "Cargo.toml", "pyproject.toml", "ruff.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     api = tmp_path / "packages/tensor/src/riftco/tensor/backend.py"
     api.parent.mkdir(parents=True)
@@ -45,6 +46,60 @@ def tox_envs(text: str) -> tuple[list[str], list[str], dict[str, str]]:
 
 def mypy_path(text: str) -> list[str]:
     return tomllib.loads(text)["tool"]["mypy"]["mypy_path"]
+
+
+def ruff_namespaces(text: str) -> list[str]:
+    return tomllib.loads(text)["namespace-packages"]
+
+
+def stubs_env(text: str) -> tuple[list[str], list[str]]:
+    """(the distributions tox's stubs env installs, the modules its stubtest checks)."""
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read_string(text)
+    section = ini["testenv:stubs"]
+    installed = section["commands_pre"].split()[2:]  # python tools/install_package.py ...
+    checked = section["commands"].split()[3:]  # python -m mypy.stubtest ...
+    return installed, checked
+
+
+def wiring_problems(root: Path) -> list[str]:
+    """What a package under root/packages lacks outside its own folder: its tox test env,
+    mypy's path, ruff's namespace roots, its crates in the Cargo workspace and (a native
+    package) the stubs env."""
+    env_list, factors, folders = tox_envs((root / "tox.ini").read_text())
+    members = set(tomllib.loads((root / "Cargo.toml").read_text())["workspace"]["members"])
+    checked = mypy_path((root / "pyproject.toml").read_text())
+    namespaces = set(ruff_namespaces((root / "ruff.toml").read_text()))
+    installed, stubtested = stubs_env((root / "tox.ini").read_text())
+    problems = []
+    for pyproject in sorted((root / "packages").glob("*/pyproject.toml")):
+        package = pyproject.parent
+        folder = package.name
+        if (
+            folder not in factors
+            or folders.get(folder) != folder
+            or f"test-{folder}" not in env_list
+        ):
+            problems.append(f"{folder}: no test-{folder} env in tox.ini")
+        if f"packages/{folder}/src" not in checked:
+            problems.append(f"{folder}: not in mypy_path")
+        for namespace in ("riftco", "riftco/backends"):
+            if (package / "src" / namespace).is_dir() and not (
+                package / "src" / namespace / "__init__.py"
+            ).exists():
+                if f"packages/{folder}/src/{namespace}" not in namespaces:
+                    problems.append(f"{folder}: src/{namespace} not in ruff's namespace-packages")
+        for crate in package.glob("*/Cargo.toml"):
+            if f"packages/{folder}/{crate.parent.name}" not in members:
+                problems.append(f"{folder}: crate {crate.parent.name} not in the workspace")
+        if (package / "native" / "Cargo.toml").is_file():
+            project = tomllib.loads(pyproject.read_text())
+            module = project["tool"]["maturin"]["module-name"]
+            if project["project"]["name"] not in installed or module not in stubtested:
+                problems.append(f"{folder}: {module} not in the stubs env")
+    if set(factors) != set(folders):
+        problems.append(f"tox factors {sorted(factors)} and TOX_PACKAGE lines disagree")
+    return problems
 
 
 def every_file(folder: Path) -> dict[str, str]:
@@ -91,10 +146,15 @@ def test_a_native_backend(repo):
         f"{package}/backend.py",
         f"{package}/_native.pyi",
         f"{package}/py.typed",
+        f"{package}/device.py",
+        f"{package}/programs.py",
+        f"{package}/storage.py",
         "tests/conftest.py",
-        "tests/shared_suite.py",
         "tests/test_plugin.py",
         "tests/test_shared_suite.py",
+        "tests/test_on_emulator.py",
+        "tests/emulator/my_dev_emulation.py",
+        "tests/device/check_model.py",
     } <= set(files)
     assert not any("NAME" in t or "PLUGINCLASS" in t for t in files.values())
     project = tomllib.loads(files["pyproject.toml"])
@@ -133,6 +193,33 @@ def test_a_native_backend(repo):
     env_list, factors, folders = tox_envs((repo / "tox.ini").read_text())
     assert "test-backend-my_dev" in env_list and factors[-1] == "backend-my_dev"
     assert folders["backend-my_dev"] == "backend-my_dev"
+    installed, stubtested = stubs_env((repo / "tox.ini").read_text())
+    assert installed[-1] == "riftco-backend-my_dev"
+    assert stubtested[-1] == "riftco.backends.my_dev._native"
+    namespaces = ruff_namespaces((repo / "ruff.toml").read_text())
+    assert "packages/backend-my_dev/src/riftco/backends" in namespaces
+    assert namespaces == sorted(namespaces)
+
+
+def test_a_fifth_backend_from_the_template_needs_no_edit_outside_its_folder(repo):
+    """The template made into a package in a copy of the repository's wiring: every list
+    outside the new folder already names it, and its code reaches riftco-tensor through
+    the plugin face only (and riftco.tensor's public top level, in tests)."""
+    assert new_package.main(["--root", str(repo), "--native", "rocm"]) == 0
+    assert wiring_problems(repo) == []
+    dest = repo / "packages" / "backend-rocm"
+    for path in dest.rglob("*.py"):
+        text = path.read_text()
+        modules = re.findall(r"^\s*(?:from|import) (riftco\.tensor[\w.]*)", text, re.M)
+        allowed = {"riftco.tensor.plugin"} | ({"riftco.tensor"} if "tests" in path.parts else set())
+        assert set(modules) <= allowed, (path, modules)
+        assert "NAME" not in text and "PLUGINCLASS" not in text, path
+    binding = (dest / "native" / "src" / "lib.rs").read_text()
+    assert "riftco_native_call::detached" in binding and "catch_unwind" not in binding
+    assert (
+        "riftco-native-call"
+        in tomllib.loads((dest / "native" / "Cargo.toml").read_text())["dependencies"]
+    )
 
 
 @pytest.mark.parametrize("name", ["Widgets", "1x", "class", "a-b", ""])
@@ -156,14 +243,4 @@ def test_an_existing_package_or_an_unexpected_tox_ini_writes_nothing(repo, capsy
 
 
 def test_every_package_of_the_repository_has_its_test_env_and_crates():
-    env_list, factors, folders = tox_envs((ROOT / "tox.ini").read_text())
-    members = set(tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"])
-    checked = mypy_path((ROOT / "pyproject.toml").read_text())
-    for pyproject in sorted((ROOT / "packages").glob("*/pyproject.toml")):
-        folder = pyproject.parent.name
-        assert folder in factors and folders[folder] == folder, folder
-        assert f"packages/{folder}/src" in checked, folder
-        assert f"test-{folder}" in env_list, folder
-        for crate in pyproject.parent.glob("*/Cargo.toml"):
-            assert f"packages/{folder}/{crate.parent.name}" in members, crate
-    assert set(factors) == set(folders)
+    assert wiring_problems(ROOT) == []

@@ -18,12 +18,14 @@ import riftco.tensor as rt
 from riftco.tensor.plugin import (
     ACTIVATION_GRADIENTS,
     BINARY,
+    BOOL_COMPARISONS,
     BOOL_UNARY,
     COMPARISONS,
     FLOAT_UNARY,
     INTEGER_BINARY,
     INTEGER_REDUCTIONS,
     INTEGER_UNARY,
+    ORDERINGS,
     REDUCTIONS,
     UNARY,
     VOCABULARIES,
@@ -47,6 +49,7 @@ def test_the_vocabularies_are_name_tables_of_the_interface():
     assert set(VOCABULARIES) <= set(rt.CAPABILITIES)
     assert FLOAT_UNARY | BOOL_UNARY == set(UNARY) and INTEGER_UNARY <= FLOAT_UNARY
     assert INTEGER_BINARY <= set(BINARY) and INTEGER_REDUCTIONS <= set(REDUCTIONS)
+    assert ORDERINGS | BOOL_COMPARISONS == set(COMPARISONS)
     check_kernel_table("unary", list(UNARY))
     with pytest.raises(ValueError, match=r"missing \['silu'\], not in the vocabulary \['swish'\]"):
         check_kernel_table("unary", [*(set(UNARY) - {"silu"}), "swish"])
@@ -86,10 +89,16 @@ def test_every_binary_op_by_name(backend, op):
 
 @pytest.mark.parametrize("op", sorted(COMPARISONS))
 def test_every_comparison_by_name(backend, op):
-    a = np.array([[0.0, 1.0, 2.0, -1.0]], np.float32)
-    b = np.array([1.0, 1.0, 0.0, -1.0], np.float32)
+    if op in BOOL_COMPARISONS:
+        a = np.array([[True, True, False, False]])
+        b = np.array([True, False, True, False])
+        dtype = rt.bool_
+    else:
+        a = np.array([[0.0, 1.0, 2.0, -1.0]], np.float32)
+        b = np.array([1.0, 1.0, 0.0, -1.0], np.float32)
+        dtype = rt.float32
     out = backend.compare(
-        op, _storage(backend, a), a.shape, _storage(backend, b), b.shape, a.shape, rt.float32
+        op, _storage(backend, a), a.shape, _storage(backend, b), b.shape, a.shape, dtype
     )
     np.testing.assert_array_equal(_read(backend, out, a, rt.bool_), COMPARISONS[op](a, b))
 

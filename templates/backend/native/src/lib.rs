@@ -1,17 +1,16 @@
 //! `riftco.backends.NAME._native`: thin PyO3 bindings over `riftco-backend-NAME-kernels`.
 //!
 //! Arrays arrive as C-contiguous numpy arrays whose shapes and dtypes riftco.tensor
-//! has already validated. Every kernel runs through [`run`], which releases the GIL
-//! and turns kernel errors and panics into `riftco.tensor.errors.KernelError`.
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
+//! has already validated. Every kernel runs through [`run`]: the workspace's one
+//! GIL-and-panic boundary (`riftco-native-call`), which releases the GIL and turns
+//! kernel errors and panics into `riftco.tensor.plugin.KernelError`.
 
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use riftco_backend_NAME_kernels as kernels;
 
 mod py_errors {
-    pyo3::import_exception!(riftco.tensor.errors, KernelError);
+    pyo3::import_exception!(riftco.tensor.plugin, KernelError);
 }
 use py_errors::KernelError;
 
@@ -22,20 +21,7 @@ pub const BUILD_ID_MARKER: &str = env!("RIFTCO_BUILD_MARKER");
 
 /// Run `f` without the GIL; a kernel error or a panic becomes a `KernelError`.
 fn run<T: Send>(py: Python<'_>, f: impl FnOnce() -> kernels::Result<T> + Send) -> PyResult<T> {
-    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(KernelError::new_err(e.0)),
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(KernelError::new_err(format!(
-                "internal error in a NAME kernel: {msg}"
-            )))
-        }
-    }
+    riftco_native_call::detached(py, "a NAME kernel", KernelError::new_err, f)
 }
 
 /// (Log-)softmax over the last axis; `causal_queries` > 0 masks as riftco.tensor's softmax.

@@ -9,8 +9,8 @@ and rounds the result once, as the interface asks of every backend.
 
 Which dtypes an op takes (``Backend.unary`` and friends say so too): float32 and
 bfloat16 for every op of a table, except that int64 has ``INTEGER_UNARY``,
-``INTEGER_BINARY`` and ``INTEGER_REDUCTIONS``, bool has ``BOOL_UNARY`` only, and every
-dtype compares.
+``INTEGER_BINARY`` and ``INTEGER_REDUCTIONS``, bool has ``BOOL_UNARY`` only, every dtype
+compares with the ``ORDERINGS`` and only bool with ``BOOL_COMPARISONS``.
 """
 
 from __future__ import annotations
@@ -120,6 +120,9 @@ BOOL_UNARY: frozenset[str] = frozenset({"logical_not"})
 FLOAT_UNARY: frozenset[str] = frozenset(UNARY) - BOOL_UNARY
 #: The binary ops int64 has (every one but ``div`` and ``pow``).
 INTEGER_BINARY: frozenset[str] = frozenset(BINARY) - {"div", "pow"}
+#: The comparisons of bool operands only (``logical_and``, ``logical_or``), and the rest.
+BOOL_COMPARISONS: frozenset[str] = frozenset({"logical_and", "logical_or"})
+ORDERINGS: frozenset[str] = frozenset(COMPARISONS) - BOOL_COMPARISONS
 #: The reductions int64 has.
 INTEGER_REDUCTIONS: frozenset[str] = frozenset({"sum", "max", "min"})
 
@@ -154,12 +157,14 @@ def check_kernel_table(capability: str, names: object, *, subset: bool = False) 
 __all__ = [
     "ACTIVATION_GRADIENTS",
     "BINARY",
+    "BOOL_COMPARISONS",
     "BOOL_UNARY",
     "COMPARISONS",
     "FLOAT_UNARY",
     "INTEGER_BINARY",
     "INTEGER_REDUCTIONS",
     "INTEGER_UNARY",
+    "ORDERINGS",
     "REDUCTIONS",
     "UNARY",
     "VOCABULARIES",

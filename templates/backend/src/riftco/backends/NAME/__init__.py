@@ -18,6 +18,7 @@ if _native.__version__ != __version__:
     )
 
 from riftco.backends.NAME.backend import API_VERSION, PLUGINCLASS
+from riftco.backends.NAME.device import HostDevice
 
 
 def native_build_id() -> str:
@@ -27,8 +28,9 @@ def native_build_id() -> str:
 
 def create_backend() -> PLUGINCLASS:
     """Entry-point factory for ``NAME``. Cheap checks only; raise
-    ``riftco.tensor.BackendUnavailable`` with the reason when there is no device."""
-    return PLUGINCLASS()
+    ``riftco.tensor.plugin.BackendUnavailable`` with the reason when there is no device.
+    Until the native module opens the real device, the backend runs on the host."""
+    return PLUGINCLASS(HostDevice())
 
 
 __all__ = ["API_VERSION", "PLUGINCLASS", "create_backend", "native_build_id"]
