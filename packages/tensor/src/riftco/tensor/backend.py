@@ -41,8 +41,13 @@ from riftco.tensor.capabilities import (
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, DTypeError
 
-# The tables (riftco.tensor.capabilities) stay importable from here too.
+# The tables (riftco.tensor.capabilities) are importable from here too.
 __all__ = [
+    "BACKEND_API_VERSION",
+    "BASE_CAPABILITIES",
+    "BASE_DTYPES",
+    "CAPABILITIES",
+    "COMPOSED",
     "Backend",
     "Shape",
     "Storage",
