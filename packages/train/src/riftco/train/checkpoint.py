@@ -42,7 +42,11 @@ from riftco.interchange import (
     write_safetensors,
 )
 from riftco.train.adapters import PACKED_PREFIX, packed_tensors
-from riftco.train.checkpoint_checks import check_config_against_tensors, check_manifest_fields
+from riftco.train.checkpoint_checks import (
+    check_config_against_tensors,
+    check_manifest_fields,
+    check_moment_tensors,
+)
 from riftco.train.engine import Trainer
 from riftco.train.errors import CheckpointError, ResumeMismatch
 
@@ -160,6 +164,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     try:
         manifest = _parse_manifest(stored.metadata)
         check_manifest_fields(manifest)
+        check_moment_tensors(manifest, set(stored.tensors))
         check_config_against_tensors(
             manifest,
             {name: tuple(info.shape) for name, info in stored.tensors.items()},

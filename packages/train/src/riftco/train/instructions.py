@@ -6,7 +6,8 @@ One JSON object per line, in either form:
 - ``{"messages": [{"role": "user", "content": "..."}, {"role": "assistant", ...}]}``
   with roles ``system``, ``user`` and ``assistant`` and at least one assistant message.
 
-Other keys are ignored; blank lines are skipped. A line that is not such an object
+Other keys are ignored; blank lines are skipped. A line that is not such an object,
+or whose text UTF-8 cannot hold (a lone surrogate escape, in a prompt or a response),
 raises ``DataError`` naming the file and the line number.
 """
 
@@ -88,11 +89,27 @@ def parse_example(record: Any, path: str = "<input>", line: int | None = None) -
             path,
             line,
         )
+    for index, m in enumerate(messages):
+        _check_utf8(m.content, f"message {index} ({m.role})", path, line)
     if not any(m.role == "assistant" for m in messages):
         raise DataError("expected at least one assistant message", path, line)
     if not any(m.content for m in messages if m.role == "assistant"):
         raise DataError("expected a non-empty assistant reply", path, line)
     return ChatExample(messages, line)
+
+
+def _check_utf8(text: str, where: str, path: str, line: int | None) -> None:
+    """Refuse text UTF-8 cannot hold (a lone surrogate such as ``"\\ud800"``, which JSON
+    escapes can spell): the tokenizer, the data fingerprint and the bundle all encode it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DataError(
+            f"{where}: expected text UTF-8 can hold; found a lone surrogate "
+            f"{text[exc.start]!r} at character {exc.start}",
+            path,
+            line,
+        ) from None
 
 
 def _message(raw: Any, index: int, path: str, line: int | None) -> Message:

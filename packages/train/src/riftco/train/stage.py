@@ -17,9 +17,10 @@ from riftco.nn import PRECISIONS, DecoderOnlyTransformer, TransformerConfig, che
 from riftco.optim import AdamW, WarmupCosineSchedule, weight_decay_groups
 from riftco.train.batches import Batch, BatchSource
 from riftco.train.checkpoint import SUFFIX, Checkpoint, restore, save_checkpoint
+from riftco.train.checkpoint_checks import check_run
 from riftco.train.distributed.data_parallel import DataParallel, check_same_parameters
 from riftco.train.engine import Callback, Trainer
-from riftco.train.errors import ResumeMismatch
+from riftco.train.errors import CheckpointError, ResumeMismatch
 from riftco.train.interrupt import StopOnInterrupt
 from riftco.train.metrics import (
     MetricsLog,
@@ -159,10 +160,17 @@ def build_optimizer(
 
 
 def check_resume(checkpoint: Checkpoint, stage: str) -> None:
+    """``checkpoint`` is of ``stage`` and its run (options, configuration, tokenizer, the
+    engine's counters against the options) can be rebuilt; raises ``CheckpointError``
+    naming the field before anything is built from it."""
     if checkpoint.stage != stage:
         raise ResumeMismatch(
             f"{checkpoint.path}: a {checkpoint.stage} checkpoint; this command resumes {stage}"
         )
+    try:
+        check_run(checkpoint.manifest)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{checkpoint.path}: {exc}") from None
 
 
 def run_stage(
