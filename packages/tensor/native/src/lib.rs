@@ -8,6 +8,7 @@
 mod blockq_ops;
 mod convert;
 mod decode_ops;
+mod decode_spec;
 mod nf4_ops;
 mod nn_ops;
 mod ops;
