@@ -69,8 +69,10 @@ def read_tokenizer_files(folder: Path) -> Tokenizer:
     """The tokenizer of a Hugging Face directory; raises ConversionError when it has none
     that riftco can represent exactly."""
     document = read_json(folder / "tokenizer.json", MAX_TOKENIZER_JSON_BYTES)
+    check_tokenizer_json(document)
     config_path = folder / "tokenizer_config.json"
     config = read_json(config_path, MAX_TOKENIZER_JSON_BYTES) if config_path.exists() else {}
+    check_tokenizer_config(config)
     jinja_path = folder / "chat_template.jinja"  # where newer transformers save it
     if "chat_template" not in config and jinja_path.is_file():
         if jinja_path.stat().st_size > MAX_TOKENIZER_JSON_BYTES:
@@ -87,13 +89,127 @@ def read_tokenizer_files(folder: Path) -> Tokenizer:
             tokenizer = tokenizer_from_state(state)
         except TokenizerError as exc:
             raise ConversionError(f"tokenizer_config.json: {STATE_KEY}: {exc}") from None
-        if _same_ids(to_hf_tokenizer_json(tokenizer), document):
+        try:
+            ours = to_hf_tokenizer_json(tokenizer)
+        except TokenizerError as exc:
+            raise ConversionError(f"tokenizer_config.json: {STATE_KEY}: {exc}") from None
+        if _same_ids(ours, document):
             return tokenizer
     return tokenizer_from_hf_json(document, config)
 
 
+def _show(value: Any) -> str:
+    """A JSON value's type as the error names it, with the value when it is short."""
+    kind = "null" if value is None else type(value).__name__
+    if isinstance(value, (bool, float, str)) or (
+        isinstance(value, int) and value.bit_length() < 64
+    ):
+        text = repr(value)
+        return f"{kind} {text if len(text) <= 40 else text[:37] + '...'}"
+    return kind
+
+
+def _fault(where: str, expected: str, value: Any) -> ConversionError:
+    return ConversionError(f"{where}: expected {expected}; found {_show(value)}")
+
+
+def _token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31
+
+
+def check_tokenizer_json(document: Mapping[str, Any]) -> None:
+    """The structure of a parsed ``tokenizer.json``, field by field, before anything
+    reads it: ``model`` an object whose ``type`` is a string, ``vocab`` an object of
+    token to integer id and ``merges`` a list of ``"left right"`` strings (one space) or
+    ``[left, right]`` pairs; ``added_tokens`` a list of objects with an integer ``id``
+    and a string ``content`` (``special`` a boolean), no id twice; ``normalizer``,
+    ``pre_tokenizer`` and ``post_processor`` objects or null. Raises ConversionError
+    naming the field, what it expected and what it found."""
+    where = "tokenizer.json"
+    model = document.get("model")
+    if not isinstance(model, Mapping):
+        raise _fault(f"{where}: model", "an object", model)
+    if not isinstance(model.get("type"), str):
+        raise _fault(f"{where}: model.type", "a string such as 'BPE'", model.get("type"))
+    for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+        if document.get(key) is not None and not isinstance(document[key], Mapping):
+            raise _fault(f"{where}: {key}", "an object or null", document[key])
+    if model["type"] == "BPE":
+        vocab, merges = model.get("vocab"), model.get("merges", [])
+        if not isinstance(vocab, Mapping):
+            raise _fault(f"{where}: model.vocab", "an object of token to id", vocab)
+        for token, token_id in vocab.items():
+            if not _token_id(token_id):
+                raise _fault(
+                    f"{where}: model.vocab[{token[:40]!r}]", "an integer id in [0, 2**31)", token_id
+                )
+        if not isinstance(merges, list):
+            raise _fault(f"{where}: model.merges", "a list", merges)
+        for k, merge in enumerate(merges):
+            if isinstance(merge, str):
+                parts = merge.split(" ")
+                if len(parts) != 2 or not all(parts):
+                    raise _fault(
+                        f"{where}: model.merges[{k}]",
+                        "'left right' (two tokens joined by one space)",
+                        merge,
+                    )
+            elif not (
+                isinstance(merge, list)
+                and len(merge) == 2
+                and all(isinstance(part, str) and part for part in merge)
+            ):
+                raise _fault(
+                    f"{where}: model.merges[{k}]",
+                    "a 'left right' string or a [left, right] pair of strings",
+                    merge,
+                )
+    added = document.get("added_tokens", [])
+    if not isinstance(added, list):
+        raise _fault(f"{where}: added_tokens", "a list", added)
+    seen: set[int] = set()
+    for k, entry in enumerate(added):
+        if not isinstance(entry, Mapping):
+            raise _fault(f"{where}: added_tokens[{k}]", "an object", entry)
+        if not _token_id(entry.get("id")):
+            raise _fault(
+                f"{where}: added_tokens[{k}].id", "an integer id in [0, 2**31)", entry.get("id")
+            )
+        if not isinstance(entry.get("content"), str):
+            raise _fault(f"{where}: added_tokens[{k}].content", "a string", entry.get("content"))
+        if not isinstance(entry.get("special", True), bool):
+            raise _fault(f"{where}: added_tokens[{k}].special", "true or false", entry["special"])
+        if entry["id"] in seen:
+            raise ConversionError(f"{where}: added_tokens[{k}]: id {entry['id']} appears twice")
+        seen.add(entry["id"])
+
+
+def check_tokenizer_config(config: Mapping[str, Any]) -> None:
+    """The fields of ``tokenizer_config.json`` that import reads: ``eos_token`` a string,
+    an object with a string ``content``, or null; ``chat_template`` a string, a list
+    (named templates, which import does not use) or null; ``riftco_tokenizer`` an
+    object or null."""
+    where = "tokenizer_config.json"
+    eos = config.get("eos_token")
+    if isinstance(eos, Mapping):
+        if not isinstance(eos.get("content"), str):
+            raise _fault(f"{where}: eos_token.content", "a string", eos.get("content"))
+    elif eos is not None and not isinstance(eos, str):
+        raise _fault(f"{where}: eos_token", "a string, an object or null", eos)
+    template = config.get("chat_template")
+    if template is not None and not isinstance(template, (str, list)):
+        raise _fault(f"{where}: chat_template", "a string, a list or null", template)
+    state = config.get(STATE_KEY)
+    if state is not None and not isinstance(state, Mapping):
+        raise _fault(f"{where}: {STATE_KEY}", "an object or null", state)
+
+
 def tokenizer_from_hf_json(document: Mapping[str, Any], config: Mapping[str, Any]) -> Tokenizer:
-    """Rebuild a riftco tokenizer from a ``tokenizer.json`` with riftco's id layout."""
+    """Rebuild a riftco tokenizer from a ``tokenizer.json`` with riftco's id layout
+    (``document`` and ``config`` checked by ``check_tokenizer_json`` and
+    ``check_tokenizer_config`` first, as ``read_tokenizer_files`` does)."""
+    check_tokenizer_json(document)
+    check_tokenizer_config(config)
     model = document.get("model")
     if not isinstance(model, Mapping) or model.get("type") != "BPE":
         found = model.get("type") if isinstance(model, Mapping) else model
@@ -219,7 +335,7 @@ def _merges(merges: list[Any], vocab: Mapping[str, int], by_id: list[Any]) -> li
         )
     pairs = []
     for k, merge in enumerate(merges):
-        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        left, right = merge.split(" ") if isinstance(merge, str) else merge
         if vocab.get(left + right) != 256 + k or left not in vocab or right not in vocab:
             raise ConversionError(
                 f"tokenizer.json: merge {k} ({left!r}, {right!r}) does not make id {256 + k}"
