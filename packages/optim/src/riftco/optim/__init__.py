@@ -19,7 +19,12 @@ __version__ = "0.1.0"
 
 from riftco.optim.adam import STATE_VERSION, Adam, AdamStepStats, AdamW
 from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
-from riftco.optim.errors import NonFiniteUpdate, OptimizerStateError
+from riftco.optim.errors import (
+    NonFiniteUpdate,
+    OptimizerConfigError,
+    OptimizerStateError,
+    ParameterError,
+)
 from riftco.optim.groups import weight_decay_groups
 from riftco.optim.moments import Moments, page_lengths
 from riftco.optim.schedules import (
@@ -37,7 +42,9 @@ __all__ = [
     "ConstantSchedule",
     "Moments",
     "NonFiniteUpdate",
+    "OptimizerConfigError",
     "OptimizerStateError",
+    "ParameterError",
     "Schedule",
     "WarmupCosineSchedule",
     "clip_scale",

@@ -19,7 +19,12 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
-from riftco.optim.errors import NonFiniteUpdate, OptimizerStateError
+from riftco.optim.errors import (
+    NonFiniteUpdate,
+    OptimizerConfigError,
+    OptimizerStateError,
+    ParameterError,
+)
 from riftco.optim.groups import GROUP_KEYS, check_hyperparameters, check_lr, make_groups
 from riftco.optim.moments import Moments
 from riftco.tensor import BackendMismatch, DType, ShapeError, Tensor
@@ -63,7 +68,7 @@ def _check_max_norm(max_grad_norm: Any) -> float | None:
         and math.isfinite(max_grad_norm)
         and max_grad_norm > 0
     ):
-        raise ValueError(
+        raise OptimizerConfigError(
             f"max_grad_norm must be a positive number or None, found {max_grad_norm!r}"
         )
     return float(max_grad_norm)
@@ -106,7 +111,9 @@ class Adam:
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay}
         self.defaults = check_hyperparameters(where, defaults)
         if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-            raise ValueError(f"{where}: page_size must be a positive int, found {page_size!r}")
+            raise OptimizerConfigError(
+                f"{where}: page_size must be a positive int, found {page_size!r}"
+            )
         self.max_grad_norm = max_grad_norm
         self.paged = bool(paged)
         self.page_size = page_size
@@ -172,11 +179,15 @@ class Adam:
         norm or any new parameter or moment value would not be finite.
         """
         entries = self._gather()
-        norm = (
-            global_grad_norm(e.grad for e in entries)
-            if gradient_norm is None
-            else float(gradient_norm)
-        )
+        if gradient_norm is None:
+            norm = global_grad_norm(e.grad for e in entries)
+        elif isinstance(gradient_norm, (int, float)) and not isinstance(gradient_norm, bool):
+            norm = float(gradient_norm)
+        else:
+            raise OptimizerConfigError(
+                f"{type(self).__name__}.step: gradient_norm must be a number or None, "
+                f"found {gradient_norm!r}"[:300]
+            )
         if not math.isfinite(norm):
             raise NonFiniteUpdate(
                 f"{type(self).__name__} step {self._step + 1}: the gradient norm is {norm}; "
@@ -197,7 +208,7 @@ class Adam:
                 if grad is None:
                     continue
                 if not isinstance(grad, Tensor):
-                    raise TypeError(
+                    raise ParameterError(
                         f"{type(self).__name__}: {_label(index, p)} has a grad of type "
                         f"{type(grad).__name__}, expected a Tensor"
                     )

@@ -51,7 +51,7 @@ def norm_and_values(
     grads = list(grads)
     for v in values:
         if v.size != 1:
-            raise ValueError(f"norm_and_values: values must have one element, found {v.shape}")
+            raise rt.ShapeError(f"norm_and_values: values must have one element, found {v.shape}")
     parts = [rt.sum_squares(g).reshape(1) for g in grads if g.size] + [
         rt.astype(v, rt.float32).reshape(1) for v in values
     ]

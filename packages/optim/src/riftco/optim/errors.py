@@ -21,4 +21,17 @@ class OptimizerStateError(RiftcoError, ValueError):
     """A state dict that does not fit this optimizer (kind, groups, shapes or values)."""
 
 
-__all__ = ["NonFiniteUpdate", "OptimizerStateError"]
+class OptimizerConfigError(RiftcoError, ValueError):
+    """A setting an optimizer or a schedule cannot take: a learning rate, beta, eps,
+    weight decay, clipping threshold or page size out of range (NaN and infinity
+    included), a malformed parameter group, a parameter given twice, or a schedule
+    (or schedule state dict) that describes no schedule. A ``ValueError`` too."""
+
+
+class ParameterError(RiftcoError, TypeError):
+    """Something given to an optimizer as a parameter or a gradient that is not one
+    (no Tensor ``value`` and ``grad``, a gradient that is not a Tensor, parameters
+    mixed with group dicts). A ``TypeError`` too."""
+
+
+__all__ = ["NonFiniteUpdate", "OptimizerConfigError", "OptimizerStateError", "ParameterError"]

@@ -6,7 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from riftco.tensor import DType, Tensor
+from riftco.optim.errors import OptimizerConfigError, ParameterError
+from riftco.tensor import DType, DTypeError, Tensor
 
 #: The hyperparameters a group may set; missing ones take the optimizer's values.
 GROUP_KEYS = ("lr", "betas", "eps", "weight_decay")
@@ -18,7 +19,9 @@ def _finite(x: Any) -> bool:
 
 def check_lr(where: str, lr: Any) -> float:
     if not (_finite(lr) and lr >= 0):
-        raise ValueError(f"{where}: lr must be a finite non-negative number, found {lr!r}")
+        raise OptimizerConfigError(
+            f"{where}: lr must be a finite non-negative number, found {lr!r}"
+        )
     return float(lr)
 
 
@@ -27,14 +30,16 @@ def check_hyperparameters(where: str, values: dict[str, Any]) -> dict[str, Any]:
     lr, betas, eps, weight_decay = (values[k] for k in GROUP_KEYS)
     check_lr(where, lr)
     if not (isinstance(betas, (tuple, list)) and len(betas) == 2):
-        raise ValueError(f"{where}: betas must be a pair (beta1, beta2), found {betas!r}")
+        raise OptimizerConfigError(f"{where}: betas must be a pair (beta1, beta2), found {betas!r}")
     for name, b in zip(("beta1", "beta2"), betas):
         if not (_finite(b) and 0.0 <= b < 1.0):
-            raise ValueError(f"{where}: {name} must lie in [0, 1), found {b!r}")
+            raise OptimizerConfigError(f"{where}: {name} must lie in [0, 1), found {b!r}")
     if not (_finite(eps) and eps >= 0):
-        raise ValueError(f"{where}: eps must be a finite non-negative number, found {eps!r}")
+        raise OptimizerConfigError(
+            f"{where}: eps must be a finite non-negative number, found {eps!r}"
+        )
     if not (_finite(weight_decay) and weight_decay >= 0):
-        raise ValueError(
+        raise OptimizerConfigError(
             f"{where}: weight_decay must be a finite non-negative number, found {weight_decay!r}"
         )
     return {**values, "betas": (float(betas[0]), float(betas[1]))}
@@ -48,7 +53,7 @@ def make_groups(
     if items and all(isinstance(x, dict) for x in items):
         specs = items
     elif any(isinstance(x, dict) for x in items):
-        raise TypeError(f"{where}: expected parameters or group dicts, found a mix")
+        raise ParameterError(f"{where}: expected parameters or group dicts, found a mix")
     else:
         specs = [{"params": items}]
     groups: list[dict[str, Any]] = []
@@ -56,7 +61,7 @@ def make_groups(
     for i, spec in enumerate(specs):
         unknown = set(spec) - {"params", *GROUP_KEYS}
         if unknown or "params" not in spec:
-            raise ValueError(
+            raise OptimizerConfigError(
                 f"{where}: group {i} needs 'params' and may set {', '.join(GROUP_KEYS)}; "
                 f"found keys {sorted(spec)}"
             )
@@ -66,7 +71,9 @@ def make_groups(
         for p in members:
             _check_parameter(where, p)
             if id(p) in seen or id(p.value) in seen:
-                raise ValueError(f"{where}: a parameter (or its value tensor) appears twice")
+                raise OptimizerConfigError(
+                    f"{where}: a parameter (or its value tensor) appears twice"
+                )
             seen.update((id(p), id(p.value)))
         groups.append({"params": members, **values})
     return groups
@@ -75,12 +82,12 @@ def make_groups(
 def _check_parameter(where: str, p: Any) -> None:
     value = getattr(p, "value", None)
     if not isinstance(value, Tensor) or not hasattr(p, "grad"):
-        raise TypeError(
+        raise ParameterError(
             f"{where}: expected parameters with a Tensor 'value' and a 'grad' "
             f"(riftco.autograd.Parameter), found {type(p).__name__}"
         )
     if value.dtype is not DType.float32:
-        raise TypeError(
+        raise DTypeError(
             f"{where}: parameter values must be float32, found {value.dtype.value} "
             f"with shape {value.shape}"
         )

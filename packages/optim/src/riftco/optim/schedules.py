@@ -7,8 +7,12 @@ for the t-th update. Schedules are immutable and save to plain dicts.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Protocol, runtime_checkable
+
+from riftco.optim.errors import OptimizerConfigError
 
 
 @runtime_checkable
@@ -22,13 +26,16 @@ class Schedule(Protocol):
 
 def _check_step(step: int) -> int:
     if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-        raise ValueError(f"schedule: steps count from 1, found {step!r}")
+        raise OptimizerConfigError(f"schedule: steps count from 1, found {step!r}")
     return step
 
 
 def _check_rate(name: str, value: float) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"schedule: {name} must be a finite non-negative number, found {value!r}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value >= 0):
+        raise OptimizerConfigError(
+            f"schedule: {name} must be a finite non-negative number, found {value!r}"
+        )
     return float(value)
 
 
@@ -72,14 +79,18 @@ class WarmupCosineSchedule:
         for name in ("warmup_steps", "total_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"schedule: {name} must be a non-negative int, found {value!r}")
+                raise OptimizerConfigError(
+                    f"schedule: {name} must be a non-negative int, found {value!r}"
+                )
         if not 1 <= self.total_steps or self.warmup_steps > self.total_steps:
-            raise ValueError(
+            raise OptimizerConfigError(
                 f"schedule: expected 0 <= warmup_steps <= total_steps and total_steps >= 1, "
                 f"found warmup_steps={self.warmup_steps}, total_steps={self.total_steps}"
             )
         if self.min_lr > self.peak_lr:
-            raise ValueError(f"schedule: min_lr {self.min_lr} exceeds peak_lr {self.peak_lr}")
+            raise OptimizerConfigError(
+                f"schedule: min_lr {self.min_lr} exceeds peak_lr {self.peak_lr}"
+            )
 
     def lr_at(self, step: int) -> float:
         t = _check_step(step)
@@ -101,15 +112,31 @@ class WarmupCosineSchedule:
 _KINDS = {"constant": ConstantSchedule, "warmup_cosine": WarmupCosineSchedule}
 
 
-def schedule_from_state(state: dict[str, Any]) -> ConstantSchedule | WarmupCosineSchedule:
-    """The schedule a ``state_dict()`` describes."""
+def schedule_from_state(state: Mapping[str, Any]) -> ConstantSchedule | WarmupCosineSchedule:
+    """The schedule a ``state_dict()`` describes; OptimizerConfigError naming the field
+    when it describes none (an unknown kind, a missing or unknown field, a bad value)."""
+    if not isinstance(state, Mapping):
+        raise OptimizerConfigError(
+            f"schedule_from_state: expected a dict with 'kind'; found {type(state).__name__}"
+        )
     fields = dict(state)
     kind = fields.pop("kind", None)
-    if kind not in _KINDS:
-        raise ValueError(
-            f"schedule_from_state: unknown kind {kind!r}; expected one of {sorted(_KINDS)}"
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise OptimizerConfigError(
+            f"schedule_from_state: unknown kind {kind!r}; expected one of {sorted(_KINDS)}"[:300]
         )
-    return _KINDS[kind](**fields)
+    schedule = _KINDS[kind]
+    known = {f.name: f for f in dataclass_fields(schedule)}
+    unknown = sorted(str(k) for k in fields if k not in known)
+    missing = sorted(
+        name for name, f in known.items() if name not in fields and f.default is MISSING
+    )
+    if unknown or missing:
+        raise OptimizerConfigError(
+            f"schedule_from_state: a {kind!r} schedule has the fields {sorted(known)}; "
+            f"missing {missing}, unknown {unknown[:8]}"[:400]
+        )
+    return schedule(**fields)
 
 
 __all__ = ["ConstantSchedule", "Schedule", "WarmupCosineSchedule", "schedule_from_state"]
