@@ -106,6 +106,110 @@ def _pretrain_files(folder: Path) -> tuple[Path, Path]:
     return result.bundle, result.checkpoint
 
 
+def _choices(count: int) -> list[bytes]:
+    """Choice bytes for the structure-aware harnesses: a spread of edits of the seed."""
+    rng = np.random.default_rng(1)
+    return [bytes(rng.integers(0, 256, 24, dtype=np.uint8)) for _ in range(count)]
+
+
+def _edited(document, change):
+    document = json.loads(json.dumps(document))
+    change(document)
+    return document
+
+
+def _hf_json_seeds(folder: Path) -> list[bytes]:
+    """hf_json inputs: the file's index (config.json, tokenizer.json,
+    tokenizer_config.json), then a document and the choice bytes that edit it."""
+    from structure import seed
+
+    config, document, tokenizer_config = (
+        json.loads((folder / name).read_text())
+        for name in ("config.json", "tokenizer.json", "tokenizer_config.json")
+    )
+    stateless = {k: v for k, v in tokenizer_config.items() if k != "riftco_tokenizer"}
+    model = document["model"]
+    first = document["added_tokens"][0]
+    seeds = [
+        bytes([i]) + seed(d, c)
+        for i, d in enumerate((config, document, tokenizer_config))
+        for c in [b"", *_choices(4)]
+    ]
+    hostile_documents = [
+        dict(document, model=dict(model, merges=["ab", *model["merges"][1:]])),
+        dict(document, model=dict(model, merges=[7, *model["merges"][1:]])),
+        dict(document, model=dict(model, merges=[["a", "b", "c"], *model["merges"][1:]])),
+        dict(document, model=dict(model, merges=["a b c", *model["merges"][1:]])),
+        dict(document, added_tokens=[{k: v for k, v in first.items() if k != "content"}]),
+        dict(document, added_tokens=[dict(first, id=str(first["id"]))]),
+        dict(document, added_tokens=["<|endoftext|>"]),
+        dict(document, added_tokens=[first, first]),
+        dict(document, model=dict(model, vocab=dict(model["vocab"], a="97"))),
+        dict(document, model=["BPE"]),
+    ]
+    for hostile in hostile_documents:  # beside the valid riftco state, and without it
+        seeds.append(bytes([1]) + seed(hostile))
+    seeds += [
+        bytes([2]) + seed(dict(stateless, eos_token=["<|endoftext|>"])),
+        bytes([2]) + seed(dict(stateless, eos_token={"id": 1})),
+        bytes([2]) + seed(dict(tokenizer_config, riftco_tokenizer=[1])),
+        bytes([2]) + seed(dict(stateless, chat_template=3)),
+        bytes([0]) + seed(dict(config, n_layer="1")),
+        bytes([0]) + seed(dict(config, architectures="GPT2LMHeadModel")),
+    ]
+    return seeds
+
+
+def _checkpoint_state_seeds(manifest: dict, tensor_names: list[str]) -> list[bytes]:
+    """checkpoint_state inputs: the edits --resume once answered with a raw traceback
+    (and the engine step of 10**12 it resumed), each fed as it is."""
+    from structure import seed
+
+    def options(m):
+        return m["run"]["options"]
+
+    def engine(m):
+        return m["state"]["engine"]
+
+    seeds = [seed(manifest, c) for c in [b"", *_choices(6)]]
+    for name in ("optimizer.0.exp_avg", "optimizer.3.exp_avg_sq", "model.final_norm.weight"):
+        seeds.append(seed(manifest, bytes([0, tensor_names.index(name)])))  # that one dropped
+    for change in (
+        lambda m: m["run"].pop("options"),
+        lambda m: options(m)["training"].update(steps="x"),
+        lambda m: options(m).update(colour="red"),
+        lambda m: options(m).update(windows="nope"),
+        lambda m: engine(m).update(moving_average="bad"),
+        lambda m: engine(m)["moving_average"].update(value="x"),
+        lambda m: engine(m).update(step=10**12),
+        lambda m: (m.update(step=10**12), engine(m).update(step=10**12)),
+        lambda m: engine(m).update(step=-1),
+        lambda m: engine(m).update(tokens="x"),
+        lambda m: m["run"].pop("tokenizer"),
+        lambda m: options(m).update(training=3),
+    ):
+        seeds.append(seed(_edited(manifest, change)))
+    return seeds
+
+
+def _bundle_manifest_seeds(bundle: Path) -> list[bytes]:
+    from structure import seed
+
+    from riftco.interchange import MANIFEST_KEY, read_safetensors
+
+    manifest = json.loads(read_safetensors(bundle).metadata[MANIFEST_KEY])
+    seeds = [seed(manifest, c) for c in [b"", *_choices(8)]]
+    for change in (
+        lambda m: m["config"].update(n_layers="1"),
+        lambda m: m["tokenizer"].update(merges=[[1, 2]]),
+        lambda m: m.update(parent_id=7),
+        lambda m: m["weights"].update(tensors=10**12),
+        lambda m: m.update(metadata=[1]),
+    ):
+        seeds.append(seed(_edited(manifest, change)))
+    return seeds
+
+
 def main(work: Path = WORK) -> None:
     from riftco.interchange import (
         canonical_json,
@@ -191,18 +295,6 @@ def main(work: Path = WORK) -> None:
     gguf = gguf_file.read_bytes()
     _write(seeds_root / "gguf", [gguf, *_variants(gguf), gguf[:24] + b"\xff" * 16])
 
-    # ONNX (a valid export kept whole; each seed replaces one of its files)
-    onnx_folder = valid / "onnx"
-    onnx_folder.mkdir()
-    export_onnx_model(model, onnx_folder / "tiny.onnx", tokenizer, external_data=False)
-    names = sorted(p.name for p in onnx_folder.iterdir())
-    onnx_seeds = []
-    for index, name in enumerate(names):
-        content = (onnx_folder / name).read_bytes()
-        onnx_seeds += [bytes([index]) + v for v in [content, *_variants(content, 4)]]
-        onnx_seeds += [bytes([index]) + DEEP[:2000], bytes([index]) + b"{" + DIGITS + b"}"]
-    _write(seeds_root / "onnx", onnx_seeds)
-
     # Hugging Face directories (the same scheme)
     hf_folder = valid / "hf"
     export_huggingface_model(model, hf_folder, tokenizer)
@@ -256,6 +348,29 @@ def main(work: Path = WORK) -> None:
             json.dumps(dict(body, stream=True, stream_options={"include_usage": True})).encode(),
         ],
     )
+    # The structure-aware harnesses: valid documents to edit, and the hostile ones the
+    # readers once answered with a raw traceback, fed as they are.
+    shutil.copy(checkpoint, valid / "checkpoint.riftckpt")
+    shutil.copy(bundle, valid / "bundle.rift")
+    _write(seeds_root / "hf_json", _hf_json_seeds(hf_folder))
+    _write(
+        seeds_root / "checkpoint_state",
+        _checkpoint_state_seeds(manifest, sorted(set(header) - {"__metadata__"})),
+    )
+    _write(seeds_root / "bundle_manifest", _bundle_manifest_seeds(bundle))
+
+    # ONNX (a valid export kept whole; each seed replaces one of its files)
+    onnx_folder = valid / "onnx"
+    onnx_folder.mkdir()
+    export_onnx_model(model, onnx_folder / "tiny.onnx", tokenizer, external_data=False)
+    names = sorted(p.name for p in onnx_folder.iterdir())
+    onnx_seeds = []
+    for index, name in enumerate(names):
+        content = (onnx_folder / name).read_bytes()
+        onnx_seeds += [bytes([index]) + v for v in [content, *_variants(content, 4)]]
+        onnx_seeds += [bytes([index]) + DEEP[:2000], bytes([index]) + b"{" + DIGITS + b"}"]
+    _write(seeds_root / "onnx", onnx_seeds)
+
     shutil.rmtree(scratch, ignore_errors=True)
     counts = {p.name: len(list(p.iterdir())) for p in sorted(seeds_root.iterdir())}
     print(f"seeds in {seeds_root}: {counts}")
