@@ -10,6 +10,7 @@ from pathlib import Path
 
 from riftco.serve.config import ServerConfig
 from riftco.serve.connections import ConnectionLimits, uvicorn_config
+from riftco.serve.listener import GuardedServer
 from riftco.serve.loading import app_from_bundle, default_model_id, require_serving_backend
 from riftco.serve.scheduler import SchedulerLimits
 
@@ -62,13 +63,53 @@ def _parser() -> argparse.ArgumentParser:
         "--drain-timeout", type=float, default=30.0, help="seconds to finish requests on SIGTERM"
     )
     p.add_argument(
-        "--max-connections", type=int, default=512, help="open connections before 503 refusals"
+        "--max-connections",
+        type=int,
+        default=512,
+        help="open connections before 503 refusals (lowered to what the open-file limit allows)",
+    )
+    p.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        default=64,
+        help="open connections one peer address may hold (default: 64)",
+    )
+    p.add_argument(
+        "--max-requests-per-client",
+        type=int,
+        default=32,
+        help="/v1 requests one peer address may have in flight before 429 (default: 32)",
+    )
+    p.add_argument(
+        "--first-byte-timeout",
+        type=float,
+        default=5.0,
+        help="seconds a new connection has to send its first byte (then 408 and close)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to complete a request's headers (then 408 and close)",
     )
     p.add_argument(
         "--request-timeout",
         type=float,
         default=30.0,
-        help="seconds a client has to send a whole request (then 408 and close)",
+        help="seconds a client has to send a whole request, body included (then 408 and close)",
+    )
+    p.add_argument(
+        "--fd-reserve",
+        type=int,
+        default=64,
+        help="descriptors kept free for files, the model and the log (default: 64)",
+    )
+    p.add_argument(
+        "--trusted-proxies",
+        default="",
+        metavar="ADDRESSES",
+        help="comma-separated reverse-proxy addresses: exempt from the per-client connection "
+        "limit, and their X-Forwarded-For names the client",
     )
     p.add_argument(
         "--keep-alive-timeout",
@@ -95,8 +136,13 @@ def main(argv: list[str]) -> int:
         "max_tokens_limit",
         "max_body_bytes",
         "max_connections",
+        "max_connections_per_client",
+        "max_requests_per_client",
+        "first_byte_timeout",
+        "header_timeout",
         "request_timeout",
         "keep_alive_timeout",
+        "fd_reserve",
     ):
         if getattr(args, name) <= 0:
             print(f"riftco serve: --{name.replace('_', '-')} must be positive", file=sys.stderr)
@@ -111,6 +157,17 @@ def main(argv: list[str]) -> int:
             max_body_bytes=args.max_body_bytes,
             max_tokens_limit=args.max_tokens_limit,
             default_max_tokens=min(args.default_max_tokens, args.max_tokens_limit),
+            max_requests_per_client=args.max_requests_per_client,
+        )
+        connection_limits = ConnectionLimits(
+            max_connections=args.max_connections,
+            max_connections_per_client=args.max_connections_per_client,
+            first_byte_timeout=args.first_byte_timeout,
+            header_timeout=args.header_timeout,
+            request_timeout=args.request_timeout,
+            keep_alive_timeout=args.keep_alive_timeout,
+            fd_reserve=args.fd_reserve,
+            trusted_proxies=tuple(a.strip() for a in args.trusted_proxies.split(",") if a.strip()),
         )
     except ValueError as exc:
         print(f"riftco serve: {exc}", file=sys.stderr)
@@ -137,8 +194,6 @@ def main(argv: list[str]) -> int:
         limits=limits,
         weights=args.weights,
     )
-    import uvicorn
-
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     if not config.checks_host:
         logging.getLogger("riftco.serve").warning(
@@ -146,12 +201,7 @@ def main(argv: list[str]) -> int:
             args.host,
             "" if config.api_key else " and no API key is required",
         )
-    connection_limits = ConnectionLimits(
-        max_connections=args.max_connections,
-        request_timeout=args.request_timeout,
-        keep_alive_timeout=args.keep_alive_timeout,
-    )
-    server = uvicorn.Server(
+    server = GuardedServer(
         uvicorn_config(
             app,
             connection_limits,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
+
+from riftco.serve.errors import LimitsError
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -28,7 +31,9 @@ class ServerConfig:
     ``allowed_hosts``) get 421, which defeats DNS rebinding. ``api_key``, when
     set, is required as ``Authorization: Bearer KEY`` on ``/v1/*`` and
     ``/metrics``. ``max_tokens_limit`` bounds ``max_tokens``; requests that
-    omit it get ``default_max_tokens``.
+    omit it get ``default_max_tokens``. ``max_requests_per_client`` bounds the
+    ``/v1/*`` requests one peer address has in flight at once (more get 429);
+    ``/health``, ``/metrics`` and the page are not counted.
     """
 
     model_id: str = "riftco"
@@ -41,17 +46,23 @@ class ServerConfig:
     max_stop_strings: int = 4
     max_stop_length: int = 256
     retry_after_seconds: int = 1
+    max_requests_per_client: int = 32
 
     def __post_init__(self) -> None:
         if self.max_body_bytes <= 0 or self.max_tokens_limit <= 0:
-            raise ValueError("ServerConfig: max_body_bytes and max_tokens_limit must be positive")
+            raise LimitsError("ServerConfig: max_body_bytes and max_tokens_limit must be positive")
+        value = self.max_requests_per_client
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise LimitsError(
+                f"ServerConfig: max_requests_per_client must be a positive integer, found {value!r}"
+            )
         if not 0 < self.default_max_tokens <= self.max_tokens_limit:
-            raise ValueError(
+            raise LimitsError(
                 f"ServerConfig: default_max_tokens {self.default_max_tokens} must be in "
                 f"1..max_tokens_limit ({self.max_tokens_limit})"
             )
         if self.api_key is not None and not self.api_key:
-            raise ValueError("ServerConfig: api_key must not be empty")
+            raise LimitsError("ServerConfig: api_key must not be empty")
 
     @property
     def checks_host(self) -> bool:
@@ -59,23 +70,71 @@ class ServerConfig:
         return is_loopback(self.bind_host)
 
     def host_allowed(self, host_header: str) -> bool:
-        """Whether a request with this Host header may be served."""
+        """Whether a request with this Host header may be served: the header must be
+        a well-formed ``host[:port]`` (RFC 9110 section 7.2, the authority of RFC 3986
+        without userinfo) naming loopback or one of ``allowed_hosts``."""
         if not self.checks_host:
             return True
-        host = _strip_port(host_header)
-        if not host:
+        authority = parse_host_header(host_header)
+        if authority is None:
             return False
-        return is_loopback(host) or host.lower() in {h.lower() for h in self.allowed_hosts}
+        host = authority[0]
+        return is_loopback(host) or host in {h.lower().rstrip(".") for h in self.allowed_hosts}
 
 
-def _strip_port(host_header: str) -> str:
-    host = host_header.strip()
-    if host.startswith("["):
-        end = host.find("]")
-        return host[: end + 1] if end > 0 else ""
-    if host.count(":") == 1:
-        host = host.split(":", 1)[0]
-    return host
+# RFC 3986 reg-name restricted to what a DNS name can be (letters, digits, '-', '_',
+# dots): percent-encoding and sub-delimiters never name a real host, so they are refused.
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_REG_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
-__all__ = ["ServerConfig", "is_loopback"]
+def parse_host_header(value: str) -> tuple[str, int | None] | None:
+    """``(host, port)`` of a Host header value, or None when it is not ``host[:port]``.
+
+    ``host`` is lower-cased, without brackets and without a trailing dot: a DNS
+    name, a dotted IPv4 address or a bracketed IPv6 address. Refused: userinfo
+    (``127.0.0.1:80@evil.com``), several values (``a, b``), a path, query or fragment,
+    percent-encoding, an IPv6 zone or IPvFuture literal, an empty or non-numeric port
+    or one past 65535, and anything over 255 characters.
+    """
+    text = value.strip(" \t")
+    if not text or len(text) > 261 or not text.isascii():
+        return None
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            return None
+        literal, rest = text[1:end], text[end + 1 :]
+        if "%" in literal:
+            return None  # a zone (fe80::1%eth0) is not allowed in a URI's host
+        try:
+            address = ipaddress.IPv6Address(literal)  # refuses IPvFuture and IPv4
+        except ValueError:
+            return None
+        host = str(address)
+    else:
+        name, colon, port_text = text.partition(":")
+        host, rest = name.lower(), (colon + port_text)
+        if not _REG_NAME.fullmatch(host) or len(host) > 255:
+            return None
+        host = host.rstrip(".")
+        if _looks_numeric(host):
+            try:
+                host = str(ipaddress.IPv4Address(host))
+            except ValueError:
+                return None  # 127.1, 0x7f.0.0.1, 2130706433: forms browsers differ on
+    if not rest:
+        return host, None
+    if not rest.startswith(":") or not _PORT.fullmatch(rest[1:]):
+        return None
+    port = int(rest[1:])
+    return (host, port) if port <= 65535 else None
+
+
+def _looks_numeric(host: str) -> bool:
+    last = host.rsplit(".", 1)[-1]
+    return bool(last) and (last.isdigit() or last.startswith("0x"))
+
+
+__all__ = ["ServerConfig", "is_loopback", "parse_host_header"]

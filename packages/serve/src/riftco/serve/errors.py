@@ -100,6 +100,11 @@ class NotReady(RequestError):
         self.retry_after = retry_after
 
 
+class LimitsError(ServeError, ValueError):
+    """A server or connection setting out of range (a limit that is not positive, a
+    timeout longer than the one containing it, an open-file limit with no room)."""
+
+
 class GenerationFailed(ServeError, RuntimeError):
     """A model step failed; the requests in that step end with this error."""
 
@@ -108,6 +113,7 @@ __all__ = [
     "CacheError",
     "GenerationFailed",
     "InvalidField",
+    "LimitsError",
     "ModelNotFound",
     "NotReady",
     "Overloaded",
