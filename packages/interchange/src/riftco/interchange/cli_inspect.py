@@ -1,5 +1,13 @@
 """``riftco inspect FILE``: what a bundle, safetensors file, GGUF or ONNX file, or model
-directory holds."""
+directory holds, and whether riftco's import takes it.
+
+Each kind is read by its importer (``read_bundle`` and ``validate_bundle``,
+``import_gguf``, ``import_onnx``, ``import_huggingface``, ``read_original``) and then
+checked by :func:`riftco.interchange.convert.check_fits`, so inspect refuses what
+import and convert refuse. Exit status: 0 when the file passes; 1 when a check fails
+(the error on stderr, or ``integrity``/``values`` ``FAILED`` in the report) or when
+import would refuse it (``import: refused: ...``, e.g. a tokenizer riftco cannot read
+or whose ids do not fit the vocabulary); 2 for a usage error."""
 
 from __future__ import annotations
 
@@ -37,8 +45,14 @@ def main(argv: list[str]) -> int:
         print(f"riftco inspect: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else render(report))
+    return 1 if refused(report) else 0
+
+
+def refused(report: dict[str, Any]) -> bool:
+    """Whether the file described fails a check (``integrity`` or ``values`` FAILED) or
+    its import refuses it (``import`` says why): ``riftco inspect`` then exits 1."""
     failed = any(str(report.get(k, "")).startswith("FAILED") for k in ("integrity", "values"))
-    return 1 if failed else 0
+    return failed or str(report.get("import", "ok")) != "ok"
 
 
 def describe(path: Path) -> dict[str, Any]:
@@ -70,12 +84,14 @@ def describe(path: Path) -> dict[str, Any]:
         from riftco.interchange.models import validate_bundle
 
         bundle = read_bundle(path)
-        validate_bundle(bundle)
+        config, bundle_tokenizer = validate_bundle(bundle)  # what load_bundle checks
         integrity = "ok"
         values = values_report(bundle.tensors)
+        verdict = _import_verdict(path, config, bundle.tensors, bundle_tokenizer, None)
     except InterchangeError as exc:
         integrity = f"FAILED: {exc}"
         values = "not checked (the file failed its integrity check)"
+        verdict = "refused: the file failed its integrity check"
     tokenizer = manifest["tokenizer"]
     return {
         "path": str(path),
@@ -99,17 +115,18 @@ def describe(path: Path) -> dict[str, Any]:
         "verified": "identity (the manifest's hash), the weights' SHA-256, every tensor's "
         "shape against the configuration, the tokenizer against the vocabulary",
         "values": values,
+        "import": verdict,
     }
 
 
 def _describe_export(path: Path) -> dict[str, Any]:
     """A GGUF file (any llama.cpp ``gpt2``/``llama`` file) or an ONNX export riftco wrote
-    (with its ``.onnx.json`` sidecar); reading it checks the digests it records."""
+    (with its ``.onnx.json`` sidecar), read by the importer: every check import makes is
+    made here, the digests the file records included."""
     gguf = path.suffix.lower() == ".gguf"
     kind = "gguf" if gguf else "onnx"
     try:
         if gguf:
-            from riftco.interchange.gguf_export import RIFTCO_TENSORS
             from riftco.interchange.gguf_import import import_gguf
             from riftco.interchange.gguf_tokenizer import RIFTCO_PARITY
 
@@ -120,24 +137,22 @@ def _describe_export(path: Path) -> dict[str, Any]:
                 "file_type": model.metadata.get("general.file_type"),
                 "tokenizer_parity": model.metadata.get(RIFTCO_PARITY),
             }
+            problem = model.tokenizer_error
         else:
             from riftco.interchange.onnx_import import import_onnx
 
             model = import_onnx(path)
             onnx = model.sidecar.get("onnx", {})
             extra = {"opset": onnx.get("opset"), "onnx_sha256": onnx.get("sha256")}
+            problem = None if model.tokenizer is not None else "the sidecar holds no tokenizer"
     except IntegrityError as exc:
         return {"path": str(path), "kind": kind, "integrity": f"FAILED: {exc}"}
     tokenizer = model.tokenizer
     if not gguf:
         integrity = "ok"
         verified = "the SHA-256 of the .onnx file and its external data against the sidecar"
-    elif model.metadata.get(RIFTCO_TENSORS) is not None:
-        integrity = "ok"
-        verified = f"the tensors' SHA-256 against {RIFTCO_TENSORS}"
     else:
-        integrity = "not verified: this GGUF file records no checksum"
-        verified = "the header, the tensors' layout and their shapes against the configuration"
+        integrity, verified = _gguf_integrity(model.verified)
     return {
         "path": str(path),
         "kind": kind,
@@ -156,7 +171,44 @@ def _describe_export(path: Path) -> dict[str, Any]:
         "integrity": integrity,
         "verified": verified,
         "values": values_report(model.arrays),
+        "import": _import_verdict(path, model.model_config, model.arrays, tokenizer, problem),
     }
+
+
+def _gguf_integrity(checks: dict[str, str]) -> tuple[str, str]:
+    """``integrity`` and ``verified`` for a GGUF file from what import verified."""
+    from riftco.interchange.gguf_export import RIFTCO_DIGEST, RIFTCO_TENSORS
+
+    done = {
+        "tensors": f"the tensors' SHA-256 against {RIFTCO_TENSORS}",
+        "metadata": f"every riftco.* key's type and value against {RIFTCO_DIGEST}",
+    }
+    verified = [done[part] for part, state in checks.items() if state == "ok"]
+    missing = [f"{part}: {state}" for part, state in checks.items() if state != "ok"]
+    layout = "the header, the tensors' layout and their shapes against the configuration"
+    integrity = (
+        "ok"
+        if not missing
+        else "not verified: " + "; ".join(m.replace("not verified: ", "") for m in missing)
+    )
+    return integrity, "; ".join([*verified, layout])
+
+
+def _import_verdict(
+    path: Path, config: Any, arrays: Any, tokenizer: Any, problem: str | None
+) -> str:
+    """``ok`` when importing the file as it is (its own tokenizer) and converting it
+    succeed, else ``refused: <why>``: the tokenizer could not be read, or the checks
+    :func:`riftco.interchange.convert.check_fits` makes before writing fail."""
+    from riftco.interchange.convert import check_fits
+
+    if tokenizer is None:
+        return f"refused: {problem or 'no tokenizer'} (pass a tokenizer to import it)"
+    try:
+        check_fits(path, config, arrays, tokenizer)
+    except InterchangeError as exc:
+        return f"refused: {exc}"
+    return "ok"
 
 
 def values_report(arrays: Any) -> str:
@@ -201,10 +253,13 @@ def _describe_original(path: Path, kind: str) -> dict[str, Any]:
         "integrity": "ok",
         "verified": "the payload's SHA-256 and the manifest's hash",
         "values": values_report(original.arrays),
+        "import": _import_verdict(path, original.config, original.arrays, tokenizer, None),
     }
 
 
 def _describe_directory(path: Path) -> dict[str, Any]:
+    """A Hugging Face directory, read by the importer (:func:`import_huggingface`):
+    ``config.json``, the weights' names, shapes and values, the tokenizer and its fit."""
     from riftco.interchange.huggingface import import_huggingface
 
     imported = import_huggingface(path, require_tokenizer=False)
@@ -218,6 +273,13 @@ def _describe_directory(path: Path) -> dict[str, Any]:
         "integrity": "not verified: Hugging Face directories carry no checksum (config.json, "
         "the tensors' names and shapes were checked)",
         "values": values_report(imported.arrays),
+        "import": _import_verdict(
+            path,
+            imported.model_config,
+            imported.arrays,
+            imported.tokenizer,
+            imported.tokenizer_error,
+        ),
     }
 
 

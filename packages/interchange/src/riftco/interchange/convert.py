@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from riftco.interchange.bundle import read_bundle, write_bundle
+from riftco.interchange.bundle import _check_finite, read_bundle, write_bundle
 from riftco.interchange.container import read_safetensors
-from riftco.interchange.errors import BundleError, ConversionError
+from riftco.interchange.errors import BundleError, ConversionError, InterchangeError
 from riftco.interchange.gguf_export import export_gguf
 from riftco.interchange.gguf_file import is_gguf
 from riftco.interchange.gguf_import import import_gguf
@@ -83,8 +83,11 @@ def convert(
         raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
-    source = _read_source(src, to, stage, config_source, tokenizer_source)
-    _check_fits(src, source)
+    try:
+        source = _read_source(src, to, stage, config_source, tokenizer_source)
+        check_fits(src, source.config, source.arrays, source.tokenizer)
+    except InterchangeError as exc:
+        raise type(exc)(f"{exc}; nothing was written") from None
     _write(dst, to, source, dtype, allow_tokenizer_mismatch)
     return dst
 
@@ -151,15 +154,23 @@ def _read_source(
     return _Source(config, bundle.tensors, tokenizer, fields, lineage_of(bundle.manifest))
 
 
-def _check_fits(src: Path, source: _Source) -> None:
-    """What the target's own loader would refuse is refused here, before a byte is
-    written."""
+def check_fits(
+    src: Path,
+    config: TransformerConfig,
+    arrays: Mapping[str, Any],
+    tokenizer: Tokenizer | None,
+) -> None:
+    """What a target's own loader would refuse, refused before a byte is written: the
+    tensors against the configuration, the tokenizer against the vocabulary, every
+    float tensor finite. ``riftco inspect`` makes the same checks."""
     try:
-        check_shapes(source.config, {name: tuple(a.shape) for name, a in source.arrays.items()})
-        if source.tokenizer is not None:
-            _check_tokenizer_fits(source.tokenizer, source.config)
+        check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
+        if tokenizer is not None:
+            _check_tokenizer_fits(tokenizer, config)
+        for name, array in arrays.items():
+            _check_finite(name, array)
     except BundleError as exc:
-        raise ConversionError(f"{src}: {exc}; nothing was written") from None
+        raise ConversionError(f"{src}: {exc}") from None
 
 
 def _write(

@@ -16,7 +16,12 @@ grouped-query attention in ``gpt2``, biases in ``llama``. Beside llama.cpp's key
 the file holds ``riftco.config``, ``riftco.tokenizer`` and ``riftco.lineage``
 (JSON), so that import gives back the same model exactly, and ``riftco.tensors``:
 the SHA-256 of the tensors as stored (see :func:`~riftco.interchange.gguf_file.tensors_digest`)
-with the ``general.file_type`` it belongs to, since GGUF has no checksum of its own.
+with the ``general.file_type`` and the tensor layout (names, types, shapes) it belongs
+to, since GGUF has no checksum of its own. Last comes ``riftco.digest``: the SHA-256
+of every other ``riftco.*`` key, its GGUF type and its value
+(:func:`~riftco.interchange.gguf_file.key_digest`), so that a key renamed, removed or
+changed after export is reported on import rather than quietly ignored
+(:mod:`riftco.interchange.gguf_import` says how each case is read).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from riftco.core import staged_files
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ConversionError
-from riftco.interchange.gguf_file import tensors_digest
+from riftco.interchange.gguf_file import GgufTensorInfo, key_digest, layout_digest, tensors_digest
 from riftco.interchange.gguf_layout import GPT2, architecture_of, to_gguf_tensors
 from riftco.interchange.gguf_tokenizer import (
     RIFTCO_PARITY,
@@ -55,6 +60,7 @@ FORMAT_VERSION = 1
 RIFTCO_CONFIG = "riftco.config"
 RIFTCO_FORMAT_VERSION = "riftco.format_version"
 RIFTCO_TENSORS = "riftco.tensors"
+RIFTCO_DIGEST = "riftco.digest"
 DTYPES = ("f32", "f16", "q8_0", "q4_0")
 _F16_MAX = float(np.finfo(np.float16).max)
 
@@ -107,14 +113,13 @@ def export_gguf(
         writer.add_name(name if name else path.stem)
         _write_hyperparameters(writer, config, architecture, dtype, gguf)
         _write_vocabulary(writer, vocabulary, gguf)
-        writer.add_uint32(RIFTCO_FORMAT_VERSION, FORMAT_VERSION)
-        writer.add_string(RIFTCO_CONFIG, canonical_json(config.to_dict()).decode("utf-8"))
-        writer.add_string(RIFTCO_STATE, canonical_json(tokenizer.to_state()).decode("utf-8"))
-        writer.add_string(RIFTCO_PARITY, vocabulary.parity)
-        writer.add_string(RIFTCO_LINEAGE, canonical_json(dict(lineage or {})).decode("utf-8"))
-        digest = tensors_digest((n, t, shape, a) for n, (a, t, shape) in tensors.items())
-        integrity = {"sha256": digest, "file_type": _file_type(dtype, gguf)}
-        writer.add_string(RIFTCO_TENSORS, canonical_json(integrity).decode("utf-8"))
+        keys = riftco_keys(config, tokenizer, vocabulary, lineage, tensors, _file_type(dtype, gguf))
+        for key, (kind, value) in keys.items():
+            if kind == "UINT32":
+                writer.add_uint32(key, value)
+            else:
+                writer.add_string(key, value)
+        writer.add_string(RIFTCO_DIGEST, metadata_digest(keys))
         for name, (array, type_name, _) in tensors.items():
             raw = gguf.GGMLQuantizationType[type_name] if array.dtype == np.uint8 else None
             writer.add_tensor(name, array, raw_dtype=raw)
@@ -125,6 +130,47 @@ def export_gguf(
         finally:
             writer.close()
     return path
+
+
+def riftco_keys(
+    config: TransformerConfig,
+    tokenizer: Tokenizer,
+    vocabulary: GgufVocabulary,
+    lineage: Mapping[str, Any] | None,
+    tensors: Mapping[str, tuple[np.ndarray, str, tuple[int, ...]]],
+    file_type: int,
+) -> dict[str, tuple[str, Any]]:
+    """The ``riftco.*`` keys of an export, each as ``(GGUF value type, value)``; the
+    ``riftco.digest`` over them is :func:`metadata_digest`."""
+    digest = tensors_digest((n, t, shape, a) for n, (a, t, shape) in tensors.items())
+    layout = layout_digest(
+        GgufTensorInfo(n, t, shape, 0, 0) for n, (_, t, shape) in tensors.items()
+    )
+    integrity = {
+        "sha256": digest,
+        "file_type": file_type,
+        "layout_sha256": layout,
+        "metadata_digest": RIFTCO_DIGEST,
+    }
+
+    def text(document: Any) -> tuple[str, str]:
+        return "STRING", canonical_json(document).decode("utf-8")
+
+    return {
+        RIFTCO_FORMAT_VERSION: ("UINT32", FORMAT_VERSION),
+        RIFTCO_CONFIG: text(config.to_dict()),
+        RIFTCO_STATE: text(tokenizer.to_state()),
+        RIFTCO_PARITY: ("STRING", vocabulary.parity),
+        RIFTCO_LINEAGE: text(dict(lineage or {})),
+        RIFTCO_TENSORS: text(integrity),
+    }
+
+
+def metadata_digest(keys: Mapping[str, tuple[str, Any]]) -> str:
+    """The value of ``riftco.digest``: the canonical JSON ``{"sha256": {key: digest}}``
+    with each key's :func:`~riftco.interchange.gguf_file.key_digest`."""
+    digests = {key: key_digest(key, kind, value) for key, (kind, value) in keys.items()}
+    return canonical_json({"sha256": digests}).decode("utf-8")
 
 
 def _stored(name: str, array: np.ndarray, dtype: str) -> tuple[np.ndarray, str, tuple[int, ...]]:

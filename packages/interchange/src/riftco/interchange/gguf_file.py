@@ -78,6 +78,8 @@ class GgufFile:
     arrays: dict[str, np.ndarray] = field(repr=False)
     digest: str = ""
     stored: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: The GGUF value type of every key (``STRING``, ``UINT32``, ``ARRAY/STRING``, ...).
+    types: dict[str, str] = field(default_factory=dict)
 
     @property
     def architecture(self) -> Any:
@@ -107,11 +109,9 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
     layout = scan_gguf(path)
     try:
         reader = gguf.GGUFReader(path)
-        metadata = {
-            name: item.contents()
-            for name, item in reader.fields.items()
-            if not name.startswith("GGUF.")
-        }
+        fields = {n: item for n, item in reader.fields.items() if not n.startswith("GGUF.")}
+        metadata = {name: item.contents() for name, item in fields.items()}
+        types = {name: "/".join(t.name for t in item.types) for name, item in fields.items()}
         found = {t.name: t for t in reader.tensors}
     except (ValueError, IndexError, KeyError, TypeError, OverflowError) as exc:
         raise ContainerError(f"{path}: gguf rejects the file: {exc}") from None
@@ -127,8 +127,8 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
         if info.ggml_type in BLOCK_TYPES and len(info.shape) == 2:
             raw = np.array(found[name].data).reshape(-1).view(np.uint8)
             stored[name] = raw.reshape(info.shape[0], -1)
-    del reader, found
-    return GgufFile(path, layout.version, metadata, layout.tensors, arrays, digest, stored)
+    del reader, found, fields
+    return GgufFile(path, layout.version, metadata, layout.tensors, arrays, digest, stored, types)
 
 
 def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> str:
@@ -139,6 +139,26 @@ def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> 
         ([name, ggml_type, list(shape)], np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
         for name, ggml_type, shape, data in sorted(tensors, key=lambda t: t[0])
     )
+
+
+def layout_digest(tensors: Iterable[GgufTensorInfo]) -> str:
+    """SHA-256 (hex) of the tensors' names, ggml types and shapes alone: whether a file's
+    tensors are still encoded as they were written (another tool that re-quantizes
+    changes their types)."""
+    return records_digest(
+        ([info.name, info.ggml_type, list(info.shape)], b"")
+        for info in sorted(tensors, key=lambda t: t.name)
+    )
+
+
+def key_digest(key: str, value_type: str, value: Any) -> str:
+    """SHA-256 (hex) of one metadata key: the canonical JSON ``[key, value type, value]``
+    (the type as :attr:`GgufFile.types` names it). Raises ContainerError for a value
+    canonical JSON cannot hold (NaN, infinity)."""
+    try:
+        return records_digest([([key, value_type, value], b"")])
+    except (ValueError, TypeError) as exc:  # riftco.core's JSONError is a ValueError
+        raise ContainerError(f"{key}: cannot encode the value canonically: {exc}") from None
 
 
 def is_gguf(path: str | os.PathLike[str]) -> bool:

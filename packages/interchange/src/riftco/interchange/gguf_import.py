@@ -12,6 +12,24 @@ A file riftco wrote also holds ``riftco.config`` and ``riftco.tokenizer``: they
 must agree with llama.cpp's keys and tokens, and then restore what those cannot
 say (a bias-free GPT, the attention kernel, the chat template), so export then
 import gives back the same model.
+
+The ``riftco.*`` keys are checked as a set before any is used (a GGUF reader sees
+a key it does not look for as absent, so one flipped byte in a name would otherwise
+turn the tensor checksum off or drop the chat template):
+
+- no ``riftco.*`` key (llama.cpp, other tools): read as llama.cpp reads it; nothing
+  is verified beyond the container, the layout and the shapes.
+- ``riftco.digest``: every key it covers must be present, every ``riftco.*`` key
+  must be covered, and each value must have the recorded digest (checked last, so a
+  value that disagrees with llama.cpp's keys is named by that disagreement first).
+- ``riftco.*`` keys without ``riftco.digest``: a file from a riftco release before
+  the digest, accepted when it holds exactly the six keys every such release wrote
+  and a ``riftco.tensors`` record of that age; its tensors are verified, its keys'
+  values are ``not verified``. A record that names the digest, a missing key or an
+  unknown one is refused as a renamed or removed key.
+
+The tensor checksum applies unless another tool has re-encoded the tensors: both
+``general.file_type`` and the tensors' types differ from those recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +44,7 @@ import numpy as np
 
 from riftco.core import loads_strict
 from riftco.interchange.errors import (
+    ContainerError,
     ConversionError,
     IntegrityError,
     ManifestError,
@@ -34,17 +53,28 @@ from riftco.interchange.errors import (
 from riftco.interchange.gguf_export import (
     FORMAT_VERSION,
     RIFTCO_CONFIG,
+    RIFTCO_DIGEST,
     RIFTCO_FORMAT_VERSION,
     RIFTCO_TENSORS,
 )
-from riftco.interchange.gguf_file import GgufFile, read_gguf
+from riftco.interchange.gguf_file import (
+    GgufFile,
+    key_digest,
+    layout_digest,
+    read_gguf,
+)
 from riftco.interchange.gguf_layout import (
     ARCHITECTURES,
     GPT2,
     from_gguf_tensors,
     linear_sources,
 )
-from riftco.interchange.gguf_tokenizer import TOKENS, tokenizer_from_gguf
+from riftco.interchange.gguf_tokenizer import (
+    RIFTCO_PARITY,
+    RIFTCO_STATE,
+    TOKENS,
+    tokenizer_from_gguf,
+)
 from riftco.interchange.layout import check_shapes, config_from_dict
 from riftco.interchange.lineage import RIFTCO_LINEAGE, parse_lineage
 from riftco.interchange.models import build_model
@@ -90,6 +120,12 @@ class GgufModel:
     stored: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: The ggml type of every tensor, by llama.cpp name.
     types: dict[str, str] = field(default_factory=dict)
+    #: What was verified, by part (``tensors``, ``metadata``): ``ok`` or ``not
+    #: verified: <why>``.
+    verified: dict[str, str] = field(default_factory=dict)
+    #: Why the file's own tokenizer could not be read (``require_tokenizer=False``),
+    #: or None.
+    tokenizer_error: str | None = None
 
     def origin(self) -> dict[str, Any]:
         """The stage, parent and metadata a bundle made from this file records."""
@@ -116,14 +152,16 @@ def import_gguf(
     path = Path(path)
     stored = read_gguf(path)
     metadata = stored.metadata
+    tokenizer_error = None
     try:
+        covered = _check_riftco_keys(stored)
         version = metadata.get(RIFTCO_FORMAT_VERSION, FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise ConversionError(
                 f"{RIFTCO_FORMAT_VERSION}: expected {FORMAT_VERSION}; found {version!r} "
                 "(written by another version of riftco)"
             )
-        _check_integrity(stored)
+        verified = {"tensors": _check_integrity(stored)}
         config = _reconcile(config_from_gguf(metadata, stored.arrays), metadata)
         arrays = from_gguf_tensors(config, stored.arrays)
         check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
@@ -134,9 +172,11 @@ def import_gguf(
         if tokenizer is None:
             try:
                 tokenizer = tokenizer_from_gguf(metadata)
-            except ConversionError:
+            except ConversionError as exc:
                 if require_tokenizer:
                     raise
+                tokenizer_error = str(exc)
+        verified["metadata"] = _check_key_values(stored, covered)
     except (ConversionError, WeightsError, IntegrityError) as exc:
         raise type(exc)(f"{path}: {exc}") from None
     except (ConfigError, ValueError) as exc:  # sizes the configuration rejects
@@ -156,6 +196,8 @@ def import_gguf(
         lineage,
         stored.stored,
         types,
+        verified,
+        tokenizer_error,
     )
 
 
@@ -281,22 +323,193 @@ def config_from_gguf(
     )
 
 
-def _check_integrity(stored: GgufFile) -> None:
-    """The tensors against ``riftco.tensors``, unless another tool has since re-encoded
-    them (a ``general.file_type`` other than the one recorded)."""
-    raw = stored.metadata.get(RIFTCO_TENSORS)
-    if raw is None:
+#: The ``riftco.*`` keys every riftco release before ``riftco.digest`` wrote, and only those.
+OLDER_KEYS = frozenset(
+    {
+        RIFTCO_FORMAT_VERSION,
+        RIFTCO_CONFIG,
+        RIFTCO_STATE,
+        RIFTCO_PARITY,
+        RIFTCO_LINEAGE,
+        RIFTCO_TENSORS,
+    }
+)
+#: The fields of a ``riftco.tensors`` record: as written before the digest, and since.
+_OLDER_RECORD = frozenset({"sha256", "file_type"})
+_RECORD = _OLDER_RECORD | {"layout_sha256", "metadata_digest"}
+#: ``general.architecture`` of the original riftco-transformer's GGUF files, whose
+#: ``riftco.*`` keys are that architecture's (read by :mod:`riftco.interchange.original_exports`).
+_ORIGINAL_ARCHITECTURE = "riftco"
+
+
+def riftco_key_names(metadata: Mapping[str, Any]) -> list[str]:
+    """The file's ``riftco.*`` keys (none in a file of the original's ``riftco``
+    architecture, where they are llama.cpp-style architecture keys)."""
+    if metadata.get("general.architecture") == _ORIGINAL_ARCHITECTURE:
+        return []
+    return sorted(key for key in metadata if key.startswith("riftco."))
+
+
+def _check_riftco_keys(stored: GgufFile) -> dict[str, str] | None:
+    """The digests ``riftco.digest`` records, by key, after checking that they cover
+    exactly the file's ``riftco.*`` keys; None for a file without the digest (llama.cpp's,
+    or an older riftco's, whose keys must then be exactly :data:`OLDER_KEYS`)."""
+    metadata = stored.metadata
+    present = riftco_key_names(metadata)
+    if not present:
+        return None
+    record = _tensors_record(metadata)
+    if RIFTCO_DIGEST not in metadata:
+        if record is not None and "metadata_digest" in record:
+            raise IntegrityError(
+                f"{RIFTCO_DIGEST}: missing, and {RIFTCO_TENSORS} records that the file has "
+                f"one (a renamed or removed key); found {_listed(present)}"
+            )
+        _same_keys(sorted(OLDER_KEYS), present, "riftco.* keys without riftco.digest")
+        return None
+    recorded = _parse_digest(stored)
+    _same_keys(sorted(recorded), [k for k in present if k != RIFTCO_DIGEST], RIFTCO_DIGEST)
+    if record is None or "metadata_digest" not in record:
+        raise IntegrityError(
+            f"{RIFTCO_TENSORS}: expected a record with the fields {sorted(_RECORD)} beside "
+            f"{RIFTCO_DIGEST}; found {None if record is None else sorted(record)}"
+        )
+    return recorded
+
+
+def _same_keys(expected: list[str], found: list[str], what: str) -> None:
+    missing = [k for k in expected if k not in found]
+    unknown = [k for k in found if k not in expected]
+    if not missing and not unknown:
         return
+    parts = []
+    if missing:
+        parts.append(f"{_listed(missing)} missing")
+    if unknown:
+        parts.append(f"{_listed(unknown)} not expected")
+    hint = " (a renamed key?)" if missing and unknown else " (a renamed or removed key?)"
+    raise IntegrityError(f"{what}: expected {_listed(expected)}; {', '.join(parts)}{hint}")
+
+
+def _listed(keys: list[str]) -> str:
+    shown = ", ".join(repr(k[:80]) for k in keys[:8])
+    return shown + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+
+def _parse_digest(stored: GgufFile) -> dict[str, str]:
+    raw = stored.metadata[RIFTCO_DIGEST]
+    expected = f'{RIFTCO_DIGEST}: expected the JSON string {{"sha256": {{key: 64 hex digits}}}}'
+    if stored.types.get(RIFTCO_DIGEST) != "STRING" or not isinstance(raw, str):
+        raise IntegrityError(f"{expected}; found type {stored.types.get(RIFTCO_DIGEST)}")
     try:
-        recorded = loads_strict(raw)
-        sha256, file_type = recorded["sha256"], recorded["file_type"]
-    except (ValueError, TypeError, KeyError):
-        raise ConversionError(f"{RIFTCO_TENSORS}: expected {{sha256, file_type}} JSON") from None
-    if stored.metadata.get("general.file_type") == file_type and stored.digest != sha256:
+        document = loads_strict(raw)
+    except ValueError as exc:
+        raise IntegrityError(f"{expected}; {exc}") from None
+    digests = document.get("sha256") if isinstance(document, dict) else None
+    if (
+        not isinstance(document, dict)
+        or set(document) != {"sha256"}
+        or not isinstance(digests, dict)
+    ):
+        raise IntegrityError(f"{expected}; found {raw[:200]!r}")
+    for key, value in digests.items():
+        if not key.startswith("riftco.") or key == RIFTCO_DIGEST or not _is_sha256(value):
+            raise IntegrityError(f"{expected}; found {key[:80]!r}: {str(value)[:80]!r}")
+    return digests
+
+
+def _is_sha256(value: Any) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def _check_key_values(stored: GgufFile, recorded: dict[str, str] | None) -> str:
+    """``ok`` when every key ``riftco.digest`` covers has its recorded digest; else
+    IntegrityError naming the keys whose type or value changed."""
+    if recorded is None:
+        if riftco_key_names(stored.metadata):
+            return (
+                "not verified: written by riftco before riftco.digest (the riftco.* keys were "
+                "checked as a set and against llama.cpp's keys, their values against no digest)"
+            )
+        return "not verified: this GGUF file records no riftco.* metadata"
+    changed = [
+        key for key, digest in sorted(recorded.items()) if _value_digest(stored, key) != digest
+    ]
+    if changed:
+        raise IntegrityError(
+            f"{_listed(changed)}: the type or value differs from the one {RIFTCO_DIGEST} "
+            "records (the metadata was changed or corrupted after export)"
+        )
+    return "ok"
+
+
+def _value_digest(stored: GgufFile, key: str) -> str:
+    try:
+        return key_digest(key, stored.types.get(key, ""), stored.metadata[key])
+    except ContainerError:
+        return ""  # a value canonical JSON cannot hold is not the one recorded
+
+
+def _tensors_record(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``riftco.tensors`` parsed and checked field by field; None when absent."""
+    raw = metadata.get(RIFTCO_TENSORS)
+    if raw is None:
+        return None
+    expected = f"{RIFTCO_TENSORS}: expected JSON with the fields {sorted(_RECORD)}"
+    try:
+        record = loads_strict(raw) if isinstance(raw, str) else None
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or set(record) not in (_OLDER_RECORD, _RECORD):
+        found = sorted(record) if isinstance(record, dict) else f"{str(raw)[:200]!r}"
+        raise ConversionError(
+            f"{expected} (or, before {RIFTCO_DIGEST}, {sorted(_OLDER_RECORD)}); found {found}"
+        )
+    hashes = [record["sha256"], record.get("layout_sha256", "0" * 64)]
+    file_type = record["file_type"]
+    if not all(_is_sha256(h) for h in hashes) or not _is_count(file_type):
+        raise ConversionError(f"{expected}; found {raw[:300]!r}")
+    if "metadata_digest" in record and record["metadata_digest"] != RIFTCO_DIGEST:
+        raise ConversionError(
+            f"{RIFTCO_TENSORS}: metadata_digest: expected {RIFTCO_DIGEST!r}; "
+            f"found {str(record['metadata_digest'])[:80]!r}"
+        )
+    return record
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_integrity(stored: GgufFile) -> str:
+    """The tensors against ``riftco.tensors``: ``ok``, or ``not verified`` with the reason
+    (no record; or another tool re-encoded the tensors since: ``general.file_type`` and
+    the tensors' types both differ from those recorded). IntegrityError on a mismatch."""
+    record = _tensors_record(stored.metadata)
+    if record is None:
+        return "not verified: this GGUF file records no checksum"
+    sha256, file_type = record["sha256"], record["file_type"]
+    layout = layout_digest(stored.tensors.values())
+    same_layout = record.get("layout_sha256") == layout
+    if stored.metadata.get("general.file_type") != file_type and not same_layout:
+        return (
+            f"not verified: the tensors were re-encoded after export (general.file_type "
+            f"{stored.metadata.get('general.file_type')!r} and the tensor types differ from "
+            f"the {file_type} {RIFTCO_TENSORS} records)"
+        )
+    if stored.digest != sha256:
         raise IntegrityError(
             f"tensors: SHA-256 is {stored.digest}; {RIFTCO_TENSORS} records {sha256} "
             "(the tensor data was changed or corrupted)"
         )
+    if "layout_sha256" in record and not same_layout:
+        raise IntegrityError(
+            f"{RIFTCO_TENSORS}: layout_sha256 is not the one of the tensors its sha256 "
+            "matches (the record was changed or corrupted)"
+        )
+    return "ok"
 
 
 def _reconcile(derived: TransformerConfig, metadata: Mapping[str, Any]) -> TransformerConfig:

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from riftco.interchange.bundle import _check_finite  # the check a .rift bundle makes
 from riftco.interchange.container import read_safetensors, write_safetensors
-from riftco.interchange.errors import ConversionError
+from riftco.interchange.errors import ConversionError, WeightsError
 from riftco.interchange.hf_gpt2 import (
     arrays_from_gpt2,
     config_from_gpt2,
@@ -62,6 +63,9 @@ class HuggingFaceModel:
     arrays: dict[str, np.ndarray] = field(repr=False)
     tokenizer: Tokenizer | None
     config: dict[str, Any] = field(repr=False)
+    #: Why the directory's own tokenizer could not be read (``require_tokenizer=False``
+    #: and no ``tokenizer.json``), or None.
+    tokenizer_error: str | None = None
 
 
 def export_huggingface(
@@ -129,7 +133,14 @@ def import_huggingface(
     tokenizer: Tokenizer | None = None,
     require_tokenizer: bool = True,
 ) -> HuggingFaceModel:
-    """Read a GPT-2 or Llama directory; ``tokenizer`` overrides the directory's own."""
+    """Read a GPT-2 or Llama directory; ``tokenizer`` overrides the directory's own.
+
+    Everything a model built from it would refuse is refused here, with
+    ``ConversionError`` or ``WeightsError``: the configuration, the tensors' names and
+    shapes, a NaN or infinity in any weight (as a ``.rift`` bundle refuses it), the
+    tokenizer and whether its ids fit the vocabulary. Without ``require_tokenizer`` a
+    directory with no ``tokenizer.json`` gives ``tokenizer`` None and says why in
+    ``tokenizer_error``."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConversionError(f"{folder}: expected a Hugging Face model directory")
@@ -143,13 +154,26 @@ def import_huggingface(
             model_config = config_from_llama(config)
             arrays = arrays_from_llama(model_config, read_weights(folder))
         check_shapes(model_config, {name: tuple(a.shape) for name, a in arrays.items()})
+        for name, array in arrays.items():
+            _check_finite(name, array)
+    except WeightsError as exc:
+        raise WeightsError(f"{folder}: {exc}") from None
     except ConversionError as exc:
         raise ConversionError(f"{folder}: {exc}") from None
     except (ConfigError, ValueError) as exc:  # sizes the configuration or weights reject
         raise ConversionError(f"{folder}: {exc}") from None
-    if tokenizer is None and (require_tokenizer or (folder / "tokenizer.json").exists()):
-        tokenizer = read_tokenizer_files(folder)
-    return HuggingFaceModel(model_config, arrays, tokenizer, config)
+    problem = None
+    if tokenizer is None:
+        if require_tokenizer or (folder / "tokenizer.json").exists():
+            tokenizer = read_tokenizer_files(folder)
+        else:
+            problem = f"{folder}: no tokenizer.json"
+    if tokenizer is not None and tokenizer.vocab_size > model_config.vocab_size:
+        raise ConversionError(
+            f"{folder}: tokenizer: {tokenizer.vocab_size} ids do not fit the model's "
+            f"vocab_size {model_config.vocab_size}"
+        )
+    return HuggingFaceModel(model_config, arrays, tokenizer, config, problem)
 
 
 def read_weights(folder: Path) -> dict[str, np.ndarray]:
