@@ -128,8 +128,23 @@ def test_log_budget_bounds_records_and_repeated_tracebacks():
     assert records[0].exc_info is not None
     assert all(r.exc_info is None for r in records[1:])
     budget.tokens = 1.0
-    record = logging.LogRecord("x", logging.WARNING, __file__, 1, "next", (), None)
-    assert budget.filter(record) and record.getMessage().startswith("[995 log records suppressed]")
+    try:
+        raise OSError(24, "Too many open files")
+    except OSError:
+        import sys
+
+        again = logging.LogRecord(
+            "riftco.test.log_budget",
+            logging.ERROR,
+            __file__,
+            1,
+            "socket.accept() out of system resource\nsocket: %d",
+            (7,),
+            sys.exc_info(),
+        )
+    # The count of dropped records is prefixed, and the repeat still loses its traceback.
+    assert budget.filter(again) and again.exc_info is None
+    assert again.getMessage().startswith("[995 log records suppressed] socket.accept()")
 
 
 def test_every_server_logger_gets_one_budget():

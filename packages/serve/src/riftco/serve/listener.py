@@ -175,6 +175,13 @@ class GuardedServer(uvicorn.Server):
         if not self.started or sockets is None:
             return
         loop = asyncio.get_running_loop()
+        if not isinstance(loop, asyncio.SelectorEventLoop):
+            log.warning(
+                "the %s loop accepts on its own: the listener cannot pause at the "
+                "descriptor budget (use uvicorn's asyncio loop)",
+                type(loop).__name__,
+            )
+            return
         failures = RateLimitedLog(
             "%d accept(s) failed (descriptors or memory short) in the last %.0f s",
             admission_interval(config),

@@ -41,11 +41,9 @@ class LogBudget(logging.Filter):
             self.dropped_total += 1
             return False
         self.tokens -= 1.0
-        if self.dropped:
-            record.msg = f"[{self.dropped} log records suppressed] {record.msg}"
-            self.dropped = 0
         if record.exc_info or record.exc_text:
-            key = f"{record.name}:{str(record.msg).splitlines()[0][:120] if record.msg else ''}"
+            lines = str(record.msg).splitlines()
+            key = f"{record.name}:{lines[0][:120] if lines else ''}"
             if now - self._tracebacks.get(key, -float("inf")) < self.interval:
                 record.exc_info = None
                 record.exc_text = None
@@ -54,6 +52,9 @@ class LogBudget(logging.Filter):
                 self._tracebacks[key] = now
                 if len(self._tracebacks) > 256:  # distinct messages are bounded too
                     self._tracebacks = {key: now}
+        if self.dropped:
+            record.msg = f"[{self.dropped} log records suppressed] {record.msg}"
+            self.dropped = 0
         return True
 
 
