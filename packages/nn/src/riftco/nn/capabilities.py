@@ -22,14 +22,11 @@ from typing import TYPE_CHECKING
 import riftco.tensor as rt
 from riftco.nn.config import TransformerConfig
 from riftco.nn.errors import ConfigError
+from riftco.nn.jobs import JOBS, TRAINING_JOBS
 
 if TYPE_CHECKING:
     from riftco.nn.module import Module
 
-#: The jobs a capability list is made for.
-JOBS = ("train", "lora", "qlora", "generate", "serve")
-#: The jobs that train (and so run backward and the optimizer).
-TRAINING_JOBS = ("train", "lora", "qlora")
 
 #: What a training step adds to the forward: the loss and its gradient, the
 #: activations' gradient and the optimizer's update.

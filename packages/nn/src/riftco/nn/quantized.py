@@ -19,9 +19,9 @@ import numpy as np
 
 import riftco.tensor as rt
 from riftco.autograd import Parameter, custom_gradient
-from riftco.nn.capabilities import TRAINING_JOBS
 from riftco.nn.errors import ConfigError
 from riftco.nn.functional import _needs, _plain, _record, _value, _variable
+from riftco.nn.jobs import TRAINING_JOBS
 from riftco.nn.joins import Read
 from riftco.nn.layers import Linear
 from riftco.nn.module import Module
