@@ -445,13 +445,30 @@ def _chat_template(config: Mapping[str, Any]) -> ChatTemplate | None:
 
 
 def _same_ids(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> bool:
-    def key(document: Mapping[str, Any]) -> tuple[Any, ...]:
-        model = document.get("model") or {}
-        merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
-        added = sorted((t.get("id"), t.get("content")) for t in document.get("added_tokens") or [])
+    """Whether two tokenizer.json documents give the same ids. A part of ``theirs`` of
+    another shape than ours (a model other than BPE, a merge that is neither a string
+    nor a pair of strings, an added token that is not an object) means they do not."""
+
+    def key(document: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        model = document.get("model")
+        if not isinstance(model, Mapping) or model.get("type", "BPE") != "BPE":
+            return None
+        merges = []
+        for m in model.get("merges") or []:
+            if isinstance(m, str):
+                merges.append(m)
+            elif isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+                merges.append(" ".join(m))
+            else:
+                return None
+        tokens = document.get("added_tokens") or []
+        if not isinstance(tokens, list) or not all(isinstance(t, Mapping) for t in tokens):
+            return None
+        added = sorted((repr(t.get("id")), repr(t.get("content"))) for t in tokens)
         return model.get("vocab"), merges, added
 
-    return key(ours) == key(theirs)
+    mine = key(ours)
+    return mine is not None and mine == key(theirs)
 
 
 def _literal(text: str) -> str:
