@@ -273,11 +273,12 @@ class DecoderOnlyTransformer(Module):
             self.config.check_length(cache.length(s) + n)
         with no_grad():
             use = whole_step and not all_logits
-            decoder = self._whole_step_decoder(cache) if use else None
-            if decoder is None or not isinstance(cache, WholeStepCache):
+            steps = cache if use and isinstance(cache, WholeStepCache) else None
+            decoder = None if steps is None else self._whole_step_decoder()
+            if steps is None or decoder is None:
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
             if max(counts) == 1:
-                return self._forward_native(decoder, [t[0] for t in tokens], cache, seq_ids)
+                return self._forward_native(decoder, [t[0] for t in tokens], steps, seq_ids)
             # A sequence's path depends on its own count alone (riftco.nn.native_decode).
             one = [j for j, n in enumerate(counts) if n == 1]
             more = [j for j, n in enumerate(counts) if n > 1]
@@ -296,7 +297,7 @@ class DecoderOnlyTransformer(Module):
                     (
                         one,
                         self._forward_native(
-                            decoder, [tokens[j][0] for j in one], cache, [seq_ids[j] for j in one]
+                            decoder, [tokens[j][0] for j in one], steps, [seq_ids[j] for j in one]
                         ),
                     )
                 )
@@ -307,9 +308,7 @@ class DecoderOnlyTransformer(Module):
             joined = rt.concatenate([logits for _, logits in parts], axis=0)
             return rt.index_select(joined, 0, rt.from_numpy(where, backend=self.backend))
 
-    def _whole_step_decoder(self, cache: KVCache) -> Any:
-        if not isinstance(cache, WholeStepCache):
-            return None
+    def _whole_step_decoder(self) -> Any:
         from riftco.nn.native_decode import decoder_for
 
         return decoder_for(self)

@@ -8,7 +8,7 @@ base class holds these methods so each file reads as one family. Every default r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from riftco.tensor.dtypes import DType
@@ -22,8 +22,8 @@ class FusedKernels:
     """Methods of `riftco.tensor.backend.Backend` for the fused kernels (see the module
     docstring); a backend subclasses ``Backend``, never this class alone."""
 
-    def _missing(self, capability: str) -> CapabilityMissing:
-        raise NotImplementedError  # Backend's
+    #: The error for a capability this backend lacks (defined by ``Backend``).
+    _missing: Callable[[str], CapabilityMissing]
 
     # -- fused neural-network kernels ------------------------------------------
     # Rows are the leading axes flattened; the last axis is normalized. Statistics
