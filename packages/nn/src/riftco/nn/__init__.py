@@ -21,9 +21,12 @@ from riftco.nn.errors import CacheError, ConfigError, StateDictError
 from riftco.nn.feed_forward import FeedForward, SwiGLU
 from riftco.nn.functional import cross_entropy
 from riftco.nn.generation import (
+    Constraint,
     GenerationResult,
     SamplingConfig,
+    TokenLogprobs,
     TokenSampler,
+    choice_seed,
     generate,
     replay_tokens,
     sample_next,
@@ -76,6 +79,7 @@ __all__ = [
     "CacheError",
     "CausalSelfAttention",
     "ConfigError",
+    "Constraint",
     "ContiguousKVCache",
     "DecodeLayout",
     "DecodeStep",
@@ -98,10 +102,12 @@ __all__ = [
     "SiLU",
     "StateDictError",
     "SwiGLU",
+    "TokenLogprobs",
     "TokenSampler",
     "TransformerBlock",
     "TransformerConfig",
     "WholeStepCache",
+    "choice_seed",
     "cross_entropy",
     "functional",
     "generate",
