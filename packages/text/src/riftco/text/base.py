@@ -176,6 +176,10 @@ class Tokenizer(ABC):
             raise DecodeError(f"expected an id in [0, {self.vocab_size}); found {token_id}")
         return self._id_bytes[token_id]
 
+    def vocabulary_bytes(self) -> list[bytes]:
+        """The bytes of every id, in id order (special tokens as their UTF-8 text)."""
+        return list(self._id_bytes)
+
     # -- chat --------------------------------------------------------------------
 
     def apply_chat_template(

@@ -1,0 +1,646 @@
+"""The byte-level automaton: a recursive transition network of JSON value nodes.
+
+A grammar is a list of nodes. A node is one JSON construct (an object with
+declared properties, a free-form object, an array, a string, a number, a set of
+literal byte strings, a sequence of literals and values, or a union of other
+nodes). A running parse is a stack of frames ``(node id, sub-state)``; a node
+reads bytes through ``step`` and enters a child value through ``calls`` (an
+epsilon move that pushes the child's frame and leaves the parent's frame at its
+return point). A frame whose sub-state is ``final`` may pop. Unions never sit on
+the stack: a call to a union pushes each of its alternatives, so a parse is a
+set of stacks (a union, or an optional property whose key shares a prefix with
+the next one, runs its candidates side by side until the bytes tell them apart).
+
+Depth is bounded: every node knows the least number of frames it needs to
+finish (its *height*), and a child is entered only if it can finish within
+``max_depth`` frames, so every live parse can always be completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
+
+INF = 1 << 30
+
+WHITESPACE = frozenset(b" \t\n\r")
+DIGITS = frozenset(b"0123456789")
+HEX = frozenset(b"0123456789abcdefABCDEF")
+
+# JSON kinds, for oneOf's disjointness check.
+OBJECT, ARRAY, STRING, NUMBER, BOOLEAN, NULL = (
+    "object",
+    "array",
+    "string",
+    "number",
+    "boolean",
+    "null",
+)
+
+Sub = tuple[int, ...]
+Frame = tuple[int, Sub]
+Stack = tuple[Frame, ...]
+
+# Digits a generated number may have: long enough for any float or 64-bit
+# integer, short enough that a model cannot emit digits forever; the exponent
+# stays within two digits so every number is a finite float.
+MAX_INT_DIGITS = 20
+MAX_FRACTION_DIGITS = 20
+MAX_EXPONENT_DIGITS = 2
+
+
+class Graph:
+    """The nodes of one grammar, their heights, and the whitespace rule."""
+
+    def __init__(self, max_whitespace: int) -> None:
+        self.nodes: list[Node] = []
+        self.heights: list[int] = []
+        self.max_whitespace = max_whitespace
+
+    def add(self, node: Node) -> int:
+        node.graph = self
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def alternatives(self, node_id: int) -> list[int]:
+        """The concrete nodes a call to ``node_id`` may push (unions flattened)."""
+        node = self.nodes[node_id]
+        if not isinstance(node, Union):
+            return [node_id]
+        return node.flat
+
+    def finish(self) -> None:
+        """Flatten unions and compute every node's height (a least fixpoint)."""
+        for node in self.nodes:
+            if isinstance(node, Union):
+                node.flat = self._flatten(node)
+        heights = [INF] * len(self.nodes)
+        changed = True
+        while changed:
+            changed = False
+            for index, node in enumerate(self.nodes):
+                value = min(node.height(heights), INF)
+                if value < heights[index]:
+                    heights[index] = value
+                    changed = True
+        self.heights = heights
+
+    def _flatten(self, union: Union) -> list[int]:
+        seen: set[int] = set()
+        out: list[int] = []
+        todo = list(reversed(union.options))
+        while todo:
+            node_id = todo.pop()
+            if node_id in seen:
+                continue
+            seen.add(node_id)
+            node = self.nodes[node_id]
+            if isinstance(node, Union):
+                todo.extend(reversed(node.options))
+            else:
+                out.append(node_id)
+        return out
+
+    def fits(self, node_id: int, room: int) -> bool:
+        return self.heights[node_id] <= room
+
+    def enter(self, node_id: int, room: int) -> Iterable[Frame]:
+        """The frames a call to ``node_id`` pushes when ``room`` frames are left."""
+        for alt in self.alternatives(node_id):
+            if self.heights[alt] <= room:
+                yield alt, self.nodes[alt].start()
+
+
+class Node:
+    """One JSON construct; see the module docstring."""
+
+    graph: Graph
+    kinds: frozenset[str] = frozenset()
+
+    def start(self) -> Sub:
+        raise NotImplementedError
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        """The sub-states after reading ``byte``; ``room``: frames left above this one."""
+        raise NotImplementedError
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        """``(return sub-state, child node)`` pairs this sub-state may enter."""
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        raise NotImplementedError
+
+    def height(self, heights: list[int]) -> int:
+        return 1
+
+    def children(self) -> list[int]:
+        return []
+
+    def _ws(self, ws: int) -> bool:
+        return ws < self.graph.max_whitespace
+
+
+class Union(Node):
+    """Any of ``options`` (never on the stack; calls push its alternatives)."""
+
+    def __init__(self, options: list[int]) -> None:
+        self.options = options
+        self.flat: list[int] = []
+
+    def height(self, heights: list[int]) -> int:
+        return min((heights[o] for o in self.options), default=INF)
+
+    def children(self) -> list[int]:
+        return list(self.options)
+
+
+class Literals(Node):
+    """One of a set of byte strings (``true``, ``null``, an enum's values)."""
+
+    def __init__(self, values: Iterable[bytes], kinds: Iterable[str]) -> None:
+        self.next: list[dict[int, int]] = [{}]
+        self.terminal: list[bool] = [False]
+        self.values = sorted(set(values))
+        self.kinds = frozenset(kinds)
+        for value in self.values:
+            at = 0
+            for byte in value:
+                nxt = self.next[at].get(byte)
+                if nxt is None:
+                    nxt = len(self.next)
+                    self.next[at][byte] = nxt
+                    self.next.append({})
+                    self.terminal.append(False)
+                at = nxt
+            self.terminal[at] = True
+
+    def start(self) -> Sub:
+        return (0,)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        nxt = self.next[sub[0]].get(byte)
+        return [] if nxt is None else [(nxt,)]
+
+    def final(self, sub: Sub) -> bool:
+        return self.terminal[sub[0]]
+
+    def height(self, heights: list[int]) -> int:
+        return 1 if self.values else INF
+
+
+class String(Node):
+    """A JSON string of ``min_length`` to ``max_length`` characters (code points).
+
+    Raw bytes must form well-formed UTF-8 (no surrogates, no overlong forms); raw
+    control characters are refused as JSON requires; escapes are the JSON ones,
+    with ``\\uXXXX`` outside the surrogate range so each escape is one character.
+    """
+
+    kinds = frozenset({STRING})
+    # phases
+    OPEN, BODY, ESCAPE, U1, U2, U2D, U3, U4, DONE = range(9)
+    # UTF-8 continuation phases: (low, high) of the next byte and the phase after it
+    CONT: ClassVar[dict[int, tuple[int, int, int]]] = {
+        10: (0x80, 0xBF, 1),
+        11: (0x80, 0xBF, 10),
+        12: (0x80, 0xBF, 11),
+        13: (0xA0, 0xBF, 10),
+        14: (0x80, 0x9F, 10),
+        15: (0x90, 0xBF, 11),
+        16: (0x80, 0x8F, 11),
+    }
+
+    def __init__(self, min_length: int = 0, max_length: int | None = None) -> None:
+        self.min_length = min_length
+        self.max_length = max_length
+
+    def start(self) -> Sub:
+        return (self.OPEN, 0)
+
+    def _more(self, count: int) -> bool:
+        return self.max_length is None or count < self.max_length
+
+    def _count(self, count: int) -> int:
+        count += 1
+        if self.max_length is None:
+            count = min(count, self.min_length)
+        return count
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, count = sub
+        if phase == self.BODY:
+            if byte == 0x22:  # "
+                return [(self.DONE, count)] if count >= self.min_length else []
+            if not self._more(count):
+                return []
+            if byte == 0x5C:  # backslash
+                return [(self.ESCAPE, self._count(count))]
+            if 0x20 <= byte < 0x80:
+                return [(self.BODY, self._count(count))]
+            lead = _utf8_lead(byte)
+            return [] if lead is None else [(lead, self._count(count))]
+        if phase == self.OPEN:
+            return [(self.BODY, 0)] if byte == 0x22 else []
+        if phase == self.ESCAPE:
+            if byte in b'"\\/bfnrt':
+                return [(self.BODY, count)]
+            return [(self.U1, count)] if byte == 0x75 else []  # u
+        if phase == self.U1:
+            if byte in b"dD":
+                return [(self.U2D, count)]
+            return [(self.U2, count)] if byte in HEX else []
+        if phase == self.U2D:
+            return [(self.U3, count)] if byte in b"01234567" else []
+        if phase in (self.U2, self.U3):
+            return [(phase + 1 if phase == self.U3 else self.U3, count)] if byte in HEX else []
+        if phase == self.U4:
+            return [(self.BODY, count)] if byte in HEX else []
+        if phase in self.CONT:
+            low, high, after = self.CONT[phase]
+            return [(after, count)] if low <= byte <= high else []
+        return []
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] == self.DONE
+
+
+def _utf8_lead(byte: int) -> int | None:
+    """The continuation phase after a UTF-8 lead byte (None: not a valid lead)."""
+    if 0xC2 <= byte <= 0xDF:
+        return 10
+    if byte == 0xE0:
+        return 13
+    if byte == 0xED:
+        return 14
+    if 0xE1 <= byte <= 0xEF:
+        return 11
+    if byte == 0xF0:
+        return 15
+    if 0xF1 <= byte <= 0xF3:
+        return 12
+    if byte == 0xF4:
+        return 16
+    return None
+
+
+class Number(Node):
+    """A JSON number (``integer``: no fraction or exponent), of bounded length."""
+
+    kinds = frozenset({NUMBER})
+    START, MINUS, INT, ZERO, DOT, FRAC, EXP, EXP_SIGN, EXP_DIGITS = range(9)
+
+    def __init__(self, integer: bool) -> None:
+        self.integer = integer
+
+    def start(self) -> Sub:
+        return (self.START, 0)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, digits = sub
+        if phase in (self.START, self.MINUS):
+            if byte == 0x30:
+                return [(self.ZERO, 1)]
+            if 0x31 <= byte <= 0x39:
+                return [(self.INT, 1)]
+            return [(self.MINUS, 0)] if byte == 0x2D and phase == self.START else []
+        if phase == self.INT and byte in DIGITS:
+            return [(self.INT, digits + 1)] if digits < MAX_INT_DIGITS else []
+        if phase in (self.INT, self.ZERO):
+            if self.integer:
+                return []
+            if byte == 0x2E:
+                return [(self.DOT, 0)]
+            return [(self.EXP, 0)] if byte in b"eE" else []
+        if phase in (self.DOT, self.FRAC):
+            if byte in DIGITS:
+                return [(self.FRAC, digits + 1)] if digits < MAX_FRACTION_DIGITS else []
+            return [(self.EXP, 0)] if phase == self.FRAC and byte in b"eE" else []
+        if phase in (self.EXP, self.EXP_SIGN, self.EXP_DIGITS):
+            if byte in DIGITS:
+                return [(self.EXP_DIGITS, digits + 1)] if digits < MAX_EXPONENT_DIGITS else []
+            return [(self.EXP_SIGN, 0)] if phase == self.EXP and byte in b"+-" else []
+        return []
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] in (self.INT, self.ZERO, self.FRAC, self.EXP_DIGITS)
+
+
+class Object(Node):
+    """An object with declared properties, written in declaration order.
+
+    ``properties`` holds ``(key, value node, required)`` with ``key`` the property
+    name as JSON bytes (quotes included). Required properties always appear;
+    optional ones may be left out; no other key is written.
+    """
+
+    kinds = frozenset({OBJECT})
+    OPEN, FIRST, KEY, COLON, VALUE, AFTER, DONE, NEXT = range(8)
+
+    def __init__(self, properties: list[tuple[bytes, int, bool]]) -> None:
+        self.properties = properties
+        count = len(properties)
+        # optional_from[i]: every property from i on is optional
+        self.optional_from = [True] * (count + 1)
+        for index in range(count - 1, -1, -1):
+            self.optional_from[index] = self.optional_from[index + 1] and not properties[index][2]
+
+    def start(self) -> Sub:
+        return (self.OPEN, 0, 0, 0)
+
+    def _candidates(self, first: int, room: int) -> list[Sub]:
+        out: list[Sub] = []
+        for index in range(first, len(self.properties)):
+            _, child, required = self.properties[index]
+            if self.graph.fits(child, room):
+                out.append((self.KEY, index, 0, 1))
+            if required:
+                break
+        return out
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, index, ws, offset = sub
+        if phase == self.KEY:
+            key = self.properties[index][0]
+            if byte != key[offset]:
+                return []
+            if offset + 1 == len(key):
+                return [(self.COLON, index, 0, 0)]
+            return [(self.KEY, index, 0, offset + 1)]
+        if phase == self.OPEN:
+            return [(self.FIRST, 0, 0, 0)] if byte == 0x7B else []
+        if byte in WHITESPACE:
+            return [(phase, index, ws + 1, 0)] if self._ws(ws) and phase != self.DONE else []
+        if phase in (self.FIRST, self.NEXT):
+            if byte == 0x22:
+                return self._candidates(index, room)
+            if byte == 0x7D and phase == self.FIRST and self.optional_from[0]:
+                return [(self.DONE, 0, 0, 0)]
+            return []
+        if phase == self.COLON:
+            return [(self.VALUE, index, 0, 0)] if byte == 0x3A else []
+        if phase == self.AFTER:
+            if byte == 0x2C and self._candidates(index + 1, room):
+                return [(self.NEXT, index + 1, 0, 0)]
+            if byte == 0x7D and self.optional_from[index + 1]:
+                return [(self.DONE, 0, 0, 0)]
+        return []
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        if sub[0] == self.VALUE:
+            return [((self.AFTER, sub[1], 0, 0), self.properties[sub[1]][1])]
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] == self.DONE
+
+    def height(self, heights: list[int]) -> int:
+        need = [heights[child] for _, child, required in self.properties if required]
+        return 1 + max(need, default=0)
+
+    def children(self) -> list[int]:
+        return [child for _, child, _ in self.properties]
+
+
+class Map(Node):
+    """An object with any keys (``key`` node) and values of one node."""
+
+    kinds = frozenset({OBJECT})
+    OPEN, FIRST, COLON, VALUE, AFTER, DONE, NEXT = range(7)
+
+    def __init__(self, key: int, value: int) -> None:
+        self.key = key
+        self.value = value
+
+    def start(self) -> Sub:
+        return (self.OPEN, 0)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, ws = sub
+        if phase == self.OPEN:
+            return [(self.FIRST, 0)] if byte == 0x7B else []
+        if phase == self.DONE:
+            return []
+        if byte in WHITESPACE:
+            return [(phase, ws + 1)] if self._ws(ws) else []
+        if phase == self.FIRST and byte == 0x7D:
+            return [(self.DONE, 0)]
+        if phase == self.COLON and byte == 0x3A:
+            return [(self.VALUE, 0)]
+        if phase == self.AFTER:
+            if byte == 0x2C and self._entry_fits(room):
+                return [(self.NEXT, 0)]
+            if byte == 0x7D:
+                return [(self.DONE, 0)]
+        return []
+
+    def _entry_fits(self, room: int) -> bool:
+        return self.graph.fits(self.key, room) and self.graph.fits(self.value, room)
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        phase = sub[0]
+        if phase in (self.FIRST, self.NEXT) and self._entry_fits(room):
+            return [((self.COLON, 0), self.key)]
+        if phase == self.VALUE:
+            return [((self.AFTER, 0), self.value)]
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] == self.DONE
+
+    def children(self) -> list[int]:
+        return [self.key, self.value]
+
+
+class List(Node):
+    """``open item (sep item)* close`` with ``min_items`` to ``max_items`` items.
+
+    A JSON array is ``List(item, b"[", b",", b"]")`` with whitespace between
+    tokens; the tool-call grammar reuses it with other delimiters.
+    """
+
+    OPEN, FIRST, AFTER, SEP, NEXT, CLOSE, DONE = range(7)
+
+    def __init__(
+        self,
+        item: int,
+        min_items: int = 0,
+        max_items: int | None = None,
+        delimiters: tuple[bytes, bytes, bytes] = (b"[", b",", b"]"),
+        whitespace: bool = True,
+        kinds: Iterable[str] = (ARRAY,),
+    ) -> None:
+        self.item = item
+        self.min_items = min_items
+        self.max_items = max_items
+        self.open, self.sep, self.close = delimiters
+        self.whitespace = whitespace
+        self.kinds = frozenset(kinds)
+
+    def start(self) -> Sub:
+        return (self.OPEN, 0, 0, 0) if self.open else (self.FIRST, 0, 0, 0)
+
+    def _more(self, count: int) -> bool:
+        return self.max_items is None or count < self.max_items
+
+    def _count(self, count: int) -> int:
+        count += 1
+        return min(count, self.min_items) if self.max_items is None else count
+
+    def _literal(self, text: bytes, phase: int, count: int, offset: int, after: int) -> Sub:
+        if offset == len(text):
+            return (after, count, 0, 0)
+        return (phase, count, 0, offset)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, count, ws, offset = sub
+        if phase == self.OPEN:
+            if byte != self.open[offset]:
+                return []
+            return [self._literal(self.open, self.OPEN, count, offset + 1, self.FIRST)]
+        if phase == self.SEP:
+            if byte != self.sep[offset]:
+                return []
+            return [self._literal(self.sep, self.SEP, count, offset + 1, self.NEXT)]
+        if phase == self.CLOSE:
+            if byte != self.close[offset]:
+                return []
+            return [self._literal(self.close, self.CLOSE, count, offset + 1, self.DONE)]
+        if phase == self.DONE:
+            return []
+        if byte in WHITESPACE and self.whitespace:
+            return [(phase, count, ws + 1, 0)] if self._ws(ws) else []
+        out: list[Sub] = []
+        may_close = (phase == self.FIRST and self.min_items == 0) or (
+            phase == self.AFTER and count >= self.min_items
+        )
+        if may_close and self.close and byte == self.close[0]:
+            out.append(self._literal(self.close, self.CLOSE, count, 1, self.DONE))
+        if (
+            phase == self.AFTER
+            and self.sep
+            and byte == self.sep[0]
+            and self._more(count)
+            and self.graph.fits(self.item, room)
+        ):
+            out.append(self._literal(self.sep, self.SEP, count, 1, self.NEXT))
+        return out
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        phase, count = sub[0], sub[1]
+        enter = phase in (self.FIRST, self.NEXT) or (phase == self.AFTER and not self.sep)
+        if enter and self._more(count):
+            return [((self.AFTER, self._count(count), 0, 0), self.item)]
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        phase, count = sub[0], sub[1]
+        if phase == self.DONE:
+            return True
+        if self.close:
+            return False
+        return (phase == self.FIRST and self.min_items == 0) or (
+            phase == self.AFTER and count >= self.min_items
+        )
+
+    def height(self, heights: list[int]) -> int:
+        return 1 + (heights[self.item] if self.min_items > 0 else 0)
+
+    def children(self) -> list[int]:
+        return [self.item]
+
+
+class Sequence_(Node):
+    """Literal byte strings and values in a fixed order (a tool call's wrapper)."""
+
+    def __init__(self, parts: list[bytes | int], kinds: Iterable[str] = ()) -> None:
+        self.parts = [p for p in parts if not (isinstance(p, bytes) and not p)]
+        self.kinds = frozenset(kinds)
+
+    def start(self) -> Sub:
+        return (0, 0)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        part, offset = sub
+        if part >= len(self.parts):
+            return []
+        text = self.parts[part]
+        if not isinstance(text, bytes) or byte != text[offset]:
+            return []
+        return [(part + 1, 0)] if offset + 1 == len(text) else [(part, offset + 1)]
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        part = sub[0]
+        if part < len(self.parts):
+            child = self.parts[part]
+            if isinstance(child, int):
+                return [((part + 1, 0), child)]
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] >= len(self.parts)
+
+    def height(self, heights: list[int]) -> int:
+        return 1 + max((heights[p] for p in self.parts if isinstance(p, int)), default=0)
+
+    def children(self) -> list[int]:
+        return [p for p in self.parts if isinstance(p, int)]
+
+
+class Text(Node):
+    """Free text in which ``marker`` starts a ``body`` value, after which text resumes.
+
+    Text may end anywhere outside a body. A marker is found the way a string
+    search finds it (a failure table), so any text that does not contain the
+    marker is free.
+    """
+
+    def __init__(self, marker: bytes, body: int) -> None:
+        self.marker = marker
+        self.body = body
+        self.table = _failure_table(marker)
+
+    def start(self) -> Sub:
+        return (0,)
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        matched = sub[0]
+        if matched == len(self.marker):
+            return []
+        matched = self.table[matched].get(byte, 0)
+        if matched == len(self.marker) and not self.graph.fits(self.body, room):
+            return []
+        return [(matched,)]
+
+    def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
+        if sub[0] == len(self.marker):
+            return [((0,), self.body)]
+        return ()
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] < len(self.marker)
+
+    def children(self) -> list[int]:
+        return [self.body]
+
+
+def _failure_table(marker: bytes) -> list[dict[int, int]]:
+    """``table[k][byte]``: bytes of ``marker`` matched after ``byte`` with ``k`` matched."""
+    fail = [0] * (len(marker) + 1)
+    k = 0
+    for i in range(1, len(marker)):
+        while k and marker[i] != marker[k]:
+            k = fail[k]
+        if marker[i] == marker[k]:
+            k += 1
+        fail[i + 1] = k
+    table: list[dict[int, int]] = []
+    for matched in range(len(marker)):
+        row: dict[int, int] = {}
+        for byte in set(marker):
+            k = matched
+            while k and marker[k] != byte:
+                k = fail[k]
+            row[byte] = k + 1 if marker[k] == byte else 0
+        table.append(row)
+    return table
