@@ -2,7 +2,7 @@
 move the sibling ranges that name it, record it in packages/RELEASES.toml.
 
     python tools/release.py bump riftco-nn patch|minor|major [--date YYYY-MM-DD]
-    python tools/release.py record riftco-nn ... | --all    # the tree is the release of the version it carries
+    python tools/release.py record riftco-nn ... | --all [--at HEAD]  # the tree is the release of its version
     python tools/release.py ranges                          # rewrite sibling ranges to the scheme
     python tools/release.py check                           # the version check (tools/check_versions.py)
 
@@ -245,7 +245,8 @@ def plan_ranges(
         owner = by_file.get(sibling.file)
         if owner is not None and owner.name in releases and owner.name != name:
             log = owner.folder / cv.CHANGELOG
-            old_spec = str(sibling.requirement.specifier) or "any version"
+            written = REQUIREMENT.match(sibling.text)
+            old_spec = (written["spec"].strip() if written else "") or "any version"
             entry = f"Requires {name} {spec} (was {old_spec})."
             if entry not in plan.text(log):
                 plan.edit(
@@ -338,9 +339,11 @@ def bump(
     return new, plan.write(), moved
 
 
-def record(root: Path, names: list[str], date: str, *, use_git: bool = True) -> list[Path]:
-    """Record the tree as the release of each distribution's current version (a first
-    release, or an untagged release made again)."""
+def record(
+    root: Path, names: list[str], date: str, *, use_git: bool = True, at: str | None = None
+) -> list[Path]:
+    """Record the tree (or, with ``at``, the files of that git revision) as the release of
+    each distribution's current version: a first release, or an untagged release made again."""
     dists = cv.discover(root)
     chosen = [find(dists, n) for n in names]
     tagged = cv.release_tags(root) if use_git and cv.git_root(root) else {}
@@ -370,8 +373,9 @@ def record(root: Path, names: list[str], date: str, *, use_git: bool = True) -> 
         raise ReleaseError("nothing recorded:\n  " + "\n  ".join(problems))
     manifest = cv.read_manifest(root)
     for dist in chosen:
+        tree = cv.Tree(root, at) if at else None
         manifest[dist.name] = cv.Release(
-            dist.version, cv.content_hash(dist, root), date, cv.MANIFEST
+            dist.version, cv.content_hash(dist, root, tree), date, cv.MANIFEST
         )
     plan = Plan(root)
     plan.edit(root / cv.MANIFEST, cv.render_manifest(manifest))
@@ -403,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     p_record.add_argument("distributions", nargs="*")
     p_record.add_argument("--all", action="store_true")
     p_record.add_argument("--date", default=None)
+    p_record.add_argument(
+        "--at", metavar="REV", help="hash the files of this git revision (HEAD: what is committed)"
+    )
     commands.add_parser("ranges", help="rewrite sibling ranges to the scheme (>=A.B,<N)")
     commands.add_parser("check", help="the version check")
     args = parser.parse_args(argv)
@@ -431,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             names = sorted(cv.discover(root)) if args.all else args.distributions
             if not names:
                 parser.error("record: name distributions or pass --all")
-            written = record(root, names, check_date(args.date or today()), use_git=use_git)
+            date = check_date(args.date or today())
+            written = record(root, names, date, use_git=use_git, at=args.at)
             print(f"release: recorded {', '.join(names)}" + ("" if written else " (unchanged)"))
             return 0
         written = ranges(root)
