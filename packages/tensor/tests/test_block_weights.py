@@ -103,8 +103,71 @@ def test_activation_rows_quantize_like_the_weights():
     x = weight(3, 64, seed=4)
     q, s = quantize_activation_rows(x)
     raw = quantize_block_array(x, "q8_0").reshape(3, 2, 34)
+    # Away from ties the codes of ggml's x86 and reference quantizers agree, and the
+    # activation scale is the half the weight's block stores.
     assert np.array_equal(q.reshape(3, 2, 32), raw[..., 2:].view(np.int8))
-    assert np.allclose(s, raw[..., :2].copy().view("<f2")[..., 0], rtol=2**-10)
+    assert np.array_equal(s, raw[..., :2].copy().view("<f2")[..., 0].astype(np.float32))
+
+
+def test_activation_rows_follow_ggml_x86_quantize_row_q8_0():
+    x = np.zeros((1, 64), np.float32)
+    x[0, 0] = 100.0  # scale half(100 / 127), codes from 127 / 100 in float32
+    x[0, 1] = np.float32(0.5) * np.float32(100) / np.float32(127)  # close to a tie
+    x[0, 2:6] = [-37.3, 23.5 * 100 / 127, 0.3, -0.9]
+    x[0, 32] = 127.0  # scale 1: the codes are x rounded, ties to even
+    x[0, 33:38] = [0.5, 1.5, 2.5, -0.5, -3.5]
+    q, s = quantize_activation_rows(x)
+    assert s.dtype == np.float32
+    assert s[0, 0] == np.float32(np.float16(np.float32(100) / np.float32(127)))
+    assert s[0, 0] != np.float32(100) / np.float32(127)  # not the float32 scale
+    assert s[0, 1] == 1.0
+    inv = np.float32(127) / np.float32(100)
+    assert list(q[0, :6]) == [127, *np.rint(x[0, 1:6] * inv).astype(int)]
+    assert list(q[0, 32:38]) == [127, 0, 2, 2, 0, -4]
+    # All zero: scale 0, codes 0; past the half range the scale is infinite.
+    zero_q, zero_s = quantize_activation_rows(np.zeros((2, 32), np.float32))
+    assert not zero_q.any() and not zero_s.any()
+    assert np.isinf(quantize_activation_rows(np.full((1, 32), 9e6, np.float32))[1]).all()
+
+
+def test_the_kernels_use_half_activation_scales():
+    """The CPU's linear equals the reference with half scales, and differs from the
+    same sum with float32 activation scales (what riftco computed before)."""
+    w = weight(8, 256, seed=5)
+    x = weight(3, 256, seed=6) * np.float32(3.3)
+    raw = quantize_block_array(w, "q8_0")
+    y = rt.block_linear(rt.tensor(x), BlockWeight.from_bytes(raw, "q8_0", w.shape)).numpy()
+    want = block_linear_reference(x, raw, "q8_0", w.shape)
+    np.testing.assert_allclose(y, want, rtol=2e-6, atol=1e-6)
+    q, _ = quantize_activation_rows(x)
+    blocks = np.abs(x.reshape(3, -1, 32)).max(axis=2)
+    f32_scales = (blocks / np.float32(127)).astype(np.float64)
+    wd = dequantize_block_array(raw, "q8_0", w.shape).astype(np.float64)
+    xq = q.astype(np.float64).reshape(3, -1, 32)
+    old = (xq * f32_scales[..., None]).reshape(3, -1) @ wd.T
+    assert np.abs(old - want).max() > 100 * np.abs(y - want).max()
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+def test_the_composed_linear_quantizes_activations_as_the_kernels_do(fmt):
+    from riftco.tensor.ops.blockquant_composed import ComposedBlockOps
+
+    cpu = rt.get_backend("cpu")
+    w = weight(24, 128, seed=7)
+    x = weight(5, 128, seed=8)
+    x[0, :32] = np.float32(1.0 / 3.0) * np.arange(32)  # ties and near-ties
+    x[1, :32] = 1e-7  # a subnormal half scale
+    x[2, 32:64] = 6e5  # a large one
+    raw = quantize_block_array(w, fmt)
+    data = rt.tensor(raw)._data
+    composed = ComposedBlockOps(cpu).block_linear(
+        rt.tensor(x)._data, x.shape, data, fmt, w.shape, None
+    )
+    got = np.asarray(rt.Tensor._wrap(composed, (5, 24), rt.float32, cpu).numpy())
+    want = block_linear_reference(x, raw, fmt, w.shape)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-5)
+    ours = rt.block_linear(rt.tensor(x), BlockWeight.from_bytes(raw, fmt, w.shape)).numpy()
+    np.testing.assert_allclose(got, ours, rtol=2e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -10,11 +10,15 @@
 //! * `F16`: `cols` little-endian halves.
 //!
 //! The linear never materializes float32 weights. For Q8_0 and Q4_0 each input
-//! row is first quantized to 8 bits per block of 32 (as llama.cpp does for its
-//! `vec_dot`): `a = max |x|`, `s = a / 127`, `q = round(x * (1 / s))` (half away
-//! from zero; all zero when `s` is 0). Unlike llama.cpp the activation scale `s`
-//! stays float32 (llama.cpp rounds it to half). Each output is then a sum over
-//! blocks of exact integer dot products scaled by `d * s` (see `blockq/dot.rs`);
+//! row is first quantized to 8 bits per block of 32 exactly as ggml's
+//! `quantize_row_q8_0` does on x86-64 (the path llama.cpp runs there before its
+//! `vec_dot`): `a = max |x|`, the scale `s = half(a / 127)` (float32 division,
+//! then rounded to an IEEE half, ties to even), `q = round(x * (127 / a))` with
+//! the float32 inverse, rounded to nearest with ties to even (all zero when `a`
+//! is 0). (ggml's portable reference takes `1 / (a / 127)` and rounds ties away
+//! from zero; the two differ only where a product lands on a tie or within an
+//! ulp of one.) Each output is then a sum over blocks of exact integer dot
+//! products scaled by `d * s`, both halves as float32 (see `blockq/dot.rs`);
 //! F16 weights multiply the float32 input directly. One output element is always
 //! computed the same way, by the same function, whatever the batch size, the
 //! thread count or the CPU, so prefill and decode give the same bits.

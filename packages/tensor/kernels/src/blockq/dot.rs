@@ -40,6 +40,42 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f32::from_bits(bits)
 }
 
+/// `x` rounded to the nearest IEEE half (ties to even), as bits: what F16C's
+/// `vcvtps2ph` and ggml's `GGML_FP32_TO_FP16` give. Beyond the half range the
+/// result is infinite; NaN stays NaN (a quiet NaN of `x`'s sign).
+pub fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let abs = bits & 0x7fff_ffff;
+    if abs > 0x7f80_0000 {
+        return sign | 0x7e00;
+    }
+    if abs >= 0x477f_f000 {
+        // 65520 and above (and infinity): past the largest half, 65504, by half a step.
+        return sign | 0x7c00;
+    }
+    if abs < 0x3880_0000 {
+        // Below 2^-14: a subnormal half, `m * 2^-24`; the scaling is exact, the
+        // rounding to an integer is the only one (1024 is the smallest normal).
+        let m = (f32::from_bits(abs) * 16_777_216.0).round_ties_even() as u16;
+        return sign | m;
+    }
+    let exp = (abs >> 23) - 112;
+    let mant = abs & 0x7f_ffff;
+    let mut h = (exp << 10 | mant >> 13) as u16;
+    let rest = mant & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
+        h += 1; // a carry into the exponent is the next binade's first half
+    }
+    sign | h
+}
+
+/// `x` rounded to a half and back (the value ggml stores as a block scale).
+#[inline(always)]
+pub fn round_to_half(x: f32) -> f32 {
+    f16_to_f32(f32_to_f16(x))
+}
+
 #[inline(always)]
 fn half_at(b: &[u8]) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
@@ -205,6 +241,60 @@ mod tests {
         assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
         assert!(f16_to_f32(0x7e00).is_nan());
         assert_eq!(f16_to_f32(0x8000).to_bits(), (-0.0f32).to_bits());
+    }
+
+    #[test]
+    fn floats_round_to_the_nearest_half_ties_to_even() {
+        let h = |x: f32| f32_to_f16(x);
+        assert_eq!(h(1.0), 0x3c00);
+        assert_eq!(h(-2.0), 0xc000);
+        assert_eq!(h(65504.0), 0x7bff);
+        assert_eq!(h(65519.996), 0x7bff);
+        assert_eq!(h(65520.0), 0x7c00);
+        assert_eq!(h(f32::INFINITY), 0x7c00);
+        assert_eq!(h(f32::NEG_INFINITY), 0xfc00);
+        assert!(f16_to_f32(h(f32::NAN)).is_nan());
+        assert_eq!(h(-0.0), 0x8000);
+        assert_eq!(h(2f32.powi(-24)), 0x0001);
+        assert_eq!(h(2f32.powi(-25)), 0x0000); // a tie: to the even 0
+        assert_eq!(h(3.0 * 2f32.powi(-25)), 0x0002); // a tie: to the even 2
+        assert_eq!(h(2f32.powi(-26)), 0x0000);
+        assert_eq!(h(1e-30), 0x0000);
+        // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to the even 1.
+        assert_eq!(h(1.0 + 2f32.powi(-11)), 0x3c00);
+        assert_eq!(h(1.0 + 3.0 * 2f32.powi(-11)), 0x3c02);
+        assert_eq!(h(1.0 + 2f32.powi(-11) + 2f32.powi(-20)), 0x3c01);
+        // The largest subnormal rounds up into the smallest normal.
+        assert_eq!(h(2f32.powi(-14) - 2f32.powi(-26)), 0x0400);
+        // Every half converts back to itself.
+        for bits in 0..=0xffffu16 {
+            let v = f16_to_f32(bits);
+            if !v.is_nan() {
+                assert_eq!(h(v), bits, "{bits:#06x}");
+            }
+        }
+        // Against F16C where the CPU has it, over a sweep of float32 bit patterns.
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("f16c") {
+            let mut bits = 0u32;
+            while bits < u32::MAX - 4099 {
+                let x = f32::from_bits(bits);
+                // SAFETY: the CPU has F16C.
+                let want = unsafe { f16c(x) };
+                if !x.is_nan() {
+                    assert_eq!(h(x), want, "{x:e}");
+                }
+                bits += 4099;
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "f16c")]
+    unsafe fn f16c(x: f32) -> u16 {
+        use std::arch::x86_64::*;
+        let v = _mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set1_ps(x));
+        _mm_extract_epi16::<0>(v) as u16
     }
 
     #[test]

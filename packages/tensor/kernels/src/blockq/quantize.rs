@@ -1,13 +1,16 @@
-//! The input rows' 8-bit quantization for the Q8_0 and Q4_0 products (see
-//! [`super`]): the portable loop, and an AVX2 version with the same bits.
+//! The input rows' 8-bit quantization for the Q8_0 and Q4_0 products, ggml's
+//! `quantize_row_q8_0` as llama.cpp runs it on x86-64 (see [`super`]): the
+//! portable loop, and an AVX2 version with the same bits.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
+use super::dot::round_to_half;
 use super::QK;
 
 /// Input rows quantized to 8 bits per block of 32 (see the module docs): `q`
-/// `[m, cols]`, the float32 scales `[m, cols / 32]`, and for Q4_0 eight times
+/// `[m, cols]`, the scales `[m, cols / 32]` (halves, held as the float32 of
+/// their value), and for Q4_0 eight times
 /// the sum of each group of four `q` (`[m, cols / 32 * 8]`), which the Q4_0 dot
 /// product subtracts for the weight's offset of 8.
 pub(crate) struct QuantizedRows {
@@ -50,13 +53,13 @@ pub(super) fn quantize_rows_with(x: &[f32], with_sums: bool, vector: bool) -> Qu
 
 fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i32]) {
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
-        let s = absmax(xb) / 127.0;
-        let inv = if s != 0.0 { 1.0 / s } else { 0.0 };
+        let a = absmax(xb);
+        let inv = if a != 0.0 { 127.0 / a } else { 0.0 };
         for (o, &v) in qb.iter_mut().zip(xb) {
             // A non-finite scale leaves q at 0 and makes the block's products NaN.
-            *o = (v * inv).round() as i8;
+            *o = (v * inv).round_ties_even() as i8;
         }
-        scales[b] = s;
+        scales[b] = round_to_half(a / 127.0);
         if !sums.is_empty() {
             for (j, g) in qb.chunks_exact(4).enumerate() {
                 sums[b * 8 + j] = 8 * g.iter().map(|&v| v as i32).sum::<i32>();
@@ -100,8 +103,33 @@ mod tests {
             assert_eq!(fast.sums, sums);
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fast.scales), bits(&scales));
-            // Half away from zero: -14.5, -13.5, -12.5 and 0.5.
-            assert_eq!([q[1], q[2], q[3], q[16]], [-15, -14, -13, 1]);
+            // Ties to even: -14.5, -13.5, -12.5 and 0.5.
+            assert_eq!([q[1], q[2], q[3], q[16]], [-14, -14, -12, 0]);
+            assert_eq!(scales[0], 1.0);
         }
+    }
+
+    #[test]
+    fn the_scale_is_a_half_and_the_codes_use_the_float32_inverse() {
+        // max |x| = 100: d = 100 / 127 rounds to the half 0.78759765625, while the
+        // codes come from 127 / 100 in float32, as in ggml's quantize_row_q8_0.
+        let mut x = vec![0.0f32; 32];
+        x[0] = 100.0;
+        x[1] = -37.3;
+        x[2] = 0.2;
+        let r = quantize_rows(&x, false);
+        assert_eq!(r.scales[0], 0.787_597_66);
+        assert_eq!(r.scales[0], round_to_half(100.0 / 127.0));
+        assert_ne!(r.scales[0], 100.0 / 127.0);
+        let inv = 127.0f32 / 100.0;
+        assert_eq!(r.q[..3], [127, (-37.3f32 * inv).round() as i8, 0]);
+        // Past the half range the scale is infinite (the products are not finite).
+        let big: Vec<f32> = (0..32).map(|i| i as f32 * 1e6).collect();
+        assert!(quantize_rows(&big, false).scales[0].is_infinite());
+        // A block too small for a normal half keeps a subnormal or zero scale.
+        let tiny: Vec<f32> = (0..32).map(|i| i as f32 * 1e-9).collect();
+        let t = quantize_rows(&tiny, false);
+        assert_eq!(t.scales[0], round_to_half(31e-9 / 127.0));
+        assert_eq!(t.q[31], 127);
     }
 }

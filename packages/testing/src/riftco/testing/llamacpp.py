@@ -14,6 +14,17 @@ with GELU through a float16 table).
 
 Comparing these logits with riftco's checks that an exported file means to
 llama.cpp what the model means to riftco.
+
+``activations="ggml"`` also converts the input of every matrix product the way
+llama.cpp's CPU backend does for the weight's type before it multiplies (its
+``vec_dot_type``), so the float64 result is the exact value of what llama.cpp
+computes on quantized weights rather than of the weights alone: Q8_0, Q4_0 and Q5_0
+weights take the input quantized per block of 32 by ggml's ``quantize_row_q8_0`` as
+it runs on x86-64 (``a = max |x|`` in float32, the scale ``a / 127`` rounded to a
+half, the codes ``x * (127 / a)`` rounded to nearest with ties to even), F16 weights
+take it rounded to half, F32 weights as it is; other types are refused. This is
+written from ggml's definitions and shares no code with riftco's kernels. It models a
+float32 key/value cache (llama.cpp's default is F16, whose rounding it leaves out).
 """
 
 from __future__ import annotations
@@ -25,10 +36,20 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
+Activations = Literal["exact", "ggml"]
+#: ggml types whose products take the input as Q8_0 blocks (``vec_dot_type``).
+_Q8_0_INPUT = frozenset({"Q8_0", "Q4_0", "Q5_0"})
 
-def llamacpp_logits(path: str | os.PathLike[str], tokens: Sequence[int]) -> np.ndarray:
-    """Logits ``[len(tokens), n_vocab]`` (float64) of one sequence at positions 0, 1, ..."""
-    file = _Gguf(path)
+
+def llamacpp_logits(
+    path: str | os.PathLike[str], tokens: Sequence[int], activations: Activations = "exact"
+) -> np.ndarray:
+    """Logits ``[len(tokens), n_vocab]`` (float64) of one sequence at positions 0, 1, ...;
+    ``activations="ggml"`` converts each product's input as llama.cpp's CPU backend does
+    for the weight's type (see the module docstring)."""
+    if activations not in ("exact", "ggml"):
+        raise ValueError(f"activations: expected 'exact' or 'ggml'; found {activations!r}")
+    file = _Gguf(path, activations)
     ids = np.asarray(tokens, dtype=np.int64)
     if file.arch == "gpt2":
         return _gpt2(file, ids)
@@ -37,8 +58,44 @@ def llamacpp_logits(path: str | os.PathLike[str], tokens: Sequence[int]) -> np.n
     raise ValueError(f"{path}: expected architecture gpt2 or llama; found {file.arch!r}")
 
 
+class _Weight(np.ndarray):
+    """A tensor's values (float64) with how a product converts its input: ``ggml_type``
+    (the tensor's type) under ``activations="ggml"``, None to keep the input exact."""
+
+    ggml_type: str | None = None
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.ggml_type = getattr(obj, "ggml_type", None)
+
+
+def ggml_q8_0_input(x: np.ndarray) -> np.ndarray:
+    """``x [..., k]`` (``k`` a multiple of 32) as the Q8_0 blocks ggml's x86-64
+    ``quantize_row_q8_0`` makes of its float32 values, dequantized exactly (float64)."""
+    x32 = np.asarray(x, np.float32)
+    if x32.shape[-1] % 32:
+        raise ValueError(f"Q8_0 input: rows of a multiple of 32 values; found {x32.shape[-1]}")
+    blocks = x32.reshape(*x32.shape[:-1], -1, 32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        amax = np.abs(blocks).max(axis=-1, keepdims=True)
+        d = (amax / np.float32(127)).astype(np.float16).astype(np.float64)
+        inv = np.where(amax != 0, np.float32(127) / amax, np.float32(0)).astype(np.float32)
+        q = np.clip(np.rint(np.nan_to_num(blocks * inv, nan=0.0)), -128, 127)
+        return (q.astype(np.float64) * d).reshape(x32.shape)
+
+
+def _converted_input(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    kind = getattr(w, "ggml_type", None)
+    if kind is None or kind == "F32":
+        return x
+    if kind in _Q8_0_INPUT:
+        return ggml_q8_0_input(x)
+    if kind == "F16":
+        return np.asarray(x, np.float32).astype(np.float16).astype(np.float64)
+    raise ValueError(f"activations='ggml': the input conversion for {kind} weights is not modelled")
+
+
 class _Gguf:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], activations: str = "exact") -> None:
         import gguf
 
         reader = gguf.GGUFReader(path)
@@ -48,7 +105,9 @@ class _Gguf:
         for t in reader.tensors:
             values = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
             ne = tuple(int(d) for d in t.shape)
-            self.tensors[t.name] = (ne, np.asarray(values, np.float64).reshape(ne[::-1]))
+            weight = np.asarray(values, np.float64).reshape(ne[::-1]).view(_Weight)
+            weight.ggml_type = t.tensor_type.name if activations == "ggml" else None
+            self.tensors[t.name] = (ne, weight)
 
     def key(self, name: str, default: Any = None) -> Any:
         value = self.fields.get(f"{self.arch}.{name}", default)
@@ -75,7 +134,7 @@ class _Gguf:
 
 
 def _mul_mat(w: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return x @ w.T
+    return np.asarray(_converted_input(w, np.asarray(x)) @ np.asarray(w).T)
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -115,7 +174,7 @@ def _gpt2(f: _Gguf, tokens: np.ndarray) -> np.ndarray:
     n_ctx = f.key("context_length")
     tok_embd = f.tensor("token_embd.weight", (n_embd, n_vocab))
     pos_embd = f.tensor("position_embd.weight", (n_embd, n_ctx))
-    x = tok_embd[tokens] + pos_embd[np.arange(len(tokens))]
+    x = np.asarray(tok_embd[tokens] + pos_embd[np.arange(len(tokens))])
     for i in range(f.key("block_count")):
         p = f"blk.{i}."
 
@@ -167,7 +226,7 @@ def _llama(f: _Gguf, tokens: np.ndarray) -> np.ndarray:
     freq_base = f.key("rope.freq_base", 10000.0)
     n_vocab, n_gqa = len(f.fields["tokenizer.ggml.tokens"]), head_dim * n_head_kv
     tok_embd = f.tensor("token_embd.weight", (n_embd, n_vocab))
-    x = tok_embd[tokens]
+    x = np.asarray(tok_embd[tokens])
     n_tokens = len(tokens)
     for i in range(f.key("block_count")):
         p = f"blk.{i}."

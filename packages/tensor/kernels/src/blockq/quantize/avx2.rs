@@ -1,6 +1,7 @@
 //! The input rows' 8-bit quantization (see [`super`]) eight lanes at a time:
 //! the same scale, codes and sums as the portable loop, bit for bit.
 
+use super::super::dot::round_to_half;
 use super::QK;
 use std::arch::x86_64::*;
 
@@ -15,8 +16,6 @@ pub(super) unsafe fn quantize(x: &[f32], q: &mut [i8], scales: &mut [f32], sums:
     assert!(q.len() == x.len() && scales.len() == blocks);
     assert!(sums.is_empty() || sums.len() == blocks * 8);
     let magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
-    let sign = _mm256_castsi256_ps(_mm256_set1_epi32(i32::MIN));
-    let (one, half) = (_mm256_set1_ps(1.0), _mm256_set1_ps(0.5));
     let (low, high) = (_mm256_set1_ps(-128.0), _mm256_set1_ps(127.0));
     // After the two packs, dword k holds elements 4 (2 (k % 4) + k / 4) ..
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -38,21 +37,14 @@ pub(super) unsafe fn quantize(x: &[f32], q: &mut [i8], scales: &mut [f32], sums:
         } else {
             _mm_cvtss_f32(t1)
         };
-        let s = a / 127.0;
-        let inv = if s != 0.0 { 1.0 / s } else { 0.0 };
-        *scales.get_unchecked_mut(b) = s;
+        let inv = if a != 0.0 { 127.0 / a } else { 0.0 };
+        *scales.get_unchecked_mut(b) = round_to_half(a / 127.0);
         let inv8 = _mm256_set1_ps(inv);
-        // Round half away from zero: truncate, then one step away when the
-        // (exact) remainder is at least a half; NaN to 0 as `as i8` does.
+        // Round to nearest, ties to even; NaN to 0 as `as i8` does.
         let codes = v.map(|vj| {
             let y = _mm256_mul_ps(vj, inv8);
-            let t = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
-            let rem = _mm256_and_ps(_mm256_sub_ps(y, t), magnitude);
-            let step = _mm256_and_ps(
-                _mm256_cmp_ps::<_CMP_GE_OQ>(rem, half),
-                _mm256_or_ps(one, _mm256_and_ps(y, sign)),
-            );
-            let r = _mm256_and_ps(_mm256_add_ps(t, step), _mm256_cmp_ps::<_CMP_ORD_Q>(y, y));
+            let t = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(y);
+            let r = _mm256_and_ps(t, _mm256_cmp_ps::<_CMP_ORD_Q>(y, y));
             // Saturated as `as i8` does (a subnormal scale makes `inv` infinite).
             _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, low), high))
         });

@@ -20,10 +20,12 @@ Quantization (ggml's reference quantizers, so the bytes equal llama.cpp's)
     half (to nearest even). F16 rounds each value to the nearest half.
 
 The linear (see riftco-kernels' ``blockq``) never makes a float32 weight: Q8_0 and
-Q4_0 quantize each input row to 8 bits per block of 32 (a float32 scale per block,
-as llama.cpp's ``vec_dot`` does, which keeps the scale in half) and sum exact integer
-products; F16 multiplies float32 inputs. Its results are the same whatever the batch
-size, so decode and prefill agree.
+Q4_0 quantize each input row to 8 bits per block of 32 exactly as ggml's
+``quantize_row_q8_0`` does on x86-64 before llama.cpp's ``vec_dot``
+(:func:`quantize_activation_rows`: ``a = max |x|``, the scale ``half(a / 127)``, the
+codes ``round(x * (127 / a))`` in float32 with ties to even) and sum exact integer
+products scaled by the two half scales; F16 multiplies float32 inputs. Its results are
+the same whatever the batch size, so decode and prefill agree.
 """
 
 from __future__ import annotations
@@ -144,18 +146,26 @@ def dequantize_block_array(data: np.ndarray, fmt: str, shape: tuple[int, int]) -
 
 
 def quantize_activation_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Input rows ``[m, cols]`` as the Q8_0 / Q4_0 linear quantizes them: int8 codes
-    ``[m, cols]`` and float32 scales ``[m, cols / 32]`` (``s = max |x| / 127``,
-    ``q = round(x * (1 / s))`` half away from zero)."""
+    """Input rows ``[m, cols]`` as the Q8_0 / Q4_0 linear quantizes them, which is
+    ggml's ``quantize_row_q8_0`` on x86-64 (AVX2): int8 codes ``[m, cols]`` and the
+    block scales ``[m, cols / 32]`` as float32 holding halves.
+
+    Per block, in float32: ``a = max |x|``; the scale is ``a / 127`` rounded to a half
+    (to nearest even; infinite past 65504, so a block beyond about 8.3e6 gives
+    non-finite products, as in llama.cpp); the codes are ``x * (127 / a)`` (0 when
+    ``a`` is 0) rounded to nearest with ties to even. ggml's portable reference
+    (``quantize_row_q8_0_ref``) takes ``x * (1 / (a / 127))`` and rounds ties away from
+    zero: the codes differ only where a product lands on (or an ulp from) a tie."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     m, cols = x.shape
     blocks = x.reshape(m, cols // BLOCK_QK, BLOCK_QK)
-    with np.errstate(invalid="ignore"):
-        s = np.abs(blocks).max(axis=2) / np.float32(127)
-        inv = np.divide(np.float32(1), s, out=np.zeros_like(s), where=s != 0)
-        v = (blocks * inv[..., None]).astype(np.float64)
-    v = np.where(np.isfinite(v), v, 0.0)
-    q = np.copysign(np.floor(np.abs(v) + 0.5), v).astype(np.int8)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        a = np.abs(blocks).max(axis=2)
+        s = (a / np.float32(127)).astype(np.float16).astype(np.float32)
+        inv = np.divide(np.float32(127), a, out=np.zeros_like(a), where=a != 0)
+        v = blocks * inv[..., None]  # float32, as ggml multiplies
+        v = np.where(np.isnan(v), np.float32(0), v)  # saturated below, NaN to 0
+    q = np.clip(np.rint(v), -128, 127).astype(np.int8)
     return q.reshape(m, cols), s
 
 
@@ -163,7 +173,9 @@ def block_linear_reference(
     x: np.ndarray, data: np.ndarray, fmt: str, shape: tuple[int, int]
 ) -> np.ndarray:
     """``x [m, cols] @ W^T`` as the kernels define it, summed in float64: for Q8_0 and
-    Q4_0 the sum over blocks of ``d_w * s_x * (exact integer dot product)``."""
+    Q4_0 the sum over blocks of ``d_w * s_x * (exact integer dot product)`` with the
+    input quantized by :func:`quantize_activation_rows` (llama.cpp's arithmetic, which
+    sums in float32)."""
     w = dequantize_block_array(data, fmt, shape)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if fmt == "f16":

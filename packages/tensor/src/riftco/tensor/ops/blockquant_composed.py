@@ -118,43 +118,75 @@ class ComposedBlockOps:
             y = self.backend.binary("add", y, (m, rows), bias, (1, rows), (m, rows), _F32)
         return self.backend.reshape(y, (m, rows), out_shape)
 
+    def _const(self, value: float) -> Any:
+        return self.backend.from_numpy(np.array([value], np.float32))
+
+    def _round_to_half(self, s: Any, shape: tuple) -> Any:
+        """Positive ``s`` rounded to the nearest IEEE half (ties to even), as float32.
+
+        Adding ``C = 2^(e + 13)`` (``e`` the binade of ``s``, at least -14, which
+        also covers the subnormal halves) leaves a float32 whose last bit is worth
+        ``2^(e - 10)``, a half's step there: the float32 addition rounds ``s`` to
+        the half grid (ties to even), and subtracting ``C`` is exact. Past 65504
+        the half is infinite."""
+        b = self.backend
+        c = b.binary("mul", s, shape, self._const(0.0), (1,), shape, _F32)
+        c = b.binary("add", c, shape, self._const(2.0**-1), (1,), shape, _F32)
+        for k in range(-13, 16):
+            above = b.compare("ge", s, shape, self._const(2.0**k), (1,), shape, _F32)
+            c = b.where(above, shape, self._const(2.0 ** (k + 13)), (1,), c, shape, shape, _F32)
+        r = b.binary(
+            "sub", b.binary("add", s, shape, c, shape, shape, _F32), shape, c, shape, shape, _F32
+        )
+        over = b.compare("gt", r, shape, self._const(65504.0), (1,), shape, _F32)
+        return b.where(over, shape, self._const(float("inf")), (1,), r, shape, shape, _F32)
+
     def _integer_linear(self, x: Any, m: int, data: Any, fmt: str, rows: int, cols: int) -> Any:
+        b = self.backend
         nb = cols // _QK
-        xb = self.backend.reshape(x, (m * cols,), (m, nb, _QK))
-        # The input's 8-bit codes: s = max |x| / 127, q = round(x / s) half away from 0.
-        ax = self.backend.unary("abs", xb, (m, nb, _QK), _F32)
-        s = self.backend.reduce("max", ax, (m, nb, _QK), _F32, 2)
-        c127 = self.backend.from_numpy(np.array([127], np.float32))
-        s = self.backend.binary("div", s, (m, nb), c127, (1,), (m, nb), _F32)
-        zero = self.backend.from_numpy(np.array([0], np.float32))
-        one = self.backend.from_numpy(np.array([1], np.float32))
-        nonzero = self.backend.compare("ne", s, (m, nb), zero, (1,), (m, nb), _F32)
-        inv = self.backend.binary("div", one, (1,), s, (m, nb), (m, nb), _F32)
-        inv = self.backend.where(nonzero, (m, nb), inv, (m, nb), zero, (1,), (m, nb), _F32)
-        inv = self.backend.reshape(inv, (m, nb), (m, nb, 1))
-        v = self.backend.binary("mul", xb, (m, nb, _QK), inv, (m, nb, 1), (m, nb, _QK), _F32)
-        half = self.backend.from_numpy(np.array([0.5], np.float32))
-        mag = self.backend.binary(
-            "add",
-            self.backend.unary("abs", v, (m, nb, _QK), _F32),
-            (m, nb, _QK),
-            half,
+        blocks = (m, nb, _QK)
+        xb = b.reshape(x, (m * cols,), blocks)
+        # The input's 8-bit codes as ggml's quantize_row_q8_0 makes them on x86-64:
+        # a = max |x|, the scale half(a / 127), q = round(x * (127 / a)) ties to even.
+        a = b.reduce("max", b.unary("abs", xb, blocks, _F32), blocks, _F32, 2)
+        s = self._round_to_half(
+            b.binary("div", a, (m, nb), self._const(127.0), (1,), (m, nb), _F32), (m, nb)
+        )
+        zero = self._const(0.0)
+        nonzero = b.compare("ne", a, (m, nb), zero, (1,), (m, nb), _F32)
+        inv = b.binary("div", self._const(127.0), (1,), a, (m, nb), (m, nb), _F32)
+        inv = b.where(nonzero, (m, nb), inv, (m, nb), zero, (1,), (m, nb), _F32)
+        inv = b.reshape(inv, (m, nb), (m, nb, 1))
+        v = b.binary("mul", xb, blocks, inv, (m, nb, 1), blocks, _F32)
+        # To the nearest integer, ties to even: float32 addition of 1.5 * 2^23 (exact
+        # for |v| <= 127), NaN to 0 and saturated as the kernels' int8 codes are.
+        magic = self._const(1.5 * 2.0**23)
+        v = b.where(
+            b.compare("eq", v, blocks, v, blocks, blocks, _F32),
+            blocks,
+            v,
+            blocks,
+            zero,
             (1,),
-            (m, nb, _QK),
+            blocks,
             _F32,
         )
-        mag = self.backend.astype(
-            self.backend.astype(mag, (m, nb, _QK), _F32, _I64), (m, nb, _QK), _I64, _F32
+        v = b.binary(
+            "minimum",
+            b.binary("maximum", v, blocks, self._const(-128.0), (1,), blocks, _F32),
+            blocks,
+            self._const(127.0),
+            (1,),
+            blocks,
+            _F32,
         )
-        neg = self.backend.compare("lt", v, (m, nb, _QK), zero, (1,), (m, nb, _QK), _F32)
-        qx = self.backend.where(
-            neg,
-            (m, nb, _QK),
-            self.backend.unary("neg", mag, (m, nb, _QK), _F32),
-            (m, nb, _QK),
-            mag,
-            (m, nb, _QK),
-            (m, nb, _QK),
+        qx = b.binary(
+            "sub",
+            b.binary("add", v, blocks, magic, (1,), blocks, _F32),
+            blocks,
+            magic,
+            (1,),
+            blocks,
             _F32,
         )
         # Exact integer products per block: [nb, m, 32] @ [nb, rows, 32]^T -> [nb, m, rows].
