@@ -41,14 +41,15 @@ FINISH = [b'"', b"}", b"]", b"0", b"a", b"[", b"{", b"n"]
 
 def walk(state: GrammarState, rng: random.Random, vocab=VOCAB, eos=EOS, budget=60) -> bytes:
     """Random allowed tokens for ``budget`` steps, then the ones that finish soonest."""
+    ends = {eos} if isinstance(eos, int) else set(eos)
     out = b""
     for step in range(budget + 400):
         allowed = state.allowed().nonzero()[0].tolist()
         assert allowed, f"no token allowed after {out!r}"
-        if eos in allowed and (step >= budget or rng.random() < 0.1 or allowed == [eos]):
-            state.advance(eos)
+        choices = [i for i in allowed if i not in ends]
+        if len(choices) < len(allowed) and (step >= budget or rng.random() < 0.1 or not choices):
+            state.advance(min(set(allowed) & ends))
             return out
-        choices = [i for i in allowed if i != eos]
         if step < budget:
             token = rng.choice(choices)
         else:

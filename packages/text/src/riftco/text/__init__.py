@@ -7,7 +7,13 @@ the saved-state format and the Hugging Face export.
 from riftco.text.base import FORMAT, FORMAT_VERSION, MAX_VOCAB_SIZE, Tokenizer
 from riftco.text.bpe import BpeTokenizer
 from riftco.text.byte import ByteTokenizer
-from riftco.text.chat import DEFAULT_CHAT_TEMPLATE, ChatEncoding, ChatTemplate, RoleFormat
+from riftco.text.chat import (
+    DEFAULT_CHAT_TEMPLATE,
+    ChatEncoding,
+    ChatTemplate,
+    RoleFormat,
+    ToolCallSyntax,
+)
 from riftco.text.errors import (
     ChatTemplateError,
     DecodeError,
@@ -57,6 +63,7 @@ __all__ = [
     "StateError",
     "Tokenizer",
     "TokenizerError",
+    "ToolCallSyntax",
     "TrainingError",
     "bytes_to_unicode",
     "load",

@@ -8,17 +8,91 @@ forge a role marker. Each string is encoded on its own, so merges never cross
 from template text into content. The assistant mask marks the tokens of each
 assistant message's content and suffix (its end marker), which post-training
 learns to predict, stop included.
+
+A template may declare a tool-call syntax (:class:`ToolCallSyntax`): the
+assistant calls a tool by writing ``start + {"name": ..., "arguments": {...}} + end``
+(several calls joined by ``separator``), and tool results come back as messages
+of ``tool_role``, their content wrapped in ``result_start`` and ``result_end``.
+Assistant messages with ``tool_calls`` render in that syntax, as assistant
+content (so post-training learns to write it); a template without a syntax
+refuses them. The markers are content, not template strings, so a byte
+tokenizer need not hold their bytes unless tools are used. A template with a
+role named ``tool`` speaks the default syntax unless it says otherwise
+(``tool_call=None`` or another syntax), so a template rebuilt from its roles
+alone (as from its Jinja export) keeps it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from riftco.text.errors import ChatTemplateError
 from riftco.text.special import ASSISTANT, END, SYSTEM, USER
+
+# Bounds on one tool call in a message (its JSON text, in characters).
+MAX_TOOL_CALL_CHARS = 1 << 20
+
+
+@dataclass(frozen=True)
+class ToolCallSyntax:
+    """How the assistant writes tool calls: ``start + JSON + end``, joined by ``separator``.
+
+    The JSON is ``{"name": <function name>, "arguments": <object>}`` written with
+    ``json.dumps(..., ensure_ascii=False)``; ``tool_role`` is the role of the messages
+    that carry results back (it must be one of the template's roles), rendered as
+    ``result_start + content + result_end``.
+    """
+
+    start: str = "<tool_call>"
+    end: str = "</tool_call>"
+    separator: str = "\n"
+    tool_role: str = "tool"
+    result_start: str = "<tool_response>"
+    result_end: str = "</tool_response>"
+
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "start",
+        "end",
+        "separator",
+        "tool_role",
+        "result_start",
+        "result_end",
+    )
+
+    def __post_init__(self) -> None:
+        for name in self.FIELDS:
+            if not isinstance(getattr(self, name), str):
+                raise ChatTemplateError(f"tool_call.{name}: expected a string")
+        if not self.start or not self.end:
+            raise ChatTemplateError("tool_call: expected non-empty start and end markers")
+        if "{" in self.start or self.end.startswith((",", "}", "]", " ")):
+            raise ChatTemplateError(
+                "tool_call: expected markers that cannot be read as part of the JSON call"
+            )
+
+    def to_state(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    @classmethod
+    def from_state(cls, state: Any) -> ToolCallSyntax:
+        if not isinstance(state, Mapping) or set(state) != set(cls.FIELDS):
+            raise ChatTemplateError(f"tool_call: expected an object with keys {list(cls.FIELDS)}")
+        return cls(**{name: state[name] for name in cls.FIELDS})
+
+    def render_call(self, name: str, arguments: Any) -> str:
+        """One call as the assistant writes it; ``arguments`` a mapping or its JSON text."""
+        return (
+            self.start
+            + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+            + self.end
+        )
+
+    def render_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
+        return self.separator.join(self.render_call(name, args) for name, args in calls)
 
 
 @dataclass(frozen=True)
@@ -29,13 +103,33 @@ class RoleFormat:
     suffix: str
 
 
+class _Implied:
+    """The default of ``ChatTemplate.tool_call``: implied by the roles."""
+
+    def __repr__(self) -> str:
+        return "IMPLIED"
+
+
+IMPLIED: Any = _Implied()
+
+
+def implied_tool_call(roles: Mapping[str, Any]) -> ToolCallSyntax | None:
+    """The syntax a template with these roles speaks unless it says otherwise."""
+    return ToolCallSyntax() if "tool" in roles else None
+
+
 @dataclass(frozen=True)
 class ChatTemplate:
-    """How messages become text; ``roles`` lists the roles a message may have."""
+    """How messages become text; ``roles`` lists the roles a message may have.
+
+    ``tool_call``: the tool-call syntax, ``None`` for none; left out, the default
+    syntax when a role is named ``tool`` and none otherwise.
+    """
 
     roles: Mapping[str, RoleFormat]
     generation_prompt: str
     assistant_role: str = "assistant"
+    tool_call: ToolCallSyntax | None = IMPLIED
 
     def __post_init__(self) -> None:
         if not self.roles:
@@ -57,6 +151,18 @@ class ChatTemplate:
                 f"expected assistant_role among the roles {sorted(self.roles)}; "
                 f"found {self.assistant_role!r}"
             )
+        if isinstance(self.tool_call, _Implied):
+            object.__setattr__(self, "tool_call", implied_tool_call(self.roles))
+        if self.tool_call is not None:
+            if not isinstance(self.tool_call, ToolCallSyntax):
+                raise ChatTemplateError(
+                    f"expected tool_call to be a ToolCallSyntax or None; found {self.tool_call!r}"
+                )
+            if self.tool_call.tool_role not in self.roles:
+                raise ChatTemplateError(
+                    f"expected tool_call.tool_role among the roles {sorted(self.roles)}; "
+                    f"found {self.tool_call.tool_role!r}"
+                )
         object.__setattr__(self, "roles", MappingProxyType(dict(self.roles)))
 
     def template_strings(self) -> dict[str, str]:
@@ -71,21 +177,25 @@ class ChatTemplate:
         return (ChatTemplate.from_state, (self.to_state(),))
 
     def to_state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "roles": {r: {"prefix": f.prefix, "suffix": f.suffix} for r, f in self.roles.items()},
             "assistant_role": self.assistant_role,
             "generation_prompt": self.generation_prompt,
         }
+        if self.tool_call != implied_tool_call(self.roles):  # only when not implied
+            state["tool_call"] = None if self.tool_call is None else self.tool_call.to_state()
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> ChatTemplate:
         if not isinstance(state, Mapping):
             raise ChatTemplateError(f"expected an object; found {type(state).__name__}")
         expected = {"roles", "assistant_role", "generation_prompt"}
-        if set(state) != expected:
+        if set(state) - {"tool_call"} != expected:
             raise ChatTemplateError(
-                f"expected keys {sorted(expected)}; missing {sorted(expected - set(state))}, "
-                f"unexpected {sorted(set(state) - expected)}"
+                f"expected keys {sorted(expected)} (and optionally tool_call); missing "
+                f"{sorted(expected - set(state))}, unexpected "
+                f"{sorted(set(state) - expected - {'tool_call'})}"
             )
         roles = state["roles"]
         if not isinstance(roles, Mapping):
@@ -95,7 +205,11 @@ class ChatTemplate:
             if not isinstance(fmt, Mapping) or set(fmt) != {"prefix", "suffix"}:
                 raise ChatTemplateError(f"role {role!r}: expected an object with prefix, suffix")
             formats[role] = RoleFormat(fmt["prefix"], fmt["suffix"])
-        return cls(formats, state["generation_prompt"], state["assistant_role"])
+        tool_call = IMPLIED
+        if "tool_call" in state:
+            syntax = state["tool_call"]
+            tool_call = None if syntax is None else ToolCallSyntax.from_state(syntax)
+        return cls(formats, state["generation_prompt"], state["assistant_role"], tool_call)
 
     def render(
         self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = False
@@ -105,7 +219,7 @@ class ChatTemplate:
             raise ChatTemplateError("expected a list of messages; found a single value")
         spans: list[tuple[str, bool, bool]] = []
         for index, message in enumerate(messages):
-            role, content = _check_message(index, message, self.roles)
+            role, content = _check_message(index, message, self.roles, self)
             fmt = self.roles[role]
             masked = role == self.assistant_role
             spans += [
@@ -123,6 +237,8 @@ DEFAULT_CHAT_TEMPLATE = ChatTemplate(
         "system": RoleFormat(SYSTEM, END),
         "user": RoleFormat(USER, END),
         "assistant": RoleFormat(ASSISTANT, END),
+        # Tool results come back in a user turn, inside the syntax's result markers.
+        "tool": RoleFormat(USER, END),
     },
     generation_prompt=ASSISTANT,
 )
@@ -155,19 +271,74 @@ def encode_chat(
     return ChatEncoding(ids, "".join(texts), mask)
 
 
-def _check_message(index: int, message: Any, roles: Mapping[str, RoleFormat]) -> tuple[str, str]:
+def _check_message(
+    index: int, message: Any, roles: Mapping[str, RoleFormat], template: ChatTemplate
+) -> tuple[str, str]:
     where = f"message {index}"
     if not isinstance(message, Mapping):
         raise ChatTemplateError(
             f"{where}: expected a mapping with role and content; found {type(message).__name__}"
         )
-    if "role" not in message or "content" not in message:
+    calls = message.get("tool_calls")
+    if "role" not in message or ("content" not in message and calls is None):
         raise ChatTemplateError(f"{where}: expected keys role and content; found {sorted(message)}")
-    role, content = message["role"], message["content"]
+    role, content = message["role"], message.get("content")
     if not isinstance(role, str) or role not in roles:
         raise ChatTemplateError(f"{where}: expected a role among {sorted(roles)}; found {role!r}")
+    if calls is not None:
+        if role != template.assistant_role:
+            raise ChatTemplateError(f"{where}: only {template.assistant_role} messages call tools")
+        if template.tool_call is None:
+            raise ChatTemplateError(
+                f"{where}: this chat template declares no tool-call syntax, so it cannot "
+                "render tool_calls"
+            )
+        rendered = template.tool_call.render_calls(_tool_calls(where, calls))
+        if content is None or content == "":
+            return role, rendered
+        if not isinstance(content, str):
+            raise ChatTemplateError(
+                f"{where}: expected content to be a string or null; found {type(content).__name__}"
+            )
+        return role, content + template.tool_call.separator + rendered
     if not isinstance(content, str):
         raise ChatTemplateError(
             f"{where}: expected content to be a string; found {type(content).__name__}"
         )
+    syntax = template.tool_call
+    if syntax is not None and role == syntax.tool_role:
+        return role, syntax.result_start + content + syntax.result_end
     return role, content
+
+
+def _tool_calls(where: str, calls: Any) -> list[tuple[str, Any]]:
+    """OpenAI ``tool_calls`` entries as ``(name, arguments object)`` pairs."""
+    if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)) or not calls:
+        raise ChatTemplateError(f"{where}: tool_calls: expected a non-empty list")
+    out: list[tuple[str, Any]] = []
+    for k, call in enumerate(calls):
+        at = f"{where}: tool_calls[{k}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            raise ChatTemplateError(f"{at}: expected an object with a function object")
+        name, arguments = function.get("name"), function.get("arguments")
+        if not isinstance(name, str) or not name:
+            raise ChatTemplateError(f"{at}: expected function.name to be a non-empty string")
+        if isinstance(arguments, str):
+            if len(arguments) > MAX_TOOL_CALL_CHARS:
+                raise ChatTemplateError(
+                    f"{at}: expected arguments of at most {MAX_TOOL_CALL_CHARS} characters"
+                )
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                raise ChatTemplateError(
+                    f"{at}: expected function.arguments to be JSON text; found {arguments!r:.60}"
+                ) from None
+        if not isinstance(arguments, Mapping):
+            raise ChatTemplateError(
+                f"{at}: expected function.arguments to be a JSON object; found "
+                f"{type(arguments).__name__}"
+            )
+        out.append((name, arguments))
+    return out

@@ -16,6 +16,15 @@ from riftco.text.grammar.errors import (
 )
 from riftco.text.grammar.schema import GrammarLimits
 from riftco.text.grammar.tokens import DEFAULT_MAX_WHITESPACE, GrammarState, TokenGrammar
+from riftco.text.grammar.tools import (
+    ParsedReply,
+    Tool,
+    check_tools,
+    parse_tool_calls,
+    template_syntax,
+    tool_grammar,
+    tools_prompt,
+)
 
 __all__ = [
     "DEFAULT_MAX_WHITESPACE",
@@ -23,8 +32,15 @@ __all__ = [
     "GrammarLimitError",
     "GrammarLimits",
     "GrammarState",
+    "ParsedReply",
     "SchemaError",
     "TokenGrammar",
     "TokenNotAllowed",
+    "Tool",
     "ToolCallError",
+    "check_tools",
+    "parse_tool_calls",
+    "template_syntax",
+    "tool_grammar",
+    "tools_prompt",
 ]

@@ -19,6 +19,7 @@ class SchemaError(GrammarError):
 
     def __init__(self, message: str, *, keyword: str | None = None, path: str = "#") -> None:
         super().__init__(f"schema {path}: {message}")
+        self.message = message
         self.keyword = keyword
         self.path = path
 

@@ -590,31 +590,36 @@ class Sequence_(Node):
 class Text(Node):
     """Free text in which ``marker`` starts a ``body`` value, after which text resumes.
 
-    Text may end anywhere outside a body. A marker is found the way a string
-    search finds it (a failure table), so any text that does not contain the
-    marker is free.
+    Text may end anywhere outside a body. The marker is found the way a string
+    search finds it (a failure table), so text without the marker is free; after
+    ``max_bodies`` bodies the text may no longer contain the marker.
     """
 
-    def __init__(self, marker: bytes, body: int) -> None:
+    def __init__(self, marker: bytes, body: int, max_bodies: int | None = None) -> None:
         self.marker = marker
         self.body = body
+        self.max_bodies = max_bodies
         self.table = _failure_table(marker)
 
     def start(self) -> Sub:
-        return (0,)
+        return (0, 0)
 
     def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
-        matched = sub[0]
+        matched, bodies = sub
         if matched == len(self.marker):
             return []
         matched = self.table[matched].get(byte, 0)
-        if matched == len(self.marker) and not self.graph.fits(self.body, room):
-            return []
-        return [(matched,)]
+        if matched == len(self.marker):
+            if self.max_bodies is not None and bodies >= self.max_bodies:
+                return []
+            if not self.graph.fits(self.body, room):
+                return []
+        return [(matched, bodies)]
 
     def calls(self, sub: Sub, room: int) -> Sequence[tuple[Sub, int]]:
         if sub[0] == len(self.marker):
-            return [((0,), self.body)]
+            bodies = sub[1] + 1 if self.max_bodies is not None else 0
+            return [((0, bodies), self.body)]
         return ()
 
     def final(self, sub: Sub) -> bool:
