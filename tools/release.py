@@ -343,13 +343,26 @@ def record(
     root: Path, names: list[str], date: str, *, use_git: bool = True, at: str | None = None
 ) -> list[Path]:
     """Record the tree (or, with ``at``, the files of that git revision) as the release of
-    each distribution's current version: a first release, or an untagged release made again."""
+    each distribution's current version: a first release (its ``[Unreleased]`` entries
+    move under the version's heading), or an untagged release made again."""
     dists = cv.discover(root)
     chosen = [find(dists, n) for n in names]
     tagged = cv.release_tags(root) if use_git and cv.git_root(root) else {}
+    known = cv.read_manifest(root)
+    plan = Plan(root)
     problems = []
     for dist in chosen:
         where = cv.rel(dist.folder, root)
+        log_path = dist.folder / cv.CHANGELOG
+        first = dist.name not in known and dist.name not in tagged
+        if first and log_path.is_file():
+            # A first release: its [Unreleased] entries become the version's section.
+            log = cv.Changelog(plan.text(log_path))
+            if log.unreleased_entries() and dist.version not in log.versions():
+                plan.edit(
+                    log_path,
+                    with_release_section(log.text, dist.version, date, cv.rel(log_path, root)),
+                )
         sites = cv.version_sites(dist, root)
         if any(v != dist.version for _, v in sites):
             problems.append(
@@ -359,7 +372,7 @@ def record(
             problems.append(
                 f"{dist.name} {dist.version} is tagged already: a tagged release is never recorded again"
             )
-        log = cv.read_changelog(dist)
+        log = cv.Changelog(plan.text(log_path)) if log_path.is_file() else None
         if log is None or dist.version not in log.versions():
             problems.append(
                 f"{dist.name}: {where}/{cv.CHANGELOG} has no '## [{dist.version}] - <date>' section"
@@ -371,13 +384,12 @@ def record(
             )
     if problems:
         raise ReleaseError("nothing recorded:\n  " + "\n  ".join(problems))
-    manifest = cv.read_manifest(root)
+    manifest = dict(known)
     for dist in chosen:
         tree = cv.Tree(root, at) if at else None
         manifest[dist.name] = cv.Release(
             dist.version, cv.content_hash(dist, root, tree), date, cv.MANIFEST
         )
-    plan = Plan(root)
     plan.edit(root / cv.MANIFEST, cv.render_manifest(manifest))
     return plan.write()
 

@@ -113,6 +113,7 @@ def test_a_pure_python_package(repo, capsys):
     dest = repo / "packages" / "widgets"
     files = every_file(dest)
     assert set(files) == {
+        "CHANGELOG.md",
         "README.md",
         "pyproject.toml",
         "src/riftco/widgets/__init__.py",

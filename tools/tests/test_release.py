@@ -281,3 +281,32 @@ def test_record_at_a_revision_hashes_what_is_committed(tree):
     assert len(only_core) == 1 and "changed since its release" in only_core[0]
     (tree / "packages/core/src/riftco/core/wip.py").unlink()
     assert problems(tree) == []
+
+
+def test_record_of_a_first_release_dates_its_unreleased_entries(tree):
+    manifest_path = tree / check_versions.MANIFEST
+    text = manifest_path.read_text()
+    manifest_path.write_text(
+        text[: text.index("[riftco-nn]")] + text[text.index("[riftco-tensor]") :]
+    )
+    write(
+        tree,
+        "packages/nn/CHANGELOG.md",
+        "# Changelog\n\n## [Unreleased]\n\n### Added\n\n- Layers.\n",
+    )
+    release.record(tree, ["riftco-nn"], DATE, use_git=False)
+    log = check_versions.Changelog((tree / "packages/nn/CHANGELOG.md").read_text())
+    assert log.unreleased_entries() == []
+    assert log.versions() == {"0.1.0": f" - {DATE}"}
+    assert "- Layers." in (log.body("0.1.0") or "")
+    assert manifest(tree)["riftco-nn"]["version"] == "0.1.0"
+    assert problems(tree) == []
+
+
+@pytest.mark.parametrize("template", ["package", "backend"])
+def test_the_templates_start_a_changelog(template):
+    log = check_versions.Changelog(
+        (check_versions.ROOT / "templates" / template / "CHANGELOG.md").read_text()
+    )
+    assert log.body("Unreleased") is not None
+    assert log.versions() == {}
