@@ -259,12 +259,38 @@ class Tree:
         entries = [e.split("\t", 1) for e in listing.split("\0") if e]
         # Links are not hashed (nor followed) in the working tree either.
         blobs = [
-            (meta.split()[2], path)
-            for meta, path in entries
+            (meta.split()[2], name)
+            for meta, name in entries
             if meta.split()[1] == "blob" and meta.split()[0] != "120000"
         ]
-        for blob, path in blobs:
-            yield path, git_bytes(self.root, "cat-file", "blob", blob)
+        yield from zip([name for _, name in blobs], self.blobs([blob for blob, _ in blobs]))
+
+    def blobs(self, ids: list[str]) -> list[bytes]:
+        """The contents of git blobs, read in one ``git cat-file --batch``."""
+        if not ids:
+            return []
+        run = subprocess.run(
+            ["git", "-C", str(self.root), "cat-file", "--batch"],
+            input="".join(f"{i}\n" for i in ids).encode(),
+            capture_output=True,
+            check=False,
+        )
+        if run.returncode != 0:
+            raise VersionCheckError(
+                f"git cat-file --batch: {run.stderr.decode(errors='replace').strip()}"
+            )
+        out, at, found = run.stdout, 0, []
+        for blob in ids:
+            end = out.index(b"\n", at)
+            header = out[at:end].split()
+            if len(header) != 3 or header[0].decode() != blob or header[1] != b"blob":
+                raise VersionCheckError(
+                    f"git cat-file --batch: unexpected {out[at:end]!r} for {blob}"
+                )
+            size = int(header[2])
+            found.append(out[end + 1 : end + 1 + size])
+            at = end + 1 + size + 1
+        return found
 
     def read(self, path: str) -> bytes | None:
         if self.revision is None:
