@@ -48,3 +48,20 @@ bench-peers: dev
 
 clean:
 	rm -rf build target .tox $(VENV) $(TOOLS)
+
+## The documentation site (mkdocs.yml): `make docs` builds it strictly into site/
+## (open site/index.html); `make docs-serve` serves it on 127.0.0.1:8000, rebuilt on edits.
+DOCS := .venv-docs
+.PHONY: docs docs-serve
+
+$(DOCS)/.ready: docs/requirements.txt
+	$(PYTHON) -m venv $(DOCS)
+	$(DOCS)/bin/python -m pip install --quiet --upgrade pip
+	$(DOCS)/bin/python -m pip install --quiet -r docs/requirements.txt
+	touch $@
+
+docs: $(DOCS)/.ready
+	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/mkdocs build --strict
+
+docs-serve: $(DOCS)/.ready
+	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/mkdocs serve
