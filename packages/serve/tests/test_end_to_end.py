@@ -102,8 +102,8 @@ def test_client_errors(server):
         client(base, key="wrong").models.list()
     with pytest.raises(openai.NotFoundError):
         client(base).chat.completions.create(model="gpt-9", messages=MESSAGES)
-    with pytest.raises(openai.BadRequestError, match="logprobs"):
-        client(base).chat.completions.create(model="tiny", messages=MESSAGES, logprobs=True)
+    with pytest.raises(openai.BadRequestError, match="best_of"):
+        client(base).completions.create(model="tiny", prompt="a", best_of=3)
     request = urllib.request.Request(f"{base}/health", headers={"Host": "evil.example"})
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=5)

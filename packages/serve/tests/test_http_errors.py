@@ -73,16 +73,10 @@ async def test_invalid_fields_are_422(serve, engine, fields, param):
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
-        ({"n": 2}, "n"),
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3}, "top_logprobs"),
-        (
-            {"presence_penalty": 0.5, "frequency_penalty": 0.1},
-            "presence_penalty, frequency_penalty",
-        ),
-        ({"tools": [{"type": "function"}]}, "tools"),
-        ({"response_format": {"type": "json_object"}}, "response_format"),
-        ({"logit_bias": {"5": 10}}, "logit_bias"),
+        ({"best_of": 2}, "best_of"),
+        ({"suffix": "x"}, "suffix"),
+        ({"audio": {"voice": "alloy"}}, "audio"),
+        ({"echo": True}, "echo"),
         ({"frobnicate": 1}, "frobnicate"),
     ],
 )
@@ -93,18 +87,47 @@ async def test_unsupported_parameters_are_400_by_name(serve, engine, fields, nam
     assert named in error["message"] and error["param"] == named.split(",")[0]
 
 
-async def test_completion_unsupported_echo_and_batches(serve, engine):
+async def test_completion_echo_with_logprobs_and_bad_batches(serve, engine):
     async with serve(engine) as client:
-        echo = await client.post(
-            "/v1/completions", json={"model": "scripted", "prompt": "a", "echo": True}
+        both = await client.post(
+            "/v1/completions",
+            json={"model": "scripted", "prompt": "a", "echo": True, "logprobs": 1},
         )
         batch = await client.post(
-            "/v1/completions", json={"model": "scripted", "prompt": ["a", "b"]}
+            "/v1/completions", json={"model": "scripted", "prompt": ["a", [1, -2]]}
         )
         empty = await client.post("/v1/completions", json={"model": "scripted", "prompt": []})
-    assert "echo" in error_of(echo, 400)["message"]
-    assert error_of(batch, 400)["param"] == "prompt"
+        wide = await client.post(
+            "/v1/completions", json={"model": "scripted", "prompt": ["a"] * 5, "n": 4}
+        )
+    assert "echo" in error_of(both, 400)["message"] and "prompt tokens" in both.text
+    assert error_of(batch, 422)["param"] == "prompt" and "prompt[1]" in batch.text
     assert error_of(empty, 422)["param"] == "prompt"
+    assert error_of(wide, 422)["param"] == "n" and "20 choices" in wide.text
+    assert not engine.seen
+
+
+@pytest.mark.parametrize(
+    ("fields", "param", "says"),
+    [
+        ({"n": 0}, "n", "[1, 16]"),
+        ({"n": 17}, "n", "[1, 16]"),
+        ({"top_logprobs": 3}, "top_logprobs", "needs 'logprobs'"),
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs", "[0, 20]"),
+        ({"logprobs": 2}, "logprobs", "boolean"),
+        ({"presence_penalty": 2.5}, "presence_penalty", "[-2.0, 2.0]"),
+        ({"frequency_penalty": "x"}, "frequency_penalty", "number"),
+        ({"logit_bias": {"a": 1}}, "logit_bias", "decimal strings"),
+        ({"logit_bias": {"5": 101}}, "logit_bias", "[-100.0, 100.0]"),
+        ({"logit_bias": [5]}, "logit_bias", "object"),
+    ],
+)
+async def test_new_sampling_fields_are_validated(serve, engine, fields, param, says):
+    async with serve(engine) as client:
+        r = await client.post("/v1/chat/completions", json={**CHAT, **fields})
+    error = error_of(r, 422)
+    assert error["param"] == param and says in error["message"], error
+    assert not engine.seen
 
 
 async def test_unknown_model_is_404(serve, engine):

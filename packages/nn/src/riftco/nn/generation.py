@@ -478,8 +478,9 @@ def generate(
                 reasons[j] = "stop"
                 continue
             out[j].append(token)
-            if wanted and samplers[j].last is not None:
-                probs[j].append(samplers[j].last)
+            last = samplers[j].last
+            if wanted and last is not None:
+                probs[j].append(last)
             samplers[j].accept(token)
             if len(out[j]) >= config.max_new_tokens:
                 reasons[j] = "length"

@@ -32,7 +32,7 @@ from riftco.serve.guard import Guard
 from riftco.serve.openapi import openapi_document
 from riftco.serve.protocol import ParsedRequest, parse_chat, parse_completion
 from riftco.serve.responses import SSE_DONE, Shapes, sse
-from riftco.serve.streaming import EventStreamResponse, collect_until_disconnect
+from riftco.serve.streaming import EventStreamResponse, collect_all_until_disconnect, merged
 
 log = logging.getLogger("riftco.serve")
 
@@ -210,26 +210,43 @@ async def _generate(state: ServerState, request: Request, *, chat: bool) -> Resp
         engine = state.require_engine()
         if parsed.model != engine.model_id:
             raise ModelNotFound(parsed.model)
-        stream = engine.submit(parsed.generation)
+        streams = await _submit(engine, parsed)
     except RequestError as exc:
         return _error(state, route, exc)
     except ClientDisconnect:
         return Response(status_code=499)
-    shapes = Shapes(chat, engine.model_id)
-    headers = _dropped_header(stream)
+    shapes = Shapes(chat, engine.model_id, parsed.logprobs is not None, parsed.n)
+    headers = _dropped_header(streams[0])
     if parsed.stream:
         state.counters.add(route, 200)
-        return EventStreamResponse(_events(stream, shapes, parsed), headers=headers)
+        return EventStreamResponse(_events(streams, shapes, parsed), headers=headers)
     try:
-        text, finished = await collect_until_disconnect(request, stream)
+        results = await collect_all_until_disconnect(request, streams)
     except GenerationFailed as exc:
         state.counters.add(route, 500)
         body = {"error": {"message": str(exc), "type": "server_error", "param": None, "code": None}}
         return JSONResponse(body, status_code=500)
-    if finished is None:  # the client went away; nobody reads this
+    if results is None:  # the client went away; nobody reads this
         return Response(status_code=499)
     state.counters.add(route, 200)
-    return JSONResponse(shapes.complete(text, finished), headers=headers)
+    return JSONResponse(shapes.complete(results), headers=headers)
+
+
+async def _submit(engine: Engine, parsed: ParsedRequest) -> list[GenerationStream]:
+    """Queue every choice: together where the engine can (``submit_group``), else one
+    by one, closing those already queued when one is refused."""
+    group = getattr(engine, "submit_group", None)
+    if group is not None:
+        return list(group(list(parsed.generations)))
+    streams: list[GenerationStream] = []
+    try:
+        for generation in parsed.generations:
+            streams.append(engine.submit(generation))
+    except BaseException:
+        for stream in streams:
+            await stream.aclose()
+        raise
+    return streams
 
 
 #: How many of the oldest chat turns were left out to fit the context (with
@@ -242,25 +259,30 @@ def _dropped_header(stream: GenerationStream) -> dict[str, str]:
     return {DROPPED_HEADER: str(dropped)} if dropped else {}
 
 
-async def _events(stream: GenerationStream, shapes: Shapes, parsed: ParsedRequest):
-    """SSE chunks: a role chunk (chat), text chunks, a finish chunk, usage, ``[DONE]``."""
+async def _events(streams: list[GenerationStream], shapes: Shapes, parsed: ParsedRequest):
+    """SSE chunks: per choice a role chunk (chat), text chunks (with their tokens'
+    log-probabilities when asked for) and a finish chunk; then usage, ``[DONE]``."""
+    finished: list[Finished | None] = [None] * len(streams)
     try:
         if shapes.chat:
-            yield sse(shapes.chunk("", first=True))
-        async for event in stream:
+            for index in range(len(streams)):
+                yield sse(shapes.chunk("", first=True, index=index))
+        async for index, event in merged(streams):
             if isinstance(event, TextDelta):
-                if event.text:
-                    yield sse(shapes.chunk(event.text))
+                if event.text or event.logprobs:
+                    yield sse(shapes.chunk(event.text, index=index, logprobs=event.logprobs))
             elif isinstance(event, Finished):
-                yield sse(shapes.chunk(None, event.finish_reason))
-                if parsed.include_usage:
-                    yield sse(shapes.usage_chunk(event))
+                finished[index] = event
+                yield sse(shapes.chunk(None, event.finish_reason, index=index))
+        if parsed.include_usage:
+            yield sse(shapes.usage_chunk([f for f in finished if f is not None]))
     except GenerationFailed as exc:
         yield sse(
             {"error": {"message": str(exc), "type": "server_error", "param": None, "code": None}}
         )
     finally:
-        await stream.aclose()
+        for stream in streams:
+            await stream.aclose()
     yield SSE_DONE
 
 

@@ -12,13 +12,21 @@ import dataclasses
 import itertools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
-from riftco.nn import SamplingConfig
+from riftco.nn import SamplingConfig, TokenLogprobs
 from riftco.serve.caches import PagedKVCachePool
 from riftco.serve.channel import EventChannel
-from riftco.serve.engine import ChatMessage, EngineStats, Finished, GenerationRequest, TextDelta
+from riftco.serve.engine import (
+    ChatMessage,
+    EngineStats,
+    Finished,
+    GenerationRequest,
+    TextDelta,
+    TokenLogprob,
+)
 from riftco.serve.errors import GenerationFailed, RequestError
 from riftco.serve.fitting import fit_chat
 from riftco.serve.scheduler import Scheduler, SchedulerLimits, StepModel
@@ -29,23 +37,48 @@ log = logging.getLogger("riftco.serve")
 
 
 class ChannelSink:
-    """Turns a sequence's tokens into `TextDelta` events (stop strings applied)."""
+    """Turns a sequence's tokens into `TextDelta` events (stop strings applied), each
+    with the log-probabilities of the tokens that released its text when they were
+    asked for (``token_bytes`` names the tokens; ``offset`` is where the choice's text
+    starts, after an echoed prompt)."""
 
-    def __init__(self, channel: EventChannel, text: TextStream) -> None:
+    def __init__(
+        self,
+        channel: EventChannel,
+        text: TextStream,
+        token_bytes: Callable[[int], bytes] | None = None,
+        offset: int = 0,
+    ) -> None:
         self.channel = channel
         self.text = text
+        self.token_bytes = token_bytes
+        self.offset = offset
+        self._pending: list[TokenLogprob] = []
 
-    def on_token(self, token_id: int) -> bool:
+    def on_token(self, token_id: int, logprobs: TokenLogprobs | None = None) -> bool:
+        if logprobs is not None and self.token_bytes is not None:
+            self._pending.append(self._entry(logprobs, self.offset + self.text.decoded))
         delta = self.text.push(token_id)
         if delta:
-            self.channel.put(TextDelta(delta))
+            self._put(delta)
         return self.text.stopped
 
     def on_finish(self, reason: str, prompt_tokens: int, completion_tokens: int) -> None:
         delta = self.text.finish()
-        if delta:
-            self.channel.put(TextDelta(delta))
+        if delta or self._pending:
+            self._put(delta)
         self.channel.put(Finished(reason, prompt_tokens, completion_tokens))  # type: ignore[arg-type]
+
+    def _put(self, text: str) -> None:
+        entries, self._pending = tuple(self._pending), []
+        self.channel.put(TextDelta(text, entries))
+
+    def _entry(self, logprobs: TokenLogprobs, offset: int) -> TokenLogprob:
+        assert self.token_bytes is not None
+        name = self.token_bytes
+        raw = name(logprobs.token)
+        top = tuple((name(i).decode("utf-8", "replace"), name(i), p) for i, p in logprobs.top)
+        return TokenLogprob(raw.decode("utf-8", "replace"), raw, logprobs.logprob, top, offset)
 
     def on_error(self, error: BaseException) -> None:
         self.channel.fail(error)
@@ -111,20 +144,45 @@ class BatchEngine:
         self.scheduler.fail_all(GenerationFailed("the server is shutting down"))
 
     def submit(self, request: GenerationRequest) -> EventChannel:
+        return self.submit_group([request])[0]
+
+    def submit_group(self, requests: Sequence[GenerationRequest]) -> list[EventChannel]:
+        """Queue the choices of one request together (or none: `Overloaded`). A choice
+        whose prompt ids equal an earlier one's waits for that one's prefill and then
+        shares its full prompt pages (the prompt is computed once per page)."""
         if self._stop.is_set():
             raise RequestError("The server is shutting down", status=503, code="shutting_down")
-        prompt, chat, dropped = self._encode(request)
-        request_id = next(self._ids)
         loop = asyncio.get_running_loop()
-        channel = EventChannel(loop, on_close=lambda: self._cancel(request_id))
-        channel.dropped_messages = dropped
-        text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
-        seq = SequenceState(
-            request_id, prompt, self._sampling(request.options, chat), ChannelSink(channel, text)
-        )
-        self.scheduler.submit(seq)
+        leaders: dict[tuple[int, ...], SequenceState] = {}
+        seqs: list[SequenceState] = []
+        channels: list[EventChannel] = []
+        for request in requests:
+            prompt, chat, dropped = self._encode(request)
+            options = self._sampling(request.options, chat)
+            constraint = self._constraint(request)
+            request_id = next(self._ids)
+            channel = EventChannel(loop, on_close=partial(self._cancel, request_id))
+            channel.dropped_messages = dropped
+            echo = self._echo_text(request, prompt) if request.echo else ""
+            text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
+            sink = ChannelSink(
+                channel,
+                text,
+                self.tokenizer.token_bytes if options.logprobs is not None else None,
+                offset=len(echo),
+            )
+            key = tuple(prompt)
+            seq = SequenceState(
+                request_id, prompt, options, sink, constraint=constraint, leader=leaders.get(key)
+            )
+            leaders.setdefault(key, seq)
+            seqs.append(seq)
+            channels.append(channel)
+            if echo:
+                channel.put(TextDelta(echo, echo=True))
+        self.scheduler.submit_many(seqs)
         self._wake.set()
-        return channel
+        return channels
 
     def stats(self) -> EngineStats:
         s = self.scheduler
@@ -146,7 +204,32 @@ class BatchEngine:
         added and the draw limited to the tokenizer's ids (a padded vocabulary)."""
         stops = tuple(dict.fromkeys((*options.stop_ids, *self.tokenizer.stop_ids(chat))))
         limit = min(self._vocab, options.vocab_limit or self._vocab)
+        outside = [t for t, _ in options.logit_bias if t >= limit]
+        if outside:
+            raise RequestError(
+                f"'logit_bias' names token {outside[0]}; this model's tokens are 0..{limit - 1}",
+                param="logit_bias",
+                code="invalid_logit_bias",
+            )
         return dataclasses.replace(options, stop_ids=stops, vocab_limit=limit)
+
+    def _constraint(self, request: GenerationRequest) -> Any:
+        """The request's constraint, built from its factory over this tokenizer."""
+        if request.constraint is None:
+            return None
+        try:
+            return request.constraint(self.tokenizer)
+        except RequestError:
+            raise
+        except Exception as exc:  # the grammar refused the schema (or the vocabulary)
+            raise RequestError(
+                f"Cannot build the output constraint: {exc}", param="response_format"
+            ) from None
+
+    def _echo_text(self, request: GenerationRequest, prompt: list[int]) -> str:
+        if isinstance(request.prompt, str):
+            return request.prompt
+        return str(self.tokenizer.decode(prompt))
 
     def _model_vocab(self) -> int:
         return int(self.model.config.vocab_size)

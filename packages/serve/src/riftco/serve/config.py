@@ -33,7 +33,8 @@ class ServerConfig:
     ``/metrics``. ``max_tokens_limit`` bounds ``max_tokens``; requests that
     omit it get ``default_max_tokens``. ``max_requests_per_client`` bounds the
     ``/v1/*`` requests one peer address has in flight at once (more get 429);
-    ``/health``, ``/metrics`` and the page are not counted.
+    ``/health``, ``/metrics`` and the page are not counted. ``max_choices`` bounds
+    the choices of one request (``n`` times the number of prompts).
     """
 
     model_id: str = "riftco"
@@ -47,6 +48,7 @@ class ServerConfig:
     max_stop_length: int = 256
     retry_after_seconds: int = 1
     max_requests_per_client: int = 32
+    max_choices: int = 16
 
     def __post_init__(self) -> None:
         if self.max_body_bytes <= 0 or self.max_tokens_limit <= 0:
@@ -55,6 +57,11 @@ class ServerConfig:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise LimitsError(
                 f"ServerConfig: max_requests_per_client must be a positive integer, found {value!r}"
+            )
+        choices = self.max_choices
+        if isinstance(choices, bool) or not isinstance(choices, int) or choices <= 0:
+            raise LimitsError(
+                f"ServerConfig: max_choices must be a positive integer, found {choices!r}"
             )
         if not 0 < self.default_max_tokens <= self.max_tokens_limit:
             raise LimitsError(

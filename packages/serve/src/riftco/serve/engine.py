@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from riftco.nn import SamplingConfig
 
-FinishReason = Literal["stop", "length"]
+Bytes = bytes  # the type, under a name the field ``bytes`` does not shadow
+
+FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,12 @@ class GenerationRequest:
     With ``truncate`` (a chat only), the oldest turns are dropped to fit the context,
     keeping the system messages (`riftco.serve.fitting.fit_chat`); the stream's
     ``dropped_messages`` says how many went.
+
+    ``echo`` (a prompt only) sends the prompt's text first, as its own `TextDelta`.
+    ``options.logprobs`` (None or 0..20) asks for each token's log-probabilities
+    (`TokenLogprob` entries on the deltas). ``constraint`` is a factory: called with
+    the engine's tokenizer, it returns riftco-nn's ``Constraint`` (``allowed()``,
+    ``advance(id)``) that masks this request's draws (structured output).
     """
 
     prompt: str | tuple[int, ...] | None = None
@@ -46,6 +54,8 @@ class GenerationRequest:
     options: SamplingConfig = field(default_factory=SamplingConfig)
     stop: tuple[str, ...] = ()
     truncate: bool = False
+    echo: bool = False
+    constraint: Any = None
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
@@ -55,10 +65,28 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token's log-probabilities, as OpenAI reports them: its text
+    (``token``, invalid UTF-8 replaced), its ``bytes``, its ``logprob``, the ``top``
+    most likely ``(text, bytes, logprob)`` alternatives, and ``offset``: where its text
+    starts in the choice's text, in characters (the echoed prompt included)."""
+
+    token: str
+    bytes: Bytes
+    logprob: float
+    top: tuple[tuple[str, Bytes, float], ...] = ()
+    offset: int = 0
+
+
+@dataclass(frozen=True)
 class TextDelta:
-    """Newly generated text (whole UTF-8 characters; never part of a stop string)."""
+    """Newly generated text (whole UTF-8 characters; never part of a stop string), and
+    the log-probabilities of the tokens that released it (when asked for). ``echo``
+    marks the echoed prompt."""
 
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()
+    echo: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +149,10 @@ class Engine(Protocol):
 
     def submit(self, request: GenerationRequest) -> GenerationStream: ...
 
+    # An engine may also offer ``submit_group(requests) -> list[GenerationStream]``:
+    # the choices of one HTTP request, queued together or not at all (the HTTP layer
+    # falls back to ``submit`` for each, closing the ones already queued on a failure).
+
     def stats(self) -> EngineStats: ...
 
     def close(self) -> None:
@@ -137,4 +169,5 @@ __all__ = [
     "GenerationRequest",
     "GenerationStream",
     "TextDelta",
+    "TokenLogprob",
 ]

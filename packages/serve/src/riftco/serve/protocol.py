@@ -2,21 +2,29 @@
 
 The sampling fields map onto riftco-nn's `SamplingConfig`: ``max_tokens`` (or
 ``max_completion_tokens``) is ``max_new_tokens``; OpenAI's disabled values
-(``top_k`` 0 or -1, ``top_p`` 1) become ``None``. Fields we implement are validated (wrong types and ranges raise `InvalidField`,
-422). Parameters that would change the result and that we do not implement
-(``n`` > 1, ``logprobs``, ``echo``, penalties, tools, ...) raise
-`UnsupportedParameter` (400) naming them; harmless bookkeeping fields (``user``,
-``metadata``, ...) are accepted and ignored; anything else is unrecognized (400).
+(``top_k`` 0 or -1, ``top_p`` 1) become ``None``; ``presence_penalty``,
+``frequency_penalty``, ``logit_bias`` (string keys of token ids) and ``logprobs``
+(chat: ``logprobs`` true and ``top_logprobs`` k; completions: ``logprobs`` k) map to
+the fields of the same names. A request becomes one `GenerationRequest` per choice:
+``n`` choices of each prompt (a list of prompts in completions), prompt-major, choice
+i of a prompt seeded ``seed + i`` (riftco-nn's ``choice_seed``, vLLM's rule), so it
+draws what a single request seeded ``seed + i`` draws. Fields we implement are
+validated (wrong types and ranges raise `InvalidField`, 422). Parameters that would
+change the result and that we do not implement (``best_of`` > 1, ``suffix``, audio,
+...) raise `UnsupportedParameter` (400) naming them and why; harmless bookkeeping
+fields (``user``, ``metadata``, ...) are accepted and ignored; anything else is
+unrecognized (400).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from riftco.nn import SamplingConfig
+from riftco.nn import SamplingConfig, choice_seed
 from riftco.serve.config import ServerConfig
 from riftco.serve.engine import ChatMessage, GenerationRequest
 from riftco.serve.errors import InvalidField, RequestError, UnsupportedParameter
@@ -25,11 +33,28 @@ from riftco.serve.errors import InvalidField, RequestError, UnsupportedParameter
 IGNORED = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls"})
 
 _SAMPLING = frozenset(
-    {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "repetition_penalty"}
+    {
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "seed",
+        "stop",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "n",
+        "logprobs",
+    }
 )
 _COMMON = _SAMPLING | {"model", "stream", "stream_options"}
-COMPLETION_FIELDS = _COMMON | {"prompt"}
-CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens", "truncation"}
+COMPLETION_FIELDS = _COMMON | {"prompt", "echo"}
+CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens", "truncation", "top_logprobs"}
+#: The most entries of ``logit_bias`` (OpenAI documents no limit; this bounds the work).
+MAX_LOGIT_BIAS = 1024
+#: The most alternatives per token (``top_logprobs``; completions' ``logprobs``).
+MAX_TOP_LOGPROBS = 20
 #: ``truncation``: ``"auto"`` drops the oldest turns to fit the context (keeping the
 #: system messages); ``"disabled"`` (the default) rejects a chat that does not fit.
 TRUNCATION = ("disabled", "auto")
@@ -44,15 +69,8 @@ def _default(value: Any) -> bool:
 
 #: Unsupported parameters, each with the test that its value leaves the result unchanged.
 UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
-    "n": lambda v: v is None or (type(v) is int and v == 1),
     "best_of": lambda v: v is None or (type(v) is int and v == 1),
-    "logprobs": lambda v: v is None or v is False,
-    "top_logprobs": _default,
-    "echo": _default,
     "suffix": lambda v: v is None or v == "",
-    "logit_bias": _default,
-    "presence_penalty": _default,
-    "frequency_penalty": _default,
     "tools": _default,
     "tool_choice": lambda v: v is None or v == "none",
     "functions": _default,
@@ -66,29 +84,61 @@ UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
 }
 
 
+#: Why a parameter is refused on one route only.
+_ROUTE_ONLY = {
+    "echo": "'echo' is a /v1/completions parameter",
+    "top_logprobs": "'top_logprobs' is a /v1/chat/completions parameter (completions "
+    "take 'logprobs': k)",
+}
+
+
 @dataclass(frozen=True)
 class ParsedRequest:
-    """A validated request: what to generate, and how to answer."""
+    """A validated request: what to generate (one `GenerationRequest` per choice,
+    prompt-major: choice ``p * n + i`` is choice i of prompt p), and how to answer.
+    ``logprobs`` is the number of alternatives per token to report (None: none asked
+    for); ``n`` the choices per prompt."""
 
     model: str
-    generation: GenerationRequest
+    generations: tuple[GenerationRequest, ...]
     stream: bool
     include_usage: bool
+    logprobs: int | None = None
+    n: int = 1
+
+    @property
+    def generation(self) -> GenerationRequest:
+        """The first choice (the only one when ``n`` is 1 and there is one prompt)."""
+        return self.generations[0]
 
 
 def parse_completion(body: Any, config: ServerConfig) -> ParsedRequest:
     """Validate a ``/v1/completions`` body."""
-    fields = _check_fields(body, COMPLETION_FIELDS)
-    prompt = _prompt(fields.get("prompt"))
-    request = GenerationRequest(
-        prompt=prompt, options=_options(fields, config), stop=_stop(fields.get("stop"), config)
+    fields = _check_fields(body, COMPLETION_FIELDS, chat=False)
+    prompts = _prompts(fields.get("prompt"), config)
+    echo = _bool(fields, "echo", False)
+    logprobs = _int(fields, "logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if echo and logprobs is not None:
+        raise UnsupportedParameter(
+            "'echo' together with 'logprobs' is not supported: this server does not "
+            "compute the prompt tokens' log-probabilities",
+            param="echo",
+            code="unsupported_parameter",
+        )
+    n = _choices(fields, config, len(prompts))
+    options = _options(fields, config, logprobs)
+    stop = _stop(fields.get("stop"), config)
+    generations = tuple(
+        GenerationRequest(prompt=prompt, options=_choice(options, i), stop=stop, echo=echo)
+        for prompt in prompts
+        for i in range(n)
     )
-    return _build(fields, config, request)
+    return _build(fields, config, generations, logprobs, n)
 
 
 def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
     """Validate a ``/v1/chat/completions`` body."""
-    fields = _check_fields(body, CHAT_FIELDS)
+    fields = _check_fields(body, CHAT_FIELDS, chat=True)
     if "max_completion_tokens" in fields and fields["max_completion_tokens"] is not None:
         if fields.get("max_tokens") is not None:
             raise InvalidField(
@@ -102,21 +152,53 @@ def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
             f"'truncation' must be one of {', '.join(TRUNCATION)}, found {truncation!r}",
             param="truncation",
         )
-    request = GenerationRequest(
-        messages=messages,
-        options=_options(fields, config),
-        stop=_stop(fields.get("stop"), config),
-        truncate=truncation == "auto",
+    wants = _bool(fields, "logprobs", False)
+    top = _int(fields, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
+    if top is not None and not wants:
+        raise InvalidField("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+    logprobs = (top or 0) if wants else None
+    n = _choices(fields, config, 1)
+    options = _options(fields, config, logprobs)
+    stop = _stop(fields.get("stop"), config)
+    generations = tuple(
+        GenerationRequest(
+            messages=messages,
+            options=_choice(options, i),
+            stop=stop,
+            truncate=truncation == "auto",
+        )
+        for i in range(n)
     )
-    return _build(fields, config, request)
+    return _build(fields, config, generations, logprobs, n)
 
 
-def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
+def _choice(options: SamplingConfig, i: int) -> SamplingConfig:
+    """Choice i's options: the seed ``seed + i`` (riftco-nn's ``choice_seed``)."""
+    if i == 0 or options.seed is None:
+        return options
+    return dataclasses.replace(options, seed=choice_seed(options.seed, i))
+
+
+def _choices(fields: Mapping[str, Any], config: ServerConfig, prompts: int) -> int:
+    n = _int(fields, "n", 1, 1, config.max_choices)
+    if n * prompts > config.max_choices:
+        raise InvalidField(
+            f"{prompts} prompts times n={n} is {n * prompts} choices; this server answers "
+            f"at most {config.max_choices} per request",
+            param="n",
+        )
+    return int(n)
+
+
+def _check_fields(body: Any, known: frozenset[str], chat: bool) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RequestError(
             f"The request body must be a JSON object, found {type(body).__name__}",
             code="invalid_body",
         )
+    for name, why in _ROUTE_ONLY.items():
+        if name in body and name not in known and not _default(body[name]):
+            raise UnsupportedParameter(why, param=name, code="unsupported_parameter")
     unsupported = [k for k, ok in UNSUPPORTED.items() if k in body and not ok(body[k])]
     if unsupported:
         raise UnsupportedParameter(
@@ -126,7 +208,9 @@ def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
             code="unsupported_parameter",
         )
     unknown = sorted(
-        k for k in body if k not in known and k not in IGNORED and k not in UNSUPPORTED
+        k
+        for k in body
+        if k not in known and k not in IGNORED and k not in UNSUPPORTED and k not in _ROUTE_ONLY
     )
     if unknown:
         raise UnsupportedParameter(
@@ -138,7 +222,11 @@ def _check_fields(body: Any, known: frozenset[str]) -> dict[str, Any]:
 
 
 def _build(
-    fields: Mapping[str, Any], config: ServerConfig, request: GenerationRequest
+    fields: Mapping[str, Any],
+    config: ServerConfig,
+    generations: tuple[GenerationRequest, ...],
+    logprobs: int | None,
+    n: int,
 ) -> ParsedRequest:
     model = fields.get("model")
     if not isinstance(model, str) or not model:
@@ -157,10 +245,12 @@ def _build(
                 param="stream_options",
             )
         include_usage = _bool(options, "include_usage", False, param="stream_options.include_usage")
-    return ParsedRequest(model, request, stream, include_usage)
+    return ParsedRequest(model, generations, stream, include_usage, logprobs, n)
 
 
-def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingConfig:
+def _options(
+    fields: Mapping[str, Any], config: ServerConfig, logprobs: int | None = None
+) -> SamplingConfig:
     max_tokens = _int(fields, "max_tokens", config.default_max_tokens, 1, config.max_tokens_limit)
     temperature = _number(fields, "temperature", 1.0, 0.0, 2.0)
     top_p = _number(fields, "top_p", 1.0, 0.0, 1.0)
@@ -173,6 +263,8 @@ def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingConfig:
             "'repetition_penalty' must be greater than 0", param="repetition_penalty"
         )
     seed = _int(fields, "seed", None, -(1 << 63), (1 << 64) - 1)
+    presence = _number(fields, "presence_penalty", 0.0, -2.0, 2.0)
+    frequency = _number(fields, "frequency_penalty", 0.0, -2.0, 2.0)
     return SamplingConfig(
         max_new_tokens=max_tokens,
         temperature=temperature,
@@ -180,30 +272,67 @@ def _options(fields: Mapping[str, Any], config: ServerConfig) -> SamplingConfig:
         top_k=top_k if top_k > 0 else None,
         seed=None if seed is None else seed % (1 << 64),
         repetition_penalty=penalty,
+        presence_penalty=presence,
+        frequency_penalty=frequency,
+        logit_bias=_logit_bias(fields.get("logit_bias")),
+        logprobs=logprobs,
     )
 
 
-def _prompt(value: Any) -> str | tuple[int, ...]:
-    # OpenAI accepts a batch of prompts; one prompt per request is what we serve.
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
-        value = value[0]
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(type(t) is int and t >= 0 for t in value):
-        return tuple(value)
-    if (
-        isinstance(value, list)
-        and len(value) > 1
-        and all(isinstance(p, (str, list)) for p in value)
-    ):
-        raise UnsupportedParameter(
-            "A list of several prompts is not supported; send one prompt per request",
-            param="prompt",
-            code="unsupported_parameter",
+def _logit_bias(value: Any) -> dict[int, float]:
+    """OpenAI's ``logit_bias``: an object of token ids (as strings) to biases in
+    [-100, 100]; the ids are checked against the vocabulary by the engine."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidField(
+            f"'logit_bias' must be an object of token ids to numbers, found {type(value).__name__}",
+            param="logit_bias",
         )
+    if len(value) > MAX_LOGIT_BIAS:
+        raise InvalidField(
+            f"'logit_bias' holds more than {MAX_LOGIT_BIAS} entries", param="logit_bias"
+        )
+    out: dict[int, float] = {}
+    for key in value:
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 12):
+            raise InvalidField(
+                f"'logit_bias' keys must be token ids (decimal strings), found {_show(key)}",
+                param="logit_bias",
+            )
+        out[int(key)] = _number(value, key, 0.0, -100.0, 100.0, param="logit_bias")
+    return out
+
+
+def _prompts(value: Any, config: ServerConfig) -> list[str | tuple[int, ...]]:
+    """One prompt (a string or a list of token ids) or a list of them (OpenAI's batch)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(type(t) is int for t in value):
+        return [_token_prompt(value, "prompt")]
+    if isinstance(value, list) and value and all(isinstance(p, (str, list)) for p in value):
+        if len(value) > config.max_choices:
+            raise InvalidField(
+                f"'prompt' holds {len(value)} prompts; this server answers at most "
+                f"{config.max_choices} choices per request",
+                param="prompt",
+            )
+        return [
+            p if isinstance(p, str) else _token_prompt(p, f"prompt[{i}]")
+            for i, p in enumerate(value)
+        ]
     raise InvalidField(
-        "'prompt' must be a string or a non-empty list of non-negative token ids", param="prompt"
+        "'prompt' must be a string, a non-empty list of non-negative token ids, or a list of those",
+        param="prompt",
     )
+
+
+def _token_prompt(value: list[Any], where: str) -> tuple[int, ...]:
+    if not value or not all(type(t) is int and t >= 0 for t in value):
+        raise InvalidField(
+            f"'{where}' must be a non-empty list of non-negative token ids", param="prompt"
+        )
+    return tuple(value)
 
 
 def _messages(value: Any) -> tuple[ChatMessage, ...]:
@@ -298,15 +427,25 @@ def _int(fields: Mapping[str, Any], name: str, default: Any, lo: int, hi: int) -
     return value
 
 
-def _number(fields: Mapping[str, Any], name: str, default: float, lo: float, hi: float) -> float:
+def _number(
+    fields: Mapping[str, Any],
+    name: str,
+    default: float,
+    lo: float,
+    hi: float,
+    param: str | None = None,
+) -> float:
     value = fields.get(name)
     if value is None:
         return default
+    label = f"{param}[{name!r}]" if param else f"'{name}'"
     # an int is compared exactly (float() of a 400-digit integer would overflow)
     if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-        raise InvalidField(f"'{name}' must be a number, found {_show(value)}", param=name)
+        raise InvalidField(f"{label} must be a number, found {_show(value)}", param=param or name)
     if not lo <= value <= hi:
-        raise InvalidField(f"'{name}' must be in [{lo}, {hi}], found {_show(value)}", param=name)
+        raise InvalidField(
+            f"{label} must be in [{lo}, {hi}], found {_show(value)}", param=param or name
+        )
     return float(value)
 
 

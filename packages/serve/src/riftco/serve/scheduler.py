@@ -80,6 +80,24 @@ class Scheduler:
     # -- from any thread --------------------------------------------------------
     def submit(self, seq: SequenceState) -> None:
         """Queue a sequence; raises `Overloaded` when the queue is full."""
+        self.submit_many([seq])
+
+    def submit_many(self, seqs: Sequence[SequenceState]) -> None:
+        """Queue several sequences (the choices of one request) together, or none of
+        them: `Overloaded` when the queue has no room for all."""
+        for seq in seqs:
+            self._check(seq)
+        with self._lock:
+            if len(self._waiting) + len(seqs) > self.limits.max_waiting:
+                self.rejected_total += 1
+                raise Overloaded(
+                    f"The server is busy ({len(self._waiting)} requests queued, "
+                    f"{len(self._running)} running); retry later",
+                    retry_after=self.limits.retry_after,
+                )
+            self._waiting.extend(seqs)
+
+    def _check(self, seq: SequenceState) -> None:
         if not seq.prompt:
             raise RequestError("The prompt is empty", param="prompt")
         if len(seq.prompt) > self.context:
@@ -89,15 +107,6 @@ class Scheduler:
                 param="prompt",
                 code="context_length_exceeded",
             )
-        with self._lock:
-            if len(self._waiting) >= self.limits.max_waiting:
-                self.rejected_total += 1
-                raise Overloaded(
-                    f"The server is busy ({len(self._waiting)} requests queued, "
-                    f"{len(self._running)} running); retry later",
-                    retry_after=self.limits.retry_after,
-                )
-            self._waiting.append(seq)
 
     def cancel(self, request_id: int) -> None:
         """Stop a request (its client went away); its cache pages are freed."""
@@ -157,6 +166,8 @@ class Scheduler:
             return True
         self.forwards += 1
         self.prompt_tokens_total += sum(len(s.pending) for s in batch if not s.output)
+        for seq in batch:
+            seq.prefilled = True
         for seq, row in zip(batch, rows):
             self._advance(seq, row)
         self._recent.append((time.monotonic(), len(batch)))
@@ -165,16 +176,26 @@ class Scheduler:
         return True
 
     def _advance(self, seq: SequenceState, row: np.ndarray) -> None:
-        assert seq.sampler is not None
-        token = seq.sampler(row)
+        sampler = seq.sampler
+        assert sampler is not None
+        try:
+            token = sampler(row)
+        except Exception as exc:  # a constraint that fails ends its own request only
+            self._leave(seq)
+            seq.sink.on_error(GenerationFailed(f"sampling failed: {exc}"))
+            return
         if token in seq.stop_ids:
             self._finish(seq, "stop")
             return
         seq.output.append(token)
-        seq.sampler.observe([token])
         self.generated_tokens_total += 1
         try:
-            stop_here = seq.sink.on_token(token)
+            sampler.accept(token)
+            logprobs = sampler.last if seq.options.logprobs is not None else None
+            if logprobs is None:
+                stop_here = seq.sink.on_token(token)
+            else:
+                stop_here = seq.sink.on_token(token, logprobs)
         except Exception as exc:  # a broken sink ends its own request only
             self._leave(seq)
             seq.sink.on_error(exc)
@@ -195,6 +216,8 @@ class Scheduler:
                 seq = self._waiting[0]
                 if self._running and len(seq.prompt) > budget:
                     return
+                if not seq.ready:
+                    return  # first in line, until its leader's prompt is cached
                 reserve = min(len(seq.prompt) + seq.options.max_new_tokens, self.context)
                 try:
                     seq.cache_id = self.cache.add_sequence(
@@ -215,6 +238,7 @@ class Scheduler:
             waiting = [s for s in self._waiting if s.request_id in cancelled]
             for seq in waiting:
                 self._waiting.remove(seq)
+                seq.prefilled = True  # its followers no longer wait for it
         for seq in [s for s in self._running if s.request_id in cancelled]:
             self._leave(seq)
 
@@ -235,6 +259,7 @@ class Scheduler:
         seq.resets += 1
 
     def _leave(self, seq: SequenceState) -> None:
+        seq.prefilled = True
         if seq in self._running:
             self._running.remove(seq)
         if seq.cache_id is not None:

@@ -4,16 +4,17 @@ its sampler, its stopping rules, and the sink that receives its tokens."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from riftco.nn import SamplingConfig, TokenSampler
+from riftco.nn import SamplingConfig, TokenLogprobs, TokenSampler
 
 
 class TokenSink(Protocol):
     """Where a sequence's results go (called on the scheduler's thread)."""
 
-    def on_token(self, token_id: int) -> bool:
-        """A generated token; return True to stop here (a stop string matched)."""
+    def on_token(self, token_id: int, logprobs: TokenLogprobs | None = None) -> bool:
+        """A generated token (with its log-probabilities when the options ask for
+        them); return True to stop here (a stop string matched)."""
         ...
 
     def on_finish(self, reason: str, prompt_tokens: int, completion_tokens: int) -> None: ...
@@ -28,7 +29,12 @@ class SequenceState:
 
     ``sampler`` defaults to riftco-nn's `TokenSampler` over ``options`` (its
     generator seeded as sequence 0 of ``options.seed``; the repetition penalty sees
-    the prompt and every kept token). ``stop_ids`` adds to ``options.stop_ids``."""
+    the prompt and every kept token). ``stop_ids`` adds to ``options.stop_ids``.
+    ``constraint`` (riftco-nn's ``Constraint``) masks the draws.
+
+    ``leader``: another choice of the same prompt; this one is admitted only once
+    the leader's prompt is in the cache (``prefilled``), so it shares the leader's
+    full prompt pages instead of computing them again."""
 
     request_id: int
     prompt: list[int]
@@ -40,12 +46,20 @@ class SequenceState:
     pending: list[int] = field(default_factory=list)
     cache_id: int | None = None
     resets: int = 0
+    constraint: Any = None
+    leader: SequenceState | None = None
+    prefilled: bool = False
 
     def __post_init__(self) -> None:
         self.stop_ids = frozenset(self.stop_ids) | frozenset(self.options.stop_ids)
         if self.sampler is None:
-            self.sampler = TokenSampler(self.options)
+            self.sampler = TokenSampler(self.options, 0, self.constraint)
         self.sampler.observe(self.prompt)
+
+    @property
+    def ready(self) -> bool:
+        """Whether it may be admitted (its leader, if any, has been prefilled)."""
+        return self.leader is None or self.leader.prefilled
 
     @property
     def tokens(self) -> list[int]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from riftco.serve.engine import Finished, GenerationStream, TextDelta
+from riftco.serve.engine import Event, Finished, GenerationStream, TextDelta, TokenLogprob
+from riftco.serve.responses import ChoiceResult
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -60,6 +61,87 @@ async def collect(stream: GenerationStream) -> tuple[str, Finished]:
     return "".join(parts), finished
 
 
+async def collect_choice(stream: GenerationStream) -> ChoiceResult:
+    """All of a stream's text, its log-probabilities and its `Finished` event."""
+    parts: list[str] = []
+    entries: list[TokenLogprob] = []
+    finished = None
+    async for event in stream:
+        if isinstance(event, TextDelta):
+            parts.append(event.text)
+            entries.extend(event.logprobs)
+        elif isinstance(event, Finished):
+            finished = event
+    if finished is None:
+        raise RuntimeError("generation stream ended without a Finished event")
+    return ChoiceResult("".join(parts), finished, entries)
+
+
+async def collect_all_until_disconnect(
+    request: Request, streams: Sequence[GenerationStream]
+) -> list[ChoiceResult] | None:
+    """Every choice collected at once (`collect_choice`), all cancelled (and every
+    stream closed) if the client disconnects first: None then. A failed choice
+    raises its `GenerationFailed` after the others are closed."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    async def gather() -> list[ChoiceResult]:
+        return list(await asyncio.gather(*(collect_choice(s) for s in streams)))
+
+    consumer = asyncio.ensure_future(gather())
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({consumer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not consumer.done():
+            consumer.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        if not consumer.done():
+            await asyncio.gather(consumer, return_exceptions=True)
+        for stream in streams:
+            await stream.aclose()
+    if consumer.cancelled():
+        return None
+    return consumer.result()
+
+
+async def merged(
+    streams: Sequence[GenerationStream],
+) -> AsyncIterator[tuple[int, Event]]:
+    """The events of several streams as they come, each with its stream's index; a
+    failure of one is raised (the others are closed by the caller)."""
+    queue: asyncio.Queue[tuple[int, Event | Exception | None]] = asyncio.Queue()
+
+    async def pump(index: int, stream: GenerationStream) -> None:
+        try:
+            async for event in stream:
+                await queue.put((index, event))
+        except Exception as exc:  # handed to the reader, which raises it
+            await queue.put((index, exc))
+            return
+        await queue.put((index, None))
+
+    tasks = [asyncio.ensure_future(pump(i, s)) for i, s in enumerate(streams)]
+    try:
+        open_streams = len(streams)
+        while open_streams:
+            index, item = await queue.get()
+            if item is None:
+                open_streams -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def collect_until_disconnect(
     request: Request, stream: GenerationStream
 ) -> tuple[str, Finished | None]:
@@ -89,4 +171,11 @@ async def collect_until_disconnect(
     return consumer.result()
 
 
-__all__ = ["EventStreamResponse", "collect", "collect_until_disconnect"]
+__all__ = [
+    "EventStreamResponse",
+    "collect",
+    "collect_all_until_disconnect",
+    "collect_choice",
+    "collect_until_disconnect",
+    "merged",
+]

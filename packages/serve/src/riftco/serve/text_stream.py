@@ -35,6 +35,12 @@ class TextStream:
         """Everything released so far."""
         return self._text[: self._released]
 
+    @property
+    def decoded(self) -> int:
+        """Characters decoded so far (released or held back): where the next token's
+        text starts."""
+        return len(self._text)
+
     def push(self, token_id: int) -> str:
         """Add one generated token; return the text it releases ('' if none)."""
         if self.stopped:
