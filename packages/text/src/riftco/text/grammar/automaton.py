@@ -72,10 +72,10 @@ class ByteAutomaton:
             if stack in seen:
                 continue
             seen.add(stack)
-            if len(seen) > self.max_stacks:
+            if len(seen) > 4 * self.max_stacks + 64:  # compile bounds widths; a safety net
                 raise GrammarLimitError(
                     f"expected at most {self.max_stacks} parses side by side "
-                    "(GrammarLimits.max_stacks); this schema's unions overlap more",
+                    "(GrammarLimits.max_stacks); this grammar's unions overlap more",
                     keyword="anyOf",
                 )
             out.append(stack)

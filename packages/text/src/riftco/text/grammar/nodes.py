@@ -18,7 +18,8 @@ finish (its *height*), and a child is entered only if it can finish within
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 INF = 1 << 30
@@ -69,21 +70,60 @@ class Graph:
             return [node_id]
         return node.flat
 
-    def finish(self) -> None:
-        """Flatten unions and compute every node's height (a least fixpoint)."""
-        for node in self.nodes:
+    def finish(self, max_depth: int, max_width: int) -> None:
+        """Flatten unions; compute heights (capped at ``max_depth + 1``: deeper cannot be
+        entered anyway), first bytes, and widths (capped at ``max_width + 1``).
+
+        Each is a fixpoint over a worklist; a node's value moves monotonically and at
+        most cap times, so the work is bounded by the number of edges times the cap.
+        """
+        nodes = self.nodes
+        for node in nodes:
             if isinstance(node, Union):
                 node.flat = self._flatten(node)
-        heights = [INF] * len(self.nodes)
-        changed = True
-        while changed:
-            changed = False
-            for index, node in enumerate(self.nodes):
-                value = min(node.height(heights), INF)
-                if value < heights[index]:
-                    heights[index] = value
-                    changed = True
+        parents: list[list[int]] = [[] for _ in nodes]
+        for index, node in enumerate(nodes):
+            for child in node.children():
+                parents[child].append(index)
+
+        heights = [INF] * len(nodes)
+        cap = max_depth + 1
+
+        def lower(index: int) -> bool:
+            value = nodes[index].height(heights)
+            value = INF if value >= INF else min(value, cap)
+            if value < heights[index]:
+                heights[index] = value
+                return True
+            return False
+
+        _fixpoint(len(nodes), parents, lower)
         self.heights = heights
+
+        firsts: list[frozenset[int]] = [frozenset()] * len(nodes)
+
+        def grow(index: int) -> bool:
+            value = nodes[index].first(firsts)
+            if value != firsts[index]:
+                firsts[index] = value | firsts[index]
+                return True
+            return False
+
+        _fixpoint(len(nodes), parents, grow)
+        self.firsts = firsts
+
+        widths = [1] * len(nodes)
+        most = max_width + 1
+
+        def widen(index: int) -> bool:
+            value = min(nodes[index].width(widths, firsts), most)
+            if value > widths[index]:
+                widths[index] = value
+                return True
+            return False
+
+        _fixpoint(len(nodes), parents, widen)
+        self.widths = widths
 
     def _flatten(self, union: Union) -> list[int]:
         seen: set[int] = set()
@@ -111,6 +151,20 @@ class Graph:
                 yield alt, self.nodes[alt].start()
 
 
+def _fixpoint(count: int, parents: list[list[int]], update: Callable[[int], bool]) -> None:
+    """Run ``update`` until nothing changes, revisiting the parents of what changed."""
+    todo = deque(range(count))
+    queued = [True] * count
+    while todo:
+        index = todo.popleft()
+        queued[index] = False
+        if update(index):
+            for parent in parents[index]:
+                if not queued[parent]:
+                    queued[parent] = True
+                    todo.append(parent)
+
+
 class Node:
     """One JSON construct; see the module docstring."""
 
@@ -134,6 +188,14 @@ class Node:
     def height(self, heights: list[int]) -> int:
         return 1
 
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        """The bytes this node's text may begin with."""
+        raise NotImplementedError
+
+    def width(self, widths: list[int], firsts: list[frozenset[int]]) -> int:
+        """An upper bound on the parses this node keeps side by side (for the limits)."""
+        return max((widths[c] for c in self.children()), default=1)
+
     def children(self) -> list[int]:
         return []
 
@@ -150,6 +212,17 @@ class Union(Node):
 
     def height(self, heights: list[int]) -> int:
         return min((heights[o] for o in self.options), default=INF)
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset().union(*(firsts[o] for o in self.options))
+
+    def width(self, widths: list[int], firsts: list[frozenset[int]]) -> int:
+        # alternatives that begin with different bytes never run side by side
+        by_byte: dict[int, int] = {}
+        for alt in self.flat:
+            for byte in firsts[alt]:
+                by_byte[byte] = by_byte.get(byte, 0) + widths[alt]
+        return max(by_byte.values(), default=1)
 
     def children(self) -> list[int]:
         return list(self.options)
@@ -187,6 +260,9 @@ class Literals(Node):
 
     def height(self, heights: list[int]) -> int:
         return 1 if self.values else INF
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset(self.next[0])
 
 
 class String(Node):
@@ -264,6 +340,9 @@ class String(Node):
     def final(self, sub: Sub) -> bool:
         return sub[0] == self.DONE
 
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset({0x22})
+
 
 def _utf8_lead(byte: int) -> int | None:
     """The continuation phase after a UTF-8 lead byte (None: not a valid lead)."""
@@ -324,6 +403,9 @@ class Number(Node):
 
     def final(self, sub: Sub) -> bool:
         return sub[0] in (self.INT, self.ZERO, self.FRAC, self.EXP_DIGITS)
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset(b"-0123456789")
 
 
 class Object(Node):
@@ -398,6 +480,17 @@ class Object(Node):
         need = [heights[child] for _, child, required in self.properties if required]
         return 1 + max(need, default=0)
 
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset({0x7B})
+
+    def width(self, widths: list[int], firsts: list[frozenset[int]]) -> int:
+        # optional properties in a row are candidates for the same key at once
+        run = most = 1
+        for _, _, required in self.properties:
+            run = 1 if required else run + 1
+            most = max(most, run)
+        return max(most, super().width(widths, firsts))
+
     def children(self) -> list[int]:
         return [child for _, child, _ in self.properties]
 
@@ -450,6 +543,9 @@ class Map(Node):
 
     def children(self) -> list[int]:
         return [self.key, self.value]
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset({0x7B})
 
 
 class List(Node):
@@ -546,6 +642,12 @@ class List(Node):
     def height(self, heights: list[int]) -> int:
         return 1 + (heights[self.item] if self.min_items > 0 else 0)
 
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        out = firsts[self.item] if not self.open else frozenset({self.open[0]})
+        if not self.open and self.min_items == 0 and self.close:
+            out = out | {self.close[0]}
+        return out
+
     def children(self) -> list[int]:
         return [self.item]
 
@@ -582,6 +684,12 @@ class Sequence_(Node):
 
     def height(self, heights: list[int]) -> int:
         return 1 + max((heights[p] for p in self.parts if isinstance(p, int)), default=0)
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        if not self.parts:
+            return frozenset()
+        head = self.parts[0]
+        return frozenset({head[0]}) if isinstance(head, bytes) else firsts[head]
 
     def children(self) -> list[int]:
         return [p for p in self.parts if isinstance(p, int)]
@@ -624,6 +732,9 @@ class Text(Node):
 
     def final(self, sub: Sub) -> bool:
         return sub[0] < len(self.marker)
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset(range(256))
 
     def children(self) -> list[int]:
         return [self.body]

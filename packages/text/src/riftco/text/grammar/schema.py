@@ -37,6 +37,7 @@ class GrammarLimits:
     """
 
     max_schema_objects: int = 4096  # schema objects visited while compiling
+    max_schema_depth: int = 64  # nesting of schema objects inside one another
     max_depth: int = 24  # nesting of values in a generated document
     max_properties: int = 256  # declared properties of one object
     max_enum: int = 1024  # values of one enum
@@ -128,6 +129,7 @@ class Compiler:
         self.limits = limits
         self.graph = graph
         self.visited = 0
+        self.depth = 0
         self.literal_bytes = 0
         self.refs: dict[str, int] = {}
         self.one_of: list[tuple[int, str]] = []
@@ -161,6 +163,19 @@ class Compiler:
     # -- schemas -----------------------------------------------------------------
 
     def compile(self, schema: Any, path: str) -> int:
+        if self.depth >= self.limits.max_schema_depth:
+            raise GrammarLimitError(
+                f"expected schemas nested at most {self.limits.max_schema_depth} deep "
+                "(GrammarLimits.max_schema_depth)",
+                path=path[:200],
+            )
+        self.depth += 1
+        try:
+            return self._compile(schema, path)
+        finally:
+            self.depth -= 1
+
+    def _compile(self, schema: Any, path: str) -> int:
         self.visited += 1
         if self.visited > self.limits.max_schema_objects:
             raise GrammarLimitError(
@@ -455,7 +470,7 @@ class Compiler:
 
     def check(self, root: int) -> None:
         graph = self.graph
-        graph.finish()
+        graph.finish(self.limits.max_depth, self.limits.max_stacks)
         for union in graph.nodes:
             if isinstance(union, Union) and len(union.flat) > self.limits.max_alternatives:
                 raise GrammarLimitError(
@@ -469,8 +484,16 @@ class Compiler:
             raise SchemaError("the schema admits no finite document (impossible or endless)")
         if height > self.limits.max_depth:
             raise GrammarLimitError(
-                f"the smallest document nests {height} values deep; expected at most "
-                f"{self.limits.max_depth} (GrammarLimits.max_depth)"
+                f"the smallest document nests more than {self.limits.max_depth} values deep "
+                "(GrammarLimits.max_depth)"
+            )
+        width = max(graph.widths[alt] for alt in [root, *graph.alternatives(root)])
+        if width > self.limits.max_stacks:
+            raise GrammarLimitError(
+                f"overlapping unions could keep more than {self.limits.max_stacks} parses side "
+                "by side (GrammarLimits.max_stacks); make anyOf branches differ in their "
+                "first byte (type) or nest fewer of them",
+                keyword="anyOf",
             )
         for union_id, where in self.one_of:
             self._check_one_of(union_id, where)
