@@ -309,3 +309,20 @@ async def test_the_engine_sends_logprobs_with_the_text_they_released(tiny_model)
     assert "o" not in text
     assert all(e.top == () for e in entries)
     assert "".join(e.token for e in entries).startswith(text)
+
+
+def test_the_openapi_document_lists_the_new_fields():
+    from riftco.serve.openapi import openapi_document
+
+    paths = openapi_document(ServerConfig(max_choices=8))["paths"]
+
+    def fields(path):
+        body = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        return body["properties"]
+
+    chat, completion = fields("/v1/chat/completions"), fields("/v1/completions")
+    common = {"n", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs"}
+    assert common <= set(chat) and common <= set(completion)
+    assert chat["logprobs"]["type"] == ["boolean", "null"] and "top_logprobs" in chat
+    assert completion["logprobs"]["maximum"] == 20 and "echo" in completion
+    assert chat["n"]["maximum"] == 8 and "echo" not in chat

@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from riftco.serve.config import ServerConfig
-from riftco.serve.protocol import CHAT_ROLES, IGNORED, MAX_MESSAGES
+from riftco.serve.protocol import (
+    CHAT_ROLES,
+    IGNORED,
+    MAX_LOGIT_BIAS,
+    MAX_MESSAGES,
+    MAX_TOP_LOGPROBS,
+)
 
 _ERROR = {
     "type": "object",
@@ -43,6 +49,15 @@ def _sampling(config: ServerConfig) -> dict[str, Any]:
         "top_k": {"type": ["integer", "null"], "minimum": -1, "maximum": 1 << 31},
         "seed": {"type": ["integer", "null"], "minimum": -(1 << 63), "maximum": (1 << 64) - 1},
         "repetition_penalty": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 100},
+        "presence_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+        "frequency_penalty": {"type": ["number", "null"], "minimum": -2, "maximum": 2},
+        "logit_bias": {
+            "type": ["object", "null"],
+            "maxProperties": MAX_LOGIT_BIAS,
+            "propertyNames": {"pattern": "^[0-9]{1,12}$"},
+            "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100},
+        },
+        "n": {"type": ["integer", "null"], "minimum": 1, "maximum": config.max_choices},
         "stop": {
             "oneOf": [
                 {"type": "null"},
@@ -103,7 +118,13 @@ def _answers(description: str) -> dict[str, Any]:
 
 
 def openapi_document(config: ServerConfig) -> dict[str, Any]:
-    """The OpenAPI 3.1 document for a server under ``config``."""
+    """The OpenAPI 3.1 document for a server under ``config``.
+
+    Combinations the parser refuses are not spelled out here: ``echo`` with
+    ``logprobs`` (400), more than ``max_choices`` prompts times ``n`` (422),
+    ``top_logprobs`` without ``logprobs`` (422), a ``logit_bias`` id past the
+    vocabulary (400)."""
+    tokens = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}
     completion = {
         "type": "object",
         "required": ["model", "prompt"],
@@ -112,13 +133,17 @@ def openapi_document(config: ServerConfig) -> dict[str, Any]:
             "prompt": {
                 "oneOf": [
                     {"type": "string"},
+                    tokens,
                     {
                         "type": "array",
                         "minItems": 1,
-                        "items": {"type": "integer", "minimum": 0},
+                        "maxItems": config.max_choices,
+                        "items": {"oneOf": [{"type": "string"}, tokens]},
                     },
                 ]
             },
+            "echo": {"type": ["boolean", "null"]},
+            "logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_TOP_LOGPROBS},
         },
         "additionalProperties": False,
     }
@@ -137,6 +162,12 @@ def openapi_document(config: ServerConfig) -> dict[str, Any]:
                 "minItems": 1,
                 "maxItems": MAX_MESSAGES,
                 "items": _message(),
+            },
+            "logprobs": {"type": ["boolean", "null"]},
+            "top_logprobs": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "maximum": MAX_TOP_LOGPROBS,
             },
         },
         "additionalProperties": False,

@@ -154,7 +154,7 @@ def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
         )
     wants = _bool(fields, "logprobs", False)
     top = _int(fields, "top_logprobs", None, 0, MAX_TOP_LOGPROBS)
-    if top is not None and not wants:
+    if top and not wants:
         raise InvalidField("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
     logprobs = (top or 0) if wants else None
     n = _choices(fields, config, 1)
