@@ -8,7 +8,10 @@ section (:mod:`riftco.interchange.gguf_tokenizer`). Tensors are F32, or with
 embedding, as llama.cpp's converter writes them. With ``dtype="q8_0"`` or ``"q4_0"``
 the matrices are quantized to that type in llama.cpp's block layout (the bytes its
 reference quantizer makes, :mod:`riftco.tensor.ops.blockquant`); a matrix whose rows
-do not hold whole blocks of 32 is written F16, as llama.cpp's converter does.
+do not hold whole blocks of 32 is written F16, as llama.cpp's converter does. The
+token embedding and the head follow the same rule unless ``keep_float`` names them
+(:mod:`riftco.interchange.quantization`: the rule ``--weights`` applies in process, so
+the file is the model riftco runs).
 
 What llama.cpp would compute differently is refused with the reason: exact GELU
 (its ``gpt2`` graph computes the tanh form), a head bias, a sliding window,
@@ -27,7 +30,7 @@ changed after export is reported on import rather than quietly ignored
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -51,9 +54,10 @@ from riftco.interchange.layout import check_shapes
 from riftco.interchange.lineage import RIFTCO_LINEAGE, lineage_of
 from riftco.interchange.models import model_arrays
 from riftco.interchange.optional import require
+from riftco.interchange.quantization import check_keep_float, gguf_role, matrix_type
 from riftco.interchange.runnable import RunnableModel
 from riftco.nn import DecoderOnlyTransformer, TransformerConfig
-from riftco.tensor.ops.blockquant import BLOCK_QK, quantize_block_array
+from riftco.tensor.ops.blockquant import quantize_block_array
 from riftco.text import Tokenizer
 
 FORMAT_VERSION = 1
@@ -92,21 +96,25 @@ def export_gguf(
     lineage: Mapping[str, Any] | None = None,
     allow_tokenizer_mismatch: bool = False,
     name: str | None = None,
+    keep_float: Iterable[str] | None = None,
 ) -> Path:
     """Write a GGUF v3 file that llama.cpp loads as ``gpt2`` or ``llama``, atomically.
 
     ``lineage`` (the source's ``artifact_id``, ``stage``, ``parent_id``) is recorded
     as ``riftco.lineage``; ``name`` (default: the file's stem) as ``general.name``,
-    the model name llama.cpp and its front ends show."""
+    the model name llama.cpp and its front ends show; ``keep_float`` (``token_embd``,
+    ``output``) the matrices a quantized ``dtype`` leaves float32."""
     gguf = require("gguf")
     path = Path(path)
     if dtype not in DTYPES:
         raise ConversionError(f"GGUF export: expected a dtype among {DTYPES}; found {dtype!r}")
+    keep = check_keep_float(keep_float)
     check_shapes(config, {name: tuple(a.shape) for name, a in arrays.items()})
     architecture = check_gguf_exportable(config)
     vocabulary = gguf_vocabulary(tokenizer, config.vocab_size, allow_tokenizer_mismatch)
     tensors = {
-        name: _stored(name, array, dtype) for name, array in to_gguf_tensors(config, arrays).items()
+        name: _stored(name, array, dtype, keep, config.tie_embeddings)
+        for name, array in to_gguf_tensors(config, arrays).items()
     }
     with staged_files(path.parent, [path.name]) as stage:
         writer = _writer_class()(stage / path.name, architecture)
@@ -173,15 +181,19 @@ def metadata_digest(keys: Mapping[str, tuple[str, Any]]) -> str:
     return canonical_json({"sha256": digests}).decode("utf-8")
 
 
-def _stored(name: str, array: np.ndarray, dtype: str) -> tuple[np.ndarray, str, tuple[int, ...]]:
+def _stored(
+    name: str, array: np.ndarray, dtype: str, keep: frozenset[str], tied: bool
+) -> tuple[np.ndarray, str, tuple[int, ...]]:
     """The array as written (uint8 bytes ``[rows, row_bytes]`` for a block type), its
-    ggml type name, and its shape in elements."""
+    ggml type name (:func:`~riftco.interchange.quantization.matrix_type`), and its
+    shape in elements."""
     shape = tuple(array.shape)
-    if dtype == "f32" or array.ndim < 2 or name == "position_embd.weight":
+    kind = "F32" if array.ndim < 2 else matrix_type(dtype, gguf_role(name, tied), shape[1], keep)
+    if kind == "F32":
         return np.ascontiguousarray(array, dtype=np.float32), "F32", shape
-    if dtype in ("q8_0", "q4_0") and shape[1] % BLOCK_QK == 0:
-        data = quantize_block_array(array, dtype)
-        return data.reshape(shape[0], -1), dtype.upper(), shape
+    if kind in ("Q8_0", "Q4_0"):
+        data = quantize_block_array(array, kind.lower())
+        return data.reshape(shape[0], -1), kind, shape
     largest = float(np.max(np.abs(array))) if array.size else 0.0
     if largest > _F16_MAX:
         raise ConversionError(
@@ -262,6 +274,7 @@ def export_gguf_model(
     tokenizer: Tokenizer | None = None,
     dtype: Dtype = "f32",
     allow_tokenizer_mismatch: bool = False,
+    keep_float: Iterable[str] | None = None,
 ) -> Path:
     """Write ``model`` (and its tokenizer; a runnable model's lineage too) as GGUF."""
     manifest = None
@@ -279,4 +292,5 @@ def export_gguf_model(
         dtype,
         lineage_of(manifest),
         allow_tokenizer_mismatch,
+        keep_float=keep_float,
     )

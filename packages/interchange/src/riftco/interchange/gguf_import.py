@@ -212,7 +212,9 @@ def import_gguf_model(
 
     With ``weights="stored"`` every linear layer whose tensor is Q8_0, Q4_0 or F16 runs
     on the file's own bytes (a ``BlockLinear`` of that type: the weights are not
-    quantized again, so they equal llama.cpp's); the other tensors are float32."""
+    quantized again, so they equal llama.cpp's), and so does the head (``output.weight``,
+    or a tied ``token_embd.weight``: a ``BlockHead``); the other tensors are float32
+    (a quantized token embedding holds its blocks' values, as llama.cpp reads it)."""
     if weights not in ("float32", "stored"):
         raise ConversionError(f"weights: expected 'float32' or 'stored'; found {weights!r}")
     if weights == "stored" and trainable:
@@ -227,7 +229,9 @@ def import_gguf_model(
 
 def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
     """Swap each linear of ``model`` whose GGUF tensor is Q8_0, Q4_0 or F16 for a
-    ``BlockLinear`` over the stored bytes; returns the layers swapped."""
+    ``BlockLinear`` over the stored bytes, and the head for a ``BlockHead`` likewise;
+    returns the layers swapped."""
+    from riftco.interchange.quantization import BlockHead
     from riftco.nn import BlockLinear
     from riftco.tensor import BlockWeight
 
@@ -244,6 +248,16 @@ def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
         weight = BlockWeight.from_bytes(data, fmt, shape, backend=linear.weight.value.backend)
         model.replace_child(name, BlockLinear(weight, linear.bias))
         swapped.append(name)
+    c = imported.model_config
+    source = "token_embd.weight" if c.tie_embeddings else "output.weight"
+    raw = imported.stored.get(source)
+    if raw is not None:
+        head = modules["language_model_head"]
+        backend = model.token_embedding.weight.value.backend
+        fmt = imported.types[source].lower()
+        weight = BlockWeight.from_bytes(raw, fmt, (c.vocab_size, c.d_model), backend=backend)
+        model.replace_child("language_model_head", BlockHead(weight, head.bias))
+        swapped.append("language_model_head")
     return swapped
 
 

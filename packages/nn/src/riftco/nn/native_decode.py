@@ -63,9 +63,17 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
         return None  # the program has one kind of norm, with one epsilon
     norm, eps, final_norm = final
     head = model.language_model_head
-    head_weight = read(model.token_embedding.weight if head.tied else head.weight)
+    joins = getattr(head, "decode_linear", None)  # a head on block-layout weights
+    if joins is not None:
+        head_linear = joins(read)
+        if head_linear is None:
+            return None
+    else:
+        head_weight = read(model.token_embedding.weight if head.tied else head.weight)
+        assert head_weight is not None
+        head_linear = rt.DecodeLinear.of(head_weight, read(head.bias))
     embedding = read(model.token_embedding.weight)
-    assert head_weight is not None and embedding is not None
+    assert embedding is not None
     rotary = c.positions == "rotary"
     spec = rt.DecodeSpec(
         heads=c.n_heads,
@@ -80,7 +88,7 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
         scale=model.blocks[0].attention.scale if len(model.blocks) else None,
         layers=tuple(layers),
         final_norm=final_norm,
-        head=rt.DecodeLinear.of(head_weight, read(head.bias)),
+        head=head_linear,
     )
     try:
         return rt.Decoder(spec)
