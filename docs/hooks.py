@@ -118,21 +118,36 @@ def _requirement_name(requirement: str) -> str:
     return match.group(1).lower().replace("_", "-") if match else ""
 
 
+def _reaches(edges: dict[str, set[str]], start: str, goal: str, skip: tuple[str, str]) -> bool:
+    """Whether ``goal`` is reachable from ``start`` without the edge ``skip``."""
+    seen, stack = set(), [start]
+    while stack:
+        here = stack.pop()
+        for there in edges.get(here, ()):
+            if (here, there) == skip or there in seen:
+                continue
+            if there == goal:
+                return True
+            seen.add(there)
+            stack.append(there)
+    return False
+
+
 def package_graph(packages: dict[str, dict[str, Any]]) -> str:
-    """A Mermaid flowchart: an arrow from each package to each sibling it depends on;
-    solid for a dependency, dotted (labelled with the extra) for an optional one.
-    ``test`` extras are left out: they are test support, not a layer."""
+    """A Mermaid flowchart: an arrow from each package to each sibling it depends on
+    (solid), or depends on through an extra (dotted, labelled with the extra). A solid
+    arrow that a longer solid path already implies is left out, so the layers read;
+    ``test`` extras are left out too: they are test support, not a layer."""
     by_name = {project["name"]: folder for folder, project in packages.items()}
     node = {name: re.sub(r"[^A-Za-z0-9]", "_", name) for name in by_name}
-    lines = ["```mermaid", "flowchart TD"]
-    for name in sorted(by_name):
-        lines.append(f'    {node[name]}["{name}"]')
+    edges: dict[str, set[str]] = {name: set() for name in by_name}
+    optional: list[tuple[str, str, str]] = []
     for name in sorted(by_name):
         project = packages[by_name[name]]
         for requirement in project.get("dependencies", []):
             target = _requirement_name(requirement)
-            if target in by_name:
-                lines.append(f"    {node[name]} --> {node[target]}")
+            if target in by_name and target != name:
+                edges[name].add(target)
         extras = project.get("optional-dependencies", {})
         for extra in sorted(extras):
             if extra == "test":
@@ -140,7 +155,17 @@ def package_graph(packages: dict[str, dict[str, Any]]) -> str:
             for requirement in extras[extra]:
                 target = _requirement_name(requirement)
                 if target in by_name and target != name:
-                    lines.append(f"    {node[name]} -. {extra} .-> {node[target]}")
+                    optional.append((name, extra, target))
+    lines = ["```mermaid", "flowchart TD"]
+    for name in sorted(by_name):
+        lines.append(f'    {node[name]}["{name}"]')
+    for name in sorted(edges):
+        for target in sorted(edges[name]):
+            if not _reaches(edges, name, target, skip=(name, target)):
+                lines.append(f"    {node[name]} --> {node[target]}")
+    for name, extra, target in optional:
+        if target not in edges[name]:
+            lines.append(f"    {node[name]} -. {extra} .-> {node[target]}")
     lines.append("```")
     return "\n".join(lines)
 
