@@ -38,6 +38,43 @@ def generate_main(argv: list[str]) -> int:
         metavar="R",
         help="> 1 discourages tokens already in the text (default 1: off)",
     )
+    parser.add_argument(
+        "--presence-penalty",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="OpenAI's: subtract P from every generated token's logit (-2..2; default 0)",
+    )
+    parser.add_argument(
+        "--frequency-penalty",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="OpenAI's: subtract F times each token's count so far (-2..2; default 0)",
+    )
+    parser.add_argument(
+        "--logit-bias",
+        action="append",
+        default=[],
+        metavar="ID=BIAS",
+        help="add BIAS (-100..100) to token ID's logit; repeatable",
+    )
+    parser.add_argument(
+        "--logprobs",
+        type=int,
+        default=None,
+        metavar="K",
+        help="after each sample, print every token's log-probability and its K (0..20) "
+        "most likely alternatives",
+    )
+    parser.add_argument(
+        "-n",
+        "--num-samples",
+        type=int,
+        default=1,
+        metavar="N",
+        help="draw N samples (sample i seeded SEED + i; default 1)",
+    )
     parser.add_argument("--chat", action="store_true", help="apply the bundle's chat template")
     parser.add_argument("--system", default=None, help="a system message (with --chat)")
     parser.add_argument(
@@ -56,14 +93,39 @@ def generate_main(argv: list[str]) -> int:
         parser.error("--system needs --chat")
     if not 0.0 < args.repetition_penalty < float("inf"):
         parser.error("--repetition-penalty must be a finite number > 0")
+    for flag in ("presence_penalty", "frequency_penalty"):
+        if not -2.0 <= getattr(args, flag) <= 2.0:
+            parser.error(f"--{flag.replace('_', '-')} must be in [-2, 2]")
+    if args.logprobs is not None and not 0 <= args.logprobs <= 20:
+        parser.error("--logprobs must be in 0..20")
+    if args.num_samples < 1:
+        parser.error("--num-samples must be >= 1")
+    bias = {}
+    for item in args.logit_bias:
+        token, sep, value = item.partition("=")
+        try:
+            bias[int(token)] = float(value)
+        except ValueError:
+            parser.error(f"--logit-bias expects ID=BIAS (an integer and a number), found {item!r}")
+        if not sep or int(token) < 0 or not -100.0 <= bias[int(token)] <= 100.0:
+            parser.error(
+                f"--logit-bias expects ID=BIAS with ID >= 0 and BIAS in -100..100, found {item!r}"
+            )
     from riftco.interchange.models import load_bundle
 
     try:
         runnable = load_bundle(args.bundle, backend=args.backend)
         if args.weights != "float32":
             runnable.model.quantize_for_inference(args.weights)
-        text = runnable.generate(
+        vocab = runnable.tokenizer.vocab_size
+        outside = [t for t in bias if t >= vocab]
+        if outside:
+            parser.error(
+                f"--logit-bias: token {outside[0]} is past the vocabulary (0..{vocab - 1})"
+            )
+        samples = runnable.generate_samples(
             args.prompt,
+            n=args.num_samples,
             max_new_tokens=args.max_new_tokens,
             temperature=args.temperature,
             top_k=args.top_k,
@@ -72,11 +134,21 @@ def generate_main(argv: list[str]) -> int:
             chat=args.chat,
             system=args.system,
             repetition_penalty=args.repetition_penalty,
+            presence_penalty=args.presence_penalty,
+            frequency_penalty=args.frequency_penalty,
+            logit_bias=bias,
+            logprobs=args.logprobs,
         )
     except RiftcoError as exc:
         print(f"riftco generate: {exc}", file=sys.stderr)
         return 1
-    print(text)
+    for i, sample in enumerate(samples):
+        if len(samples) > 1:
+            print(f"--- sample {i} (seed {None if args.seed is None else args.seed + i}) ---")
+        print(sample.text)
+        for token, logprob, top in sample.logprobs or ():
+            alternatives = "  ".join(f"{t!r}:{p:.4f}" for t, p in top)
+            print(f"  {token!r}\t{logprob:.4f}" + (f"\t{alternatives}" if alternatives else ""))
     return 0
 
 
