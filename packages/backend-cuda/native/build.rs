@@ -3,6 +3,6 @@
 fn main() {
     riftco_build_id::emit(
         "riftco.backends.cuda._native",
-        &["src", "../driver/src", "../kernels"],
+        &["src", "../driver/src", "../driver/kernels"],
     );
 }

@@ -13,7 +13,7 @@ from riftco.backends.cuda import _native, libraries
 from riftco.backends.cuda.ops.launch import KERNELS
 
 ARCHS = ("sm_90", "sm_80")
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "driver" / "kernels"
 
 
 def _nvrtc() -> str:

@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 
 /// Every kernel module: its name and its CUDA C source.
 pub const SOURCES: &[(&str, &str)] = &[
-    ("common", include_str!("../../kernels/common.cuh")),
-    ("elementwise", include_str!("../../kernels/elementwise.cu")),
-    ("layout", include_str!("../../kernels/layout.cu")),
-    ("reduce", include_str!("../../kernels/reduce.cu")),
-    ("norm", include_str!("../../kernels/norm.cu")),
-    ("loss", include_str!("../../kernels/loss.cu")),
-    ("index", include_str!("../../kernels/index.cu")),
-    ("attention", include_str!("../../kernels/attention.cu")),
-    ("optim", include_str!("../../kernels/optim.cu")),
-    ("nf4", include_str!("../../kernels/nf4.cu")),
+    ("common", include_str!("../kernels/common.cuh")),
+    ("elementwise", include_str!("../kernels/elementwise.cu")),
+    ("layout", include_str!("../kernels/layout.cu")),
+    ("reduce", include_str!("../kernels/reduce.cu")),
+    ("norm", include_str!("../kernels/norm.cu")),
+    ("loss", include_str!("../kernels/loss.cu")),
+    ("index", include_str!("../kernels/index.cu")),
+    ("attention", include_str!("../kernels/attention.cu")),
+    ("optim", include_str!("../kernels/optim.cu")),
+    ("nf4", include_str!("../kernels/nf4.cu")),
 ];
 
 /// The header every module starts with (NVRTC compiles each module alone, so it

@@ -2,7 +2,7 @@
 
 A kernel that runs several ops takes the op as an integer code, and its CUDA C source
 names every code in an enum (``enum UnaryOp { UNARY_NEG = 0, ... UNARY_GELU_TANH = 10 }``
-in ``kernels/elementwise.cu``). This module reads those enums from the sources compiled
+in ``driver/kernels/elementwise.cu``). This module reads those enums from the sources compiled
 into the native module, so a launch passes ``UNARY[op]``, the code the kernel gives
 the op's name: no list order, here or in riftco.tensor's vocabulary, decides which
 kernel runs, and a test checks every table against the vocabulary by name.
