@@ -5,7 +5,7 @@ TOOLS  := .venv-tools
 VENV   := .venv
 export PATH := $(abspath $(TOOLS))/bin:$(PATH)
 
-.PHONY: demo test wheels dev lint bench bench-peers clean
+.PHONY: demo test wheels dev lint bench bench-peers clean release-check
 
 $(TOOLS)/.ready: tools/requirements.txt
 	$(PYTHON) -m venv $(TOOLS)
@@ -46,8 +46,21 @@ bench-peers: dev
 	$(VENV)/bin/python -m pip install --quiet gguf
 	$(VENV)/bin/python bench/bench_decode.py --build-peer
 
+## Every sdist and wheel into dist/, checked as PyPI and a user would (twine, auditwheel,
+## check-wheel-contents), then installed with no Rust and no index into a fresh venv
+## that runs the quick demo and serves one request (tools/release_check.py).
+RELEASE := .venv-release
+$(RELEASE)/.ready: tools/requirements-release.txt
+	$(PYTHON) -m venv $(RELEASE)
+	$(RELEASE)/bin/python -m pip install --quiet --upgrade pip
+	$(RELEASE)/bin/python -m pip install --quiet -r tools/requirements-release.txt
+	touch $@
+
+release-check: $(RELEASE)/.ready
+	$(RELEASE)/bin/python tools/release_check.py
+
 clean:
-	rm -rf build target .tox $(VENV) $(TOOLS)
+	rm -rf build target dist .tox $(VENV) $(TOOLS) $(RELEASE)
 
 ## The documentation site (mkdocs.yml): `make docs` builds it strictly into site/
 ## (open site/index.html); `make docs-serve` serves it on 127.0.0.1:8000, rebuilt on edits.
