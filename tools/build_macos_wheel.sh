@@ -2,7 +2,7 @@
 # Build the riftco-backend-metal wheel for Apple-silicon Macs (macOS 11+, arm64),
 # where wgpu drives the GPU through Metal. Run on a Mac with Xcode's command-line
 # tools, Rust (rustup) and Python >= 3.10; the CI machines here are Linux and
-# cannot run it (.github/workflows/wheels-macos.yml runs it on a macOS runner).
+# cannot run it (.github/workflows/wheels.yml builds the macOS wheels on macOS runners).
 #
 #     tools/build_macos_wheel.sh [WHEELHOUSE]      # default: build/wheelhouse
 set -euo pipefail
