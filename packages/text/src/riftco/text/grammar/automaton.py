@@ -42,6 +42,7 @@ class ByteAutomaton:
         self.transitions: list[dict[int, int]] = []
         self._ready: list[list[Stack] | None] = []
         self._accepting: list[bool | None] = []
+        self._underflow: list[bool | None] = []
 
     def intern(self, config: Config) -> int:
         found = self._ids.get(config)
@@ -53,6 +54,7 @@ class ByteAutomaton:
         self.transitions.append({})
         self._ready.append(None)
         self._accepting.append(None)
+        self._underflow.append(None)
         return state
 
     def _close(self, state: int) -> list[Stack]:
@@ -65,7 +67,7 @@ class ByteAutomaton:
         limit = self.max_depth
         seen: set[Stack] = set()
         out: list[Stack] = []
-        accepting = False
+        accepting = underflow = False
         todo = list(self.configs[state])
         while todo:
             stack = todo.pop()
@@ -78,10 +80,15 @@ class ByteAutomaton:
                     "(GrammarLimits.max_stacks); this grammar's unions overlap more",
                     keyword="anyOf",
                 )
-            out.append(stack)
             node_id, sub = stack[-1]
+            if node_id < 0:  # popped into the unknown context of a relative stack
+                underflow = True
+                continue
+            out.append(stack)
             node = nodes[node_id]
             room = limit - len(stack)
+            if stack[0][0] < 0:
+                room += stack[0][0] + 1
             for ret, child in node.calls(sub, room):
                 base = stack[:-1] + ((node_id, ret),)
                 for frame in graph.enter(child, room):
@@ -93,11 +100,26 @@ class ByteAutomaton:
                     todo.append(stack[:-1])
         self._ready[state] = out
         self._accepting[state] = accepting
+        self._underflow[state] = underflow
         return out
 
     def accepting(self, state: int) -> bool:
         self._close(state)
         return bool(self._accepting[state])
+
+    def underflows(self, state: int) -> bool:
+        """Whether a relative stack of ``state`` can return into its context here."""
+        self._close(state)
+        return bool(self._underflow[state])
+
+    def relative(self, stack: Stack) -> int:
+        """The state of ``stack``'s top frame alone, over a context of the frames below.
+
+        The context is a pseudo-frame ``(-d, ())`` standing for ``d`` frames (so room
+        is counted as in the full stack); returning into it is an *underflow*
+        (:meth:`underflows`), after which the full stack's lower frames decide.
+        """
+        return self.intern(frozenset({((-(len(stack) - 1), ()), stack[-1])}))
 
     def step(self, state: int, byte: int) -> int:
         """The state after ``byte`` (``DEAD`` if no parse survives)."""
@@ -110,6 +132,8 @@ class ByteAutomaton:
         for stack in self._close(state):
             node_id, sub = stack[-1]
             room = limit - len(stack)
+            if stack[0][0] < 0:
+                room += stack[0][0] + 1
             for nsub in nodes[node_id].step(sub, byte, room):
                 out.add(stack[:-1] + ((node_id, nsub),))
         result = self.intern(frozenset(out)) if out else DEAD

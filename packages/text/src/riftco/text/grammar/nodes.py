@@ -57,6 +57,7 @@ class Graph:
         self.nodes: list[Node] = []
         self.heights: list[int] = []
         self.max_whitespace = max_whitespace
+        self.free_string = -1  # an unbounded string node, for string mask tables
 
     def add(self, node: Node) -> int:
         node.graph = self
@@ -77,6 +78,8 @@ class Graph:
         Each is a fixpoint over a worklist; a node's value moves monotonically and at
         most cap times, so the work is bounded by the number of edges times the cap.
         """
+        if self.free_string < 0:
+            self.free_string = self.add(String())
         nodes = self.nodes
         for node in nodes:
             if isinstance(node, Union):

@@ -19,7 +19,7 @@ import numpy as np
 
 from riftco.text.grammar.automaton import DEAD, ByteAutomaton, Config
 from riftco.text.grammar.errors import GrammarError, TokenNotAllowed
-from riftco.text.grammar.nodes import Graph
+from riftco.text.grammar.nodes import Graph, Stack, String
 from riftco.text.grammar.schema import GrammarLimits, compile_schema
 
 if TYPE_CHECKING:
@@ -66,8 +66,12 @@ class TokenGrammar:
             graph, root, limits.max_depth, limits.max_stacks, limits.max_states
         )
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._relative: OrderedDict[int, tuple[np.ndarray, list[int]]] = OrderedDict()
+        self._strings: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list]] = {}
+        self._after_strings: OrderedDict[tuple[int, int], tuple] = OrderedDict()
         self._mask_generation = self.automaton.generation
         self._max_masks = max(1, limits.mask_cache_bytes // max(1, (self.vocab_size + 7) // 8))
+        self._max_after = max(1, limits.mask_cache_bytes // (5 * max(1, self.vocab_size)))
         first = self.start()
         if not first.allowed().any():
             raise GrammarError("the vocabulary has no token that can begin a document")
@@ -142,6 +146,8 @@ class TokenGrammar:
         automaton = self.automaton
         if automaton.trim() or self._mask_generation != automaton.generation:
             self._masks.clear()
+            self._relative.clear()
+            self._after_strings.clear()
             self._mask_generation = automaton.generation
         return automaton.intern(config)
 
@@ -150,29 +156,188 @@ class TokenGrammar:
         if packed is not None:
             self._masks.move_to_end(state)
             return np.unpackbits(packed, count=self.vocab_size).view(np.bool_)
+        automaton = self.automaton
+        nodes = automaton.graph.nodes
         mask = np.zeros(self.vocab_size, dtype=np.bool_)
-        allowed = self._walk(state)
-        if allowed:
+        shallow = []
+        for stack in automaton.configs[state]:
+            node_id, sub = stack[-1]
+            node = nodes[node_id]
+            if isinstance(node, String) and sub[0] not in (String.OPEN, String.DONE):
+                self._string_into(mask, stack, node)
+            elif len(stack) == 1:
+                shallow.append(stack)
+            else:
+                self._stack_into(mask, stack, 0)
+        if shallow:
+            allowed, _ = self._walk(automaton.intern(frozenset(shallow)), 0)
             mask[allowed] = True
-        if self.automaton.accepting(state):
+        if automaton.accepting(state):
             mask[list(self.eos_ids)] = True
         self._masks[state] = np.packbits(mask)
         if len(self._masks) > self._max_masks:
             self._masks.popitem(last=False)
         return mask
 
-    def _walk(self, state: int) -> list[int]:
+    def _stack_into(self, mask: np.ndarray, stack: Stack, at: int) -> None:
+        """Mark the tokens (under trie node ``at``) that one stack can read.
+
+        The top frame is walked alone (over its context, see ``ByteAutomaton.relative``):
+        what it reads without returning is the same wherever the frame sits, so from the
+        trie root that part is cached per top frame and depth. Where the walk returns
+        into the context, the frames below continue from that trie node.
+        """
         automaton = self.automaton
+        if len(stack) == 1:
+            allowed, _ = self._walk(automaton.intern(frozenset({stack})), at)
+            mask[allowed] = True
+            return
+        relative = automaton.relative(stack)
+        if at == 0:
+            entry = self._relative.get(relative)
+            if entry is None:
+                allowed, returns = self._walk(relative, 0)
+                part = np.zeros(self.vocab_size, dtype=np.bool_)
+                part[allowed] = True
+                entry = (np.packbits(part), returns)
+                self._relative[relative] = entry
+                if len(self._relative) > self._max_masks:
+                    self._relative.popitem(last=False)
+            else:
+                self._relative.move_to_end(relative)
+            mask |= np.unpackbits(entry[0], count=self.vocab_size).view(np.bool_)
+            returns = entry[1]
+        else:
+            allowed, returns = self._walk(relative, at)
+            mask[allowed] = True
+        below = stack[:-1]
+        for node in returns:
+            self._stack_into(mask, below, node)
+
+    def _string_into(self, mask: np.ndarray, stack: Stack, node: String) -> None:
+        """Mark the tokens a stack whose top is inside a string can read.
+
+        What a string reads depends on its count of characters only through its
+        length bounds, so one table per string phase (shared by every string node,
+        position and depth) holds each token's verdict for an unbounded string, how
+        many characters it adds, and whether it closes the string; the bounds are
+        then a comparison over the vocabulary. After the closing quote the frames
+        below continue, from the trie nodes the table lists.
+        """
+        phase, count = stack[-1][1]
+        table = self._strings.get(phase)
+        if table is None:
+            table = self._strings[phase] = self._string_table(phase)
+        allowed, chars, closes, returns = table
+        low, high = node.min_length, node.max_length
+        ok = allowed
+        if high is not None:
+            ok = ok & (chars <= high - count)
+        if low > count:
+            ok = ok & (~closes | (chars >= low - count))
+        mask |= ok
+        if len(stack) == 1:  # a document that is a string ends at its quote
+            return
+        below = stack[:-1]
+        automaton = self.automaton
+        context = (
+            automaton.relative(below) if len(below) > 1 else automaton.intern(frozenset({below}))
+        )
+        key = (context, phase)
+        entry = self._after_strings.get(key)
+        if entry is None:
+            entry = self._after_strings[key] = self._after_string(context, returns)
+            if len(self._after_strings) > self._max_after:
+                self._after_strings.popitem(last=False)
+        else:
+            self._after_strings.move_to_end(key)
+        after, after_chars, deeper = entry
+        ok = after
+        if high is not None:
+            ok = ok & (after_chars <= high - count)
+        if low > count:
+            ok = ok & (after_chars >= low - count)
+        mask |= ok
+        for at, added in deeper:
+            if count + added >= low and (high is None or count + added <= high):
+                self._stack_into(mask, below[:-1], at)
+
+    def _after_string(
+        self, context: int, returns: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        """What the frame below a string reads after the closing quote, from every
+        trie node a string table returns at: each token with the characters its string
+        part had, and where the walk returns further down."""
+        after = np.zeros(self.vocab_size, dtype=np.bool_)
+        chars = np.zeros(self.vocab_size, dtype=np.int32)
+        deeper: list[tuple[int, int]] = []
+        for at, added in returns:
+            allowed, further = self._walk(context, at)
+            if allowed:
+                after[allowed] = True
+                chars[allowed] = added
+            deeper += [(node, added) for node in further]
+        return after, chars, deeper
+
+    def _string_table(self, phase: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+        automaton = self.automaton
+        free = automaton.graph.free_string
+        start = automaton.intern(frozenset({((-1, ()), (free, (phase, 0)))}))
+        allowed = np.zeros(self.vocab_size, dtype=np.bool_)
+        chars = np.zeros(self.vocab_size, dtype=np.int32)
+        closes = np.zeros(self.vocab_size, dtype=np.bool_)
+        returns: list[tuple[int, int]] = []
         transitions = automaton.transitions
         step = automaton.step
         children = self._children
         tokens = self._tokens
-        allowed: list[int] = []
-        todo = [(0, state)]
+        body: dict[int, bool] = {}
+        todo = [(0, start, 0)]
         while todo:
-            at, current = todo.pop()
+            node, current, count = todo.pop()
+            in_body = body.get(current)
+            if in_body is None:
+                (stack,) = automaton.configs[current]
+                in_body = body[current] = stack[-1][1][0] == String.BODY
             row = transitions[current]
-            for byte, child in children[at].items():
+            for byte, child in children[node].items():
+                nxt = row.get(byte)
+                if nxt is None:
+                    nxt = step(current, byte)
+                if nxt == DEAD:
+                    continue
+                closing = in_body and byte == 0x22
+                added = count + (in_body and not closing)
+                found = tokens[child]
+                if found:
+                    allowed[found] = True
+                    chars[found] = added
+                    closes[found] = closing
+                if children[child]:
+                    if closing:
+                        returns.append((child, added))
+                    else:
+                        todo.append((child, nxt, added))
+        return allowed, chars, closes, returns
+
+    def _walk(self, state: int, at: int) -> tuple[list[int], list[int]]:
+        """Tokens below trie node ``at`` that ``state`` can read, and the trie nodes
+        (with children) where a relative state returns into its context."""
+        automaton = self.automaton
+        transitions = automaton.transitions
+        step = automaton.step
+        underflows = automaton.underflows
+        children = self._children
+        tokens = self._tokens
+        allowed: list[int] = []
+        returns: list[int] = []
+        if underflows(state) and children[at]:
+            returns.append(at)
+        todo = [(at, state)]
+        while todo:
+            node, current = todo.pop()
+            row = transitions[current]
+            for byte, child in children[node].items():
                 nxt = row.get(byte)
                 if nxt is None:
                     nxt = step(current, byte)
@@ -183,7 +348,9 @@ class TokenGrammar:
                     allowed += found
                 if children[child]:
                     todo.append((child, nxt))
-        return allowed
+                    if underflows(nxt):
+                        returns.append(child)
+        return allowed, returns
 
     def _feed(self, state: int, token_id: int) -> int:
         step = self.automaton.step
