@@ -15,8 +15,8 @@ when ``mkdocs build`` runs, so the site always shows the current files.
   ``mkdocs build --strict`` turns into a failure.
 - ``reference/<folder>.md``: one API reference page per package, generated from the
   folder's import package (``::: riftco.nn``), rendered by mkdocstrings from the sources.
-- ``<!-- riftco:package-graph -->`` in a page becomes a Mermaid graph of the packages'
-  dependencies, read from each ``packages/*/pyproject.toml``;
+- ``<!-- riftco:package-graph -->`` in a page becomes an SVG graph of the packages'
+  dependencies, read from each ``packages/*/pyproject.toml`` (``package_graph.py``);
   ``<!-- riftco:entry-points -->`` a table of the commands and backends each registers.
 - The nav must name every package's README page and its API reference page: a package
   missing from either fails the build with the lines to add to ``mkdocs.yml``.
@@ -34,6 +34,9 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files, InclusionLevel
+
+# mkdocs puts this folder on sys.path while it loads the hooks.
+from package_graph import svg as package_graph_svg
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -111,63 +114,6 @@ def import_name(root: Path, folder: str) -> str:
     if not found:
         raise PluginError(f"packages/{folder}: no import package with an __init__.py under src/")
     return ".".join(found[0].parts)
-
-
-def _requirement_name(requirement: str) -> str:
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-    return match.group(1).lower().replace("_", "-") if match else ""
-
-
-def _reaches(edges: dict[str, set[str]], start: str, goal: str, skip: tuple[str, str]) -> bool:
-    """Whether ``goal`` is reachable from ``start`` without the edge ``skip``."""
-    seen, stack = set(), [start]
-    while stack:
-        here = stack.pop()
-        for there in edges.get(here, ()):
-            if (here, there) == skip or there in seen:
-                continue
-            if there == goal:
-                return True
-            seen.add(there)
-            stack.append(there)
-    return False
-
-
-def package_graph(packages: dict[str, dict[str, Any]]) -> str:
-    """A Mermaid flowchart: an arrow from each package to each sibling it depends on
-    (solid), or depends on through an extra (dotted, labelled with the extra). A solid
-    arrow that a longer solid path already implies is left out, so the layers read;
-    ``test`` extras are left out too: they are test support, not a layer."""
-    by_name = {project["name"]: folder for folder, project in packages.items()}
-    node = {name: re.sub(r"[^A-Za-z0-9]", "_", name) for name in by_name}
-    edges: dict[str, set[str]] = {name: set() for name in by_name}
-    optional: list[tuple[str, str, str]] = []
-    for name in sorted(by_name):
-        project = packages[by_name[name]]
-        for requirement in project.get("dependencies", []):
-            target = _requirement_name(requirement)
-            if target in by_name and target != name:
-                edges[name].add(target)
-        extras = project.get("optional-dependencies", {})
-        for extra in sorted(extras):
-            if extra == "test":
-                continue
-            for requirement in extras[extra]:
-                target = _requirement_name(requirement)
-                if target in by_name and target != name:
-                    optional.append((name, extra, target))
-    lines = ["```mermaid", "flowchart TD"]
-    for name in sorted(by_name):
-        lines.append(f'    {node[name]}["{name}"]')
-    for name in sorted(edges):
-        for target in sorted(edges[name]):
-            if not _reaches(edges, name, target, skip=(name, target)):
-                lines.append(f"    {node[name]} --> {node[target]}")
-    for name, extra, target in optional:
-        if target not in edges[name]:
-            lines.append(f"    {node[name]} -. {extra} .-> {node[target]}")
-    lines.append("```")
-    return "\n".join(lines)
 
 
 def entry_points_table(site: Site) -> str:
@@ -420,7 +366,7 @@ def _reference_page(site: Site, folder: str) -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     site = _state()
     if GRAPH_MARKER in markdown:
-        markdown = markdown.replace(GRAPH_MARKER, package_graph(site.packages))
+        markdown = markdown.replace(GRAPH_MARKER, package_graph_svg(list(site.packages.values())))
     if ENTRY_POINTS_MARKER in markdown:
         markdown = markdown.replace(ENTRY_POINTS_MARKER, entry_points_table(site))
     return rewrite_links(site, page.file.src_uri, markdown)
