@@ -60,7 +60,7 @@ release-check: $(RELEASE)/.ready
 	$(RELEASE)/bin/python tools/release_check.py
 
 clean:
-	rm -rf build target dist .tox $(VENV) $(TOOLS) $(RELEASE)
+	rm -rf build target dist site .tox $(VENV) $(TOOLS) $(RELEASE) $(DOCS)
 
 ## The documentation site (mkdocs.yml): `make docs` builds it strictly into site/
 ## (open site/index.html); `make docs-serve` serves it on 127.0.0.1:8000, rebuilt on edits.
