@@ -136,5 +136,5 @@ async def test_openapi_document_is_published(serve, engine):
     properties = chat_schema["content"]["application/json"]["schema"]["properties"]
     assert set(properties) >= {"model", "messages", "temperature", "seed", "stop"}
     assert properties["messages"]["items"]["properties"]["role"]["enum"] == sorted(
-        ["system", "developer", "user", "assistant"]
+        ["system", "developer", "user", "assistant", "tool"]
     )

@@ -234,7 +234,13 @@ async def _generate(state: ServerState, request: Request, *, chat: bool) -> Resp
 
 async def _submit(engine: Engine, parsed: ParsedRequest) -> list[GenerationStream]:
     """Queue every choice: together where the engine can (``submit_group``), else one
-    by one, closing those already queued when one is refused."""
+    by one, closing those already queued when one is refused. Constraints (grammars)
+    are compiled first, in a worker thread, where the engine can (``prepare``)."""
+    prepare = getattr(engine, "prepare", None)
+    if prepare is not None and any(
+        g.constraint is not None or g.tools is not None for g in parsed.generations
+    ):
+        await asyncio.to_thread(prepare, parsed.generations)
     group = getattr(engine, "submit_group", None)
     if group is not None:
         return list(group(list(parsed.generations)))
@@ -273,6 +279,8 @@ async def _events(streams: list[GenerationStream], shapes: Shapes, parsed: Parse
                     yield sse(shapes.chunk(event.text, index=index, logprobs=event.logprobs))
             elif isinstance(event, Finished):
                 finished[index] = event
+                if event.tool_calls and shapes.chat:
+                    yield sse(shapes.tool_calls_chunk(event.tool_calls, index=index))
                 yield sse(shapes.chunk(None, event.finish_reason, index=index))
         if parsed.include_usage:
             yield sse(shapes.usage_chunk([f for f in finished if f is not None]))

@@ -40,7 +40,13 @@ class ChannelSink:
     """Turns a sequence's tokens into `TextDelta` events (stop strings applied), each
     with the log-probabilities of the tokens that released its text when they were
     asked for (``token_bytes`` names the tokens; ``offset`` is where the choice's text
-    starts, after an echoed prompt)."""
+    starts, after an echoed prompt).
+
+    With ``split`` (a reply offered tools), the text is held until the end, then
+    split into its content and its tool calls (``split(text) -> (content, calls)``):
+    one `TextDelta` of the content, and `Finished` with the calls
+    (``finish_reason="tool_calls"`` when there are some and the reply ended by itself;
+    a reply cut by ``max_tokens`` stays ``length``, with the calls it completed)."""
 
     def __init__(
         self,
@@ -48,26 +54,37 @@ class ChannelSink:
         text: TextStream,
         token_bytes: Callable[[int], bytes] | None = None,
         offset: int = 0,
+        split: Callable[[str], tuple[str, tuple[Any, ...]]] | None = None,
     ) -> None:
         self.channel = channel
         self.text = text
         self.token_bytes = token_bytes
         self.offset = offset
+        self.split = split
         self._pending: list[TokenLogprob] = []
+        self._held: list[str] = []
 
     def on_token(self, token_id: int, logprobs: TokenLogprobs | None = None) -> bool:
         if logprobs is not None and self.token_bytes is not None:
             self._pending.append(self._entry(logprobs, self.offset + self.text.decoded))
         delta = self.text.push(token_id)
-        if delta:
+        if self.split is not None:
+            self._held.append(delta)
+        elif delta:
             self._put(delta)
         return self.text.stopped
 
     def on_finish(self, reason: str, prompt_tokens: int, completion_tokens: int) -> None:
         delta = self.text.finish()
+        calls: tuple[Any, ...] = ()
+        if self.split is not None:
+            delta, calls = self.split("".join(self._held) + delta)
+            if calls and reason == "stop":  # cut by max_tokens, it stays "length"
+                reason = "tool_calls"
         if delta or self._pending:
             self._put(delta)
-        self.channel.put(Finished(reason, prompt_tokens, completion_tokens))  # type: ignore[arg-type]
+        finished = Finished(reason, prompt_tokens, completion_tokens, calls)  # type: ignore[arg-type]
+        self.channel.put(finished)
 
     def _put(self, text: str) -> None:
         entries, self._pending = tuple(self._pending), []
@@ -165,11 +182,13 @@ class BatchEngine:
             channel.dropped_messages = dropped
             echo = self._echo_text(request, prompt) if request.echo else ""
             text = TextStream(self.tokenizer.token_bytes, request.stop, skip=self._special)
+            tools = request.tools
             sink = ChannelSink(
                 channel,
                 text,
                 self.tokenizer.token_bytes if options.logprobs is not None else None,
                 offset=len(echo),
+                split=None if tools is None else partial(tools.split, tokenizer=self.tokenizer),
             )
             key = tuple(prompt)
             seq = SequenceState(
@@ -213,6 +232,17 @@ class BatchEngine:
             )
         return dataclasses.replace(options, stop_ids=stops, vocab_limit=limit)
 
+    def prepare(self, requests: Sequence[GenerationRequest]) -> None:
+        """Compile the requests' constraints (grammars) now: the server calls it in a
+        worker thread before ``submit_group``; a refused schema raises `RequestError`."""
+        seen: set[int] = set()
+        for request in requests:
+            for factory in (request.constraint, request.tools):
+                prepare = getattr(factory, "prepare", None)
+                if prepare is not None and id(factory) not in seen:
+                    seen.add(id(factory))
+                    prepare(self.tokenizer)
+
     def _constraint(self, request: GenerationRequest) -> Any:
         """The request's constraint, built from its factory over this tokenizer."""
         if request.constraint is None:
@@ -239,9 +269,18 @@ class BatchEngine:
         tok = self.tokenizer
         try:
             if request.messages is not None:
+                tools = request.tools
+                offer = [] if tools is None or not tools.offered else [tools.system_message(tok)]
 
                 def encode(messages: Sequence[ChatMessage]) -> list[int]:
-                    turns = [{"role": m.role, "content": m.content} for m in messages]
+                    turns: list[dict[str, Any]] = [
+                        {"role": "system", "content": text} for text in offer
+                    ]
+                    for m in messages:
+                        turn: dict[str, Any] = {"role": m.role, "content": m.content}
+                        if m.tool_calls is not None:
+                            turn["tool_calls"] = list(m.tool_calls)
+                        turns.append(turn)
                     return list(tok.apply_chat_template(turns, add_generation_prompt=True).ids)
 
                 if not request.truncate:

@@ -20,10 +20,13 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 
 @dataclass(frozen=True)
 class ChatMessage:
-    """One chat turn: ``role`` is ``system``, ``user`` or ``assistant``."""
+    """One chat turn: ``role`` is ``system``, ``user``, ``assistant`` or ``tool`` (a
+    tool's result). An assistant turn may hold OpenAI ``tool_calls`` (rendered in the
+    chat template's tool-call syntax)."""
 
     role: str
     content: str
+    tool_calls: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,11 @@ class GenerationRequest:
     ``options.logprobs`` (None or 0..20) asks for each token's log-probabilities
     (`TokenLogprob` entries on the deltas). ``constraint`` is a factory: called with
     the engine's tokenizer, it returns riftco-nn's ``Constraint`` (``allowed()``,
-    ``advance(id)``) that masks this request's draws (structured output).
+    ``advance(id)``) that masks this request's draws (structured output); it may
+    have ``prepare(tokenizer)``, which compiles it ahead (off the event loop).
+    ``tools`` (`riftco.serve.constraints.ToolCalls`, a chat only) offers tools: the
+    engine adds their system message, and ends a reply that calls them with
+    ``finish_reason="tool_calls"`` and the calls on `Finished`.
     """
 
     prompt: str | tuple[int, ...] | None = None
@@ -56,6 +63,7 @@ class GenerationRequest:
     truncate: bool = False
     echo: bool = False
     constraint: Any = None
+    tools: Any = None
 
     def __post_init__(self) -> None:
         if (self.prompt is None) == (self.messages is None):
@@ -91,11 +99,13 @@ class TextDelta:
 
 @dataclass(frozen=True)
 class Finished:
-    """The last event of a stream."""
+    """The last event of a stream; ``tool_calls`` holds the calls of a reply that
+    made some (`riftco.serve.constraints.ToolCall`)."""
 
     finish_reason: FinishReason
     prompt_tokens: int
     completion_tokens: int
+    tool_calls: tuple[Any, ...] = ()
 
 
 Event = TextDelta | Finished

@@ -74,7 +74,100 @@ def _sampling(config: ServerConfig) -> dict[str, Any]:
             ]
         },
         "stream": {"type": ["boolean", "null"]},
+        "response_format": _response_format(),
         **{name: {} for name in sorted(IGNORED)},
+    }
+
+
+def _tool_call() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["type", "function"],
+        "properties": {
+            "id": {"type": "string"},
+            "type": {"const": "function"},
+            "function": {
+                "type": "object",
+                "required": ["name", "arguments"],
+                "properties": {"name": {"type": "string"}, "arguments": {"type": "string"}},
+            },
+        },
+    }
+
+
+def _response_format() -> dict[str, Any]:
+    return {
+        "oneOf": [
+            {"type": "null"},
+            {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"enum": ["text", "json_object"]}},
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "required": ["type", "json_schema"],
+                "properties": {
+                    "type": {"const": "json_schema"},
+                    "json_schema": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                            "schema": {"type": "object"},
+                            "strict": {"type": ["boolean", "null"]},
+                            "description": {"type": "string"},
+                        },
+                        "additionalProperties": False,
+                    },
+                },
+                "additionalProperties": False,
+            },
+        ]
+    }
+
+
+def _tools() -> dict[str, Any]:
+    function = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "description": {"type": "string"},
+            "parameters": {"type": "object"},
+            "strict": {"type": ["boolean", "null"]},
+        },
+        "additionalProperties": False,
+    }
+    tool = {
+        "type": "object",
+        "required": ["type", "function"],
+        "properties": {"type": {"const": "function"}, "function": function},
+        "additionalProperties": False,
+    }
+    return {
+        "tools": {"type": ["array", "null"], "items": tool},
+        "tool_choice": {
+            "oneOf": [
+                {"type": "null"},
+                {"enum": ["none", "auto", "required"]},
+                {
+                    "type": "object",
+                    "required": ["type", "function"],
+                    "properties": {
+                        "type": {"const": "function"},
+                        "function": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {"name": {"type": "string"}},
+                        },
+                    },
+                    "additionalProperties": False,
+                },
+            ]
+        },
+        "parallel_tool_calls": {"type": ["boolean", "null"]},
     }
 
 
@@ -93,9 +186,12 @@ def _message() -> dict[str, Any]:
                 "oneOf": [
                     {"type": "string"},
                     {"type": "array", "items": text_part},
+                    {"type": "null"},
                 ]
             },
             "name": {"type": "string"},
+            "tool_calls": {"type": "array", "minItems": 1, "items": _tool_call()},
+            "tool_call_id": {"type": "string"},
         },
         "additionalProperties": False,
     }
@@ -123,7 +219,9 @@ def openapi_document(config: ServerConfig) -> dict[str, Any]:
     Combinations the parser refuses are not spelled out here: ``echo`` with
     ``logprobs`` (400), more than ``max_choices`` prompts times ``n`` (422),
     ``top_logprobs`` without ``logprobs`` (422), a ``logit_bias`` id past the
-    vocabulary (400)."""
+    vocabulary (400), a schema or tools the grammar engine refuses (400), tools for a
+    chat template without a tool-call syntax (400), ``tool_choice`` naming a function
+    not in ``tools`` (422), ``tools`` with ``response_format`` (400)."""
     tokens = {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}
     completion = {
         "type": "object",
@@ -163,6 +261,7 @@ def openapi_document(config: ServerConfig) -> dict[str, Any]:
                 "maxItems": MAX_MESSAGES,
                 "items": _message(),
             },
+            **_tools(),
             "logprobs": {"type": ["boolean", "null"]},
             "top_logprobs": {
                 "type": ["integer", "null"],

@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from riftco.nn import SamplingConfig, choice_seed
 from riftco.serve.config import ServerConfig
+from riftco.serve.constraints import JsonOutput, ToolCalls
 from riftco.serve.engine import ChatMessage, GenerationRequest
 from riftco.serve.errors import InvalidField, RequestError, UnsupportedParameter
+from riftco.text.grammar import GrammarError, check_tools
 
 #: Accepted and ignored: they do not change what is generated.
-IGNORED = frozenset({"user", "metadata", "store", "service_tier", "parallel_tool_calls"})
+IGNORED = frozenset({"user", "metadata", "store", "service_tier"})
 
 _SAMPLING = frozenset(
     {
@@ -48,9 +51,17 @@ _SAMPLING = frozenset(
         "logprobs",
     }
 )
-_COMMON = _SAMPLING | {"model", "stream", "stream_options"}
+_COMMON = _SAMPLING | {"model", "stream", "stream_options", "response_format"}
 COMPLETION_FIELDS = _COMMON | {"prompt", "echo"}
-CHAT_FIELDS = _COMMON | {"messages", "max_completion_tokens", "truncation", "top_logprobs"}
+CHAT_FIELDS = _COMMON | {
+    "messages",
+    "max_completion_tokens",
+    "truncation",
+    "top_logprobs",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+}
 #: The most entries of ``logit_bias`` (OpenAI documents no limit; this bounds the work).
 MAX_LOGIT_BIAS = 1024
 #: The most alternatives per token (``top_logprobs``; completions' ``logprobs``).
@@ -59,7 +70,13 @@ MAX_TOP_LOGPROBS = 20
 #: system messages); ``"disabled"`` (the default) rejects a chat that does not fit.
 TRUNCATION = ("disabled", "auto")
 
-CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+CHAT_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 MAX_MESSAGES = 1024
 
 
@@ -71,11 +88,8 @@ def _default(value: Any) -> bool:
 UNSUPPORTED: dict[str, Callable[[Any], bool]] = {
     "best_of": lambda v: v is None or (type(v) is int and v == 1),
     "suffix": lambda v: v is None or v == "",
-    "tools": _default,
-    "tool_choice": lambda v: v is None or v == "none",
     "functions": _default,
     "function_call": lambda v: v is None or v == "none",
-    "response_format": lambda v: v is None or v == {"type": "text"},
     "prediction": _default,
     "modalities": lambda v: v is None or v == ["text"],
     "audio": _default,
@@ -89,7 +103,14 @@ _ROUTE_ONLY = {
     "echo": "'echo' is a /v1/completions parameter",
     "top_logprobs": "'top_logprobs' is a /v1/chat/completions parameter (completions "
     "take 'logprobs': k)",
+    "tools": "'tools' is a /v1/chat/completions parameter",
+    "tool_choice": "'tool_choice' is a /v1/chat/completions parameter",
+    "parallel_tool_calls": "'parallel_tool_calls' is a /v1/chat/completions parameter",
 }
+#: Why the deprecated function-calling fields are refused.
+_FUNCTIONS_WHY = "use 'tools' and 'tool_choice' (the deprecated 'functions' API is not served)"
+#: A ``json_schema`` name (OpenAI's rule).
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -128,8 +149,11 @@ def parse_completion(body: Any, config: ServerConfig) -> ParsedRequest:
     n = _choices(fields, config, len(prompts))
     options = _options(fields, config, logprobs)
     stop = _stop(fields.get("stop"), config)
+    output = _response_format(fields.get("response_format"), chat=False)
     generations = tuple(
-        GenerationRequest(prompt=prompt, options=_choice(options, i), stop=stop, echo=echo)
+        GenerationRequest(
+            prompt=prompt, options=_choice(options, i), stop=stop, echo=echo, constraint=output
+        )
         for prompt in prompts
         for i in range(n)
     )
@@ -160,16 +184,117 @@ def parse_chat(body: Any, config: ServerConfig) -> ParsedRequest:
     n = _choices(fields, config, 1)
     options = _options(fields, config, logprobs)
     stop = _stop(fields.get("stop"), config)
+    output = _response_format(fields.get("response_format"), chat=True)
+    tools = _tools(fields)
+    if output is not None and tools is not None and tools.offered:
+        raise UnsupportedParameter(
+            "'response_format' together with 'tools' is not supported: the reply is "
+            "constrained by one grammar; give tool_choice 'none' or leave response_format out",
+            param="response_format",
+            code="unsupported_parameter",
+        )
+    constraint = output if output is not None else (tools if tools and tools.offered else None)
     generations = tuple(
         GenerationRequest(
             messages=messages,
             options=_choice(options, i),
             stop=stop,
             truncate=truncation == "auto",
+            constraint=constraint,
+            tools=tools,
         )
         for i in range(n)
     )
     return _build(fields, config, generations, logprobs, n)
+
+
+def _response_format(value: Any, chat: bool) -> JsonOutput | None:
+    """OpenAI's ``response_format``: ``text`` (none), ``json_object`` (any JSON object)
+    or ``json_schema`` (``{"name", "schema", "strict", "description"}``; the schema is
+    always enforced, ``strict`` or not)."""
+    if value is None:
+        return None
+    where = "response_format"
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise InvalidField(f"'{where}' must be an object with a string 'type'", param=where)
+    kind = value["type"]
+    if kind == "text" and set(value) == {"type"}:
+        return None
+    if kind == "json_object" and set(value) == {"type"}:
+        return JsonOutput(None, chat)
+    if kind != "json_schema":
+        raise InvalidField(
+            f"'{where}.type' must be text, json_object or json_schema, found {_show(kind)}",
+            param=where,
+        )
+    if set(value) != {"type", "json_schema"} or not isinstance(value["json_schema"], dict):
+        raise InvalidField(
+            f'\'{where}\' of type json_schema must be {{"type", "json_schema": {{...}}}}',
+            param=where,
+        )
+    spec = value["json_schema"]
+    unknown = sorted(set(spec) - {"name", "schema", "strict", "description"})
+    if unknown:
+        raise InvalidField(
+            f"'{where}.json_schema' has unknown keys {unknown}", param=f"{where}.json_schema"
+        )
+    name = spec.get("name")
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name):
+        raise InvalidField(
+            f"'{where}.json_schema.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -, found "
+            f"{_show(name)}",
+            param=f"{where}.json_schema.name",
+        )
+    strict = spec.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise InvalidField(
+            f"'{where}.json_schema.strict' must be a boolean", param=f"{where}.json_schema.strict"
+        )
+    schema = spec.get("schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise InvalidField(
+            f"'{where}.json_schema.schema' must be a JSON schema object",
+            param=f"{where}.json_schema.schema",
+        )
+    return JsonOutput(schema, chat, param=f"{where}.json_schema.schema")
+
+
+def _tools(fields: Mapping[str, Any]) -> ToolCalls | None:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls``, checked."""
+    tools = fields.get("tools")
+    choice = fields.get("tool_choice")
+    parallel = _bool(fields, "parallel_tool_calls", True)
+    if tools is None or tools == []:
+        if choice not in (None, "none"):
+            raise InvalidField("'tool_choice' needs 'tools'", param="tool_choice")
+        return None
+    try:
+        listed = check_tools(tools)
+    except GrammarError as exc:
+        raise InvalidField(f"'tools' is malformed: {exc}", param="tools") from None
+    names = [t.name for t in listed]
+    if choice is None:
+        choice = "auto"
+    elif isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or set(choice) != {"type", "function"}:
+            raise InvalidField(
+                "'tool_choice' must be none, auto, required or "
+                '{"type": "function", "function": {"name": ...}}',
+                param="tool_choice",
+            )
+        if name not in names:
+            raise InvalidField(
+                f"'tool_choice' names {_show(name)}, which is not among the tools {names}",
+                param="tool_choice",
+            )
+    elif choice not in ("none", "auto", "required"):
+        raise InvalidField(
+            f"'tool_choice' must be none, auto, required or a function, found {_show(choice)}",
+            param="tool_choice",
+        )
+    return ToolCalls(tuple(tools), choice, parallel)
 
 
 def _choice(options: SamplingConfig, i: int) -> SamplingConfig:
@@ -352,9 +477,9 @@ def _messages(value: Any) -> tuple[ChatMessage, ...]:
                 f"found {type(role).__name__}",
                 param=f"{where}.role",
             )
-        if role in ("tool", "function") or "tool_calls" in message or "function_call" in message:
+        if role == "function" or "function_call" in message:
             raise UnsupportedParameter(
-                f"{where}: tool and function messages are not supported",
+                f"{where}: function messages are not supported; {_FUNCTIONS_WHY}",
                 param=f"{where}.role",
                 code="unsupported_parameter",
             )
@@ -363,6 +488,17 @@ def _messages(value: Any) -> tuple[ChatMessage, ...]:
                 f"{where}.role must be one of {', '.join(CHAT_ROLES)}, found {_show(role)}",
                 param=f"{where}.role",
             )
+        calls = message.get("tool_calls")
+        if calls is not None:
+            if role != "assistant" or not isinstance(calls, list) or not calls:
+                raise InvalidField(
+                    f"{where}.tool_calls must be a non-empty list on an assistant message",
+                    param=f"{where}.tool_calls",
+                )
+            content = message.get("content")
+            text = "" if content is None else _content(content, where)
+            out.append(ChatMessage("assistant", text, tuple(calls)))
+            continue
         out.append(ChatMessage(CHAT_ROLES[role], _content(message.get("content"), where)))
     return tuple(out)
 

@@ -115,7 +115,13 @@ class Shapes:
         for index, result in enumerate(results):
             choice: dict[str, Any] = {"index": index}
             if self.chat:
-                choice["message"] = {"role": "assistant", "content": result.text}
+                calls = result.finished.tool_calls
+                choice["message"] = {
+                    "role": "assistant",
+                    "content": result.text if result.text or not calls else None,
+                }
+                if calls:
+                    choice["message"]["tool_calls"] = [c.to_openai() for c in calls]
             else:
                 choice["text"] = result.text
             choice["logprobs"] = self._logprobs(result.logprobs)
@@ -148,6 +154,12 @@ class Shapes:
         choice["logprobs"] = self._logprobs(logprobs) if logprobs else None
         choice["finish_reason"] = finish_reason
         return {**self._head(obj), "choices": [choice]}
+
+    def tool_calls_chunk(self, calls: Sequence[Any], index: int = 0) -> dict[str, Any]:
+        """The streamed tool calls of choice ``index`` (whole, in one delta)."""
+        delta = {"tool_calls": [c.to_openai(k) for k, c in enumerate(calls)]}
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
+        return {**self._head("chat.completion.chunk"), "choices": [choice]}
 
     def usage_chunk(self, finished: Finished | Sequence[Finished]) -> dict[str, Any]:
         """The extra chunk of ``stream_options: {"include_usage": true}``."""
