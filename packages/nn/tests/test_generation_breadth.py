@@ -172,6 +172,27 @@ def test_constraints_mask_greedy_and_sampled_draws(model):
         nn.generate(model, [[1]], nn.SamplingConfig(), constraints=[])
 
 
+def test_a_grammar_gives_each_prompt_its_own_state(model):
+    vocab = model.config.vocab_size
+
+    class Grammar:
+        def __init__(self):
+            self.states = []
+
+        def start(self):
+            self.states.append(EvenOnly(vocab))
+            return self.states[-1]
+
+    grammar = Grammar()
+    cfg = nn.SamplingConfig(max_new_tokens=4, temperature=2.0, seed=3)
+    results = nn.generate(model, [[1], [2, 3]], cfg, grammar=grammar)
+    assert [s.advanced for s in grammar.states] == [r.tokens for r in results]
+    with pytest.raises(nn.ConfigError, match="start"):
+        nn.generate(model, [[1]], cfg, grammar=object())
+    with pytest.raises(nn.ConfigError, match="not both"):
+        nn.generate(model, [[1]], cfg, constraints=[None], grammar=grammar)
+
+
 def test_a_stop_id_ends_a_constrained_sequence_only_where_allowed(model):
     free = nn.generate(model, [[1, 2, 3]], nn.SamplingConfig(max_new_tokens=3))[0]
     stop = free.tokens[0]

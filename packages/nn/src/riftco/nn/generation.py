@@ -422,6 +422,7 @@ def generate(
     prompts: Sequence[Sequence[int]],
     config: SamplingConfig,
     constraints: Sequence[Constraint | None] | None = None,
+    grammar: Any = None,
 ) -> list[GenerationResult]:
     """Continue each prompt (a non-empty list of token ids) with ``model``, batching all
     sequences in one forward per step over a contiguous key/value cache: one prefill
@@ -430,7 +431,9 @@ def generate(
     Sequence j draws with ``sequence_rng(config.seed, j)``, so its tokens are the same
     alone or batched at the same index. ``constraints`` (one per prompt, or None)
     mask what each sequence may draw next (`Constraint`); a stop id ends a
-    constrained sequence only where its mask allows it.
+    constrained sequence only where its mask allows it. ``grammar`` (instead) is any
+    object whose ``start()`` returns a fresh `Constraint` (riftco-text's
+    ``TokenGrammar``): every prompt gets its own state.
 
     A sequence that fills the context slides its window as the server does: its
     cache is dropped and its newest ``replay_tokens(context_length)`` tokens (half
@@ -444,6 +447,15 @@ def generate(
         if min(p) < 0 or max(p) >= c.vocab_size:
             raise ConfigError(f"generate: prompt {j} has a token outside 0..{c.vocab_size - 1}")
         c.check_length(len(p))
+    if grammar is not None:
+        if constraints is not None:
+            raise ConfigError("generate: give constraints or grammar, not both")
+        if not callable(getattr(grammar, "start", None)):
+            raise ConfigError(
+                f"generate: grammar must have start() returning a constraint, found "
+                f"{type(grammar).__name__}"
+            )
+        constraints = [grammar.start() for _ in prompts]
     if constraints is not None and len(constraints) != len(prompts):
         raise ConfigError(
             f"generate: expected one constraint (or None) per prompt ({len(prompts)}), "
