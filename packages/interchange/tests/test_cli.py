@@ -244,8 +244,17 @@ def test_written_files_follow_the_umask(tmp_path, bundle, umask):
 def test_generate_on_reduced_precision_weights(tmp_path, make_model, tokenizer, capsys, weights):
     path = tmp_path / "wide.rift"
     save_bundle(path, make_model(d_model=32, d_ff=64), tokenizer)
+    from riftco.interchange.quantization import quantize_model
+
     runnable = load_bundle(path)
-    assert len(runnable.model.quantize_for_inference(weights)) == 12
+    types = quantize_model(runnable.model, weights)  # the embedding and the head too
+    assert len(types) == 14 and set(types.values()) == {weights.upper()}
     args = [str(path), "--prompt", "the quick", "--max-new-tokens", "8", "--weights", weights]
     assert generate_main(args) == 0
     assert capsys.readouterr().out == runnable.generate("the quick", max_new_tokens=8) + "\n"
+    # --keep-float token_embd,output: only the linears, as riftco-nn's quantize_for_inference.
+    linears_only = load_bundle(path)
+    assert len(linears_only.model.quantize_for_inference(weights)) == 12
+    assert generate_main([*args, "--keep-float", "token_embd,output"]) == 0
+    want = linears_only.generate("the quick", max_new_tokens=8) + "\n"
+    assert capsys.readouterr().out == want

@@ -18,9 +18,11 @@ SUFFIXES = {".rift": "rift", ".safetensors": "safetensors", ".gguf": "gguf", ".o
 
 
 def generate_main(argv: list[str]) -> int:
-    """Generate text from a .rift bundle (greedy, or sampled with a seed)."""
+    """Generate text from a .rift bundle or a GGUF file (greedy, or sampled with a seed)."""
     parser = argparse.ArgumentParser(prog="riftco generate", description=generate_main.__doc__)
-    parser.add_argument("bundle", type=Path, help="a .rift bundle")
+    parser.add_argument(
+        "bundle", type=Path, help="a .rift bundle, or a GGUF file (llama.cpp's gpt2 or llama)"
+    )
     parser.add_argument(
         "--prompt", required=True, help="the prompt (or the user message with --chat)"
     )
@@ -82,9 +84,19 @@ def generate_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--weights",
-        default="float32",
-        choices=("float32", "f16", "q8_0", "q4_0"),
-        help="precision of the linear weights (llama.cpp's F16, Q8_0, Q4_0; default float32)",
+        default=None,
+        choices=("float32", "stored", "f16", "q8_0", "q4_0"),
+        help="precision of the weights: llama.cpp's F16, Q8_0 or Q4_0 quantized in process "
+        "(the model `convert --dtype` writes), float32, or a GGUF file's own blocks "
+        "(stored; the default for GGUF, float32 for a bundle)",
+    )
+    parser.add_argument(
+        "--keep-float",
+        type=_keep_float,
+        default=None,
+        metavar="NAMES",
+        help="with --weights f16/q8_0/q4_0: the matrices that stay float32, 'token_embd', "
+        "'output' or both comma-separated (default none: as convert --dtype)",
     )
     args = parser.parse_args(argv)
     if args.max_new_tokens < 0:
@@ -111,12 +123,10 @@ def generate_main(argv: list[str]) -> int:
             parser.error(
                 f"--logit-bias expects ID=BIAS with ID >= 0 and BIAS in -100..100, found {item!r}"
             )
-    from riftco.interchange.models import load_bundle
+    from riftco.interchange.runnable_files import open_runnable
 
     try:
-        runnable = load_bundle(args.bundle, backend=args.backend)
-        if args.weights != "float32":
-            runnable.model.quantize_for_inference(args.weights)
+        runnable = open_runnable(args.bundle, args.backend, args.weights, args.keep_float)
         vocab = runnable.tokenizer.vocab_size
         outside = [t for t in bias if t >= vocab]
         if outside:
@@ -176,7 +186,16 @@ def convert_main(argv: list[str]) -> int:
         default="f32",
         choices=("f32", "f16", "q8_0", "q4_0"),
         help="GGUF tensor type of the matrices (default f32; q8_0 and q4_0 in llama.cpp's "
-        "block layouts)",
+        "block layouts), the token embedding and head included unless --keep-float names them",
+    )
+    parser.add_argument(
+        "--keep-float",
+        type=_keep_float,
+        default=None,
+        metavar="NAMES",
+        help="GGUF with --dtype f16/q8_0/q4_0: the matrices written float32, 'token_embd', "
+        "'output' or both comma-separated (default none: every matrix in the type, as "
+        "llama-quantize --pure writes; riftco generate --weights takes the same option)",
     )
     parser.add_argument(
         "--allow-tokenizer-mismatch",
@@ -214,12 +233,23 @@ def convert_main(argv: list[str]) -> int:
             allow_tokenizer_mismatch=args.allow_tokenizer_mismatch,
             config_source=args.config,
             tokenizer_source=args.tokenizer,
+            keep_float=args.keep_float,
         )
     except RiftcoError as exc:
         print(f"riftco convert: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {written}")
     return 0
+
+
+def _keep_float(text: str) -> frozenset[str]:
+    """``--keep-float``: ``none`` or names among token_embd, output (comma-separated)."""
+    from riftco.interchange.quantization import parse_keep_float
+
+    try:
+        return parse_keep_float(text)
+    except RiftcoError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def inspect_main(argv: list[str]) -> int:

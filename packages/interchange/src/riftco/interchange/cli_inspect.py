@@ -7,7 +7,11 @@ checked by :func:`riftco.interchange.convert.check_fits`, so inspect refuses wha
 import and convert refuse. Exit status: 0 when the file passes; 1 when a check fails
 (the error on stderr, or ``integrity``/``values`` ``FAILED`` in the report) or when
 import would refuse it (``import: refused: ...``, e.g. a tokenizer riftco cannot read
-or whose ids do not fit the vocabulary); 2 for a usage error."""
+or whose ids do not fit the vocabulary, or a training checkpoint of the original
+riftco-transformer, which is not a model file); 2 for a usage error. ``integrity`` is
+``ok`` only where every checksum the file records was checked and matched; where a
+check could not be made it is ``not verified (<why>)`` (no checksum; tensors another
+tool re-encoded), never ``ok``."""
 
 from __future__ import annotations
 
@@ -58,7 +62,19 @@ def refused(report: dict[str, Any]) -> bool:
 def describe(path: Path) -> dict[str, Any]:
     """A JSON-ready description of ``path``."""
     from riftco.interchange.original_exports import original_kind
+    from riftco.interchange.runnable_files import how_to_continue, original_checkpoint_summary
 
+    checkpoint = original_checkpoint_summary(path)
+    if checkpoint is not None:
+        return {
+            "path": str(path),
+            "kind": "riftco-transformer 0.6.1 training checkpoint (.riftckpt)",
+            **checkpoint,
+            "integrity": "not verified (a training checkpoint: inspect reads its manifest "
+            "only; riftco.train.read_original_checkpoint checks every member's SHA-256 "
+            "and the checkpoint_id)",
+            "import": f"refused: {how_to_continue(path)}",
+        }
     kind = original_kind(path)
     if kind is not None:
         return _describe_original(path, kind)
@@ -184,13 +200,13 @@ def _gguf_integrity(checks: dict[str, str]) -> tuple[str, str]:
         "metadata": f"every riftco.* key's type and value against {RIFTCO_DIGEST}",
     }
     verified = [done[part] for part, state in checks.items() if state == "ok"]
-    missing = [f"{part}: {state}" for part, state in checks.items() if state != "ok"]
+    missing = [
+        f"{part}: {state.removeprefix('not verified: ')}"
+        for part, state in checks.items()
+        if state != "ok"
+    ]
     layout = "the header, the tensors' layout and their shapes against the configuration"
-    integrity = (
-        "ok"
-        if not missing
-        else "not verified: " + "; ".join(m.replace("not verified: ", "") for m in missing)
-    )
+    integrity = "ok" if not missing else f"not verified ({'; '.join(missing)})"
     return integrity, "; ".join([*verified, layout])
 
 

@@ -19,7 +19,7 @@ parent, and records the original lineage under ``metadata["riftco_transformer"]`
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +39,12 @@ from riftco.interchange.onnx_export import export_onnx
 from riftco.interchange.onnx_import import import_onnx
 from riftco.interchange.original_exports import original_kind, read_original
 from riftco.interchange.plain_safetensors import import_plain_safetensors
+from riftco.interchange.quantization import check_keep_float
+from riftco.interchange.runnable_files import (
+    OriginalCheckpointError,
+    how_to_continue,
+    original_checkpoint_summary,
+)
 from riftco.interchange.safetensors_io import save_safetensors
 from riftco.nn import TransformerConfig
 from riftco.text import Tokenizer
@@ -73,22 +79,30 @@ def convert(
     allow_tokenizer_mismatch: bool = False,
     config_source: str | os.PathLike[str] | None = None,
     tokenizer_source: str | os.PathLike[str] | None = None,
+    keep_float: Iterable[str] | None = None,
 ) -> Path:
     """Convert ``src`` to format ``to`` at ``dst``; returns ``dst``.
 
-    ``dtype`` (``f32``, ``f16``, ``q8_0`` or ``q4_0``) and ``allow_tokenizer_mismatch`` apply to GGUF;
+    ``dtype`` (``f32``, ``f16``, ``q8_0`` or ``q4_0``), ``keep_float`` (the matrices a
+    quantized ``dtype`` leaves float32: ``token_embd``, ``output``; see
+    riftco.interchange.quantization) and ``allow_tokenizer_mismatch`` apply to GGUF;
     ``config_source`` and ``tokenizer_source`` to a plain ``.safetensors`` source."""
     src, dst = Path(src), Path(dst)
     if to not in TARGETS:
         raise ConversionError(f"expected --to {', '.join(TARGETS)}; found {to!r}")
     if dtype != "f32" and to != "gguf":
         raise ConversionError(f"dtype {dtype!r} applies to GGUF only; found --to {to}")
+    keep = check_keep_float(keep_float)
+    if keep and dtype == "f32":
+        raise ConversionError(
+            f"keep_float applies to a quantized GGUF dtype (f16, q8_0, q4_0); found {dtype!r}"
+        )
     try:
         source = _read_source(src, to, stage, config_source, tokenizer_source)
         check_fits(src, source.config, source.arrays, source.tokenizer)
     except InterchangeError as exc:
         raise type(exc)(f"{exc}; nothing was written") from None
-    _write(dst, to, source, dtype, allow_tokenizer_mismatch)
+    _write(dst, to, source, dtype, allow_tokenizer_mismatch, keep)
     return dst
 
 
@@ -100,6 +114,8 @@ def _read_source(
     tokenizer_source: str | os.PathLike[str] | None,
 ) -> _Source:
     """``src`` read by the importer its content calls for."""
+    if original_checkpoint_summary(src) is not None:
+        raise OriginalCheckpointError(how_to_continue(src))
     original = original_kind(src)
     if original is not None:
         imported_original = read_original(src, original)
@@ -179,6 +195,7 @@ def _write(
     source: _Source,
     dtype: Literal["f32", "f16", "q8_0", "q4_0"],
     allow_tokenizer_mismatch: bool,
+    keep: frozenset[str] = frozenset(),
 ) -> None:
     config, arrays, tokenizer, lineage = (
         source.config,
@@ -195,6 +212,15 @@ def _write(
     elif to == "huggingface":
         export_huggingface(dst, config, arrays, tokenizer)
     elif to == "gguf":
-        export_gguf(dst, config, arrays, tokenizer, dtype, lineage, allow_tokenizer_mismatch)
+        export_gguf(
+            dst,
+            config,
+            arrays,
+            tokenizer,
+            dtype,
+            lineage,
+            allow_tokenizer_mismatch,
+            keep_float=keep,
+        )
     else:
         export_onnx(dst, config, arrays, tokenizer, lineage)

@@ -20,7 +20,9 @@ the file holds ``riftco.config``, ``riftco.tokenizer`` and ``riftco.lineage``
 (JSON), so that import gives back the same model exactly, and ``riftco.tensors``:
 the SHA-256 of the tensors as stored (see :func:`~riftco.interchange.gguf_file.tensors_digest`)
 with the ``general.file_type`` and the tensor layout (names, types, shapes) it belongs
-to, since GGUF has no checksum of its own. Last comes ``riftco.digest``: the SHA-256
+to, since GGUF has no checksum of its own, and each tensor's own type and SHA-256
+(``tensor_sha256``), which still check the tensors another tool left as they were
+after it re-encoded the others. Last comes ``riftco.digest``: the SHA-256
 of every other ``riftco.*`` key, its GGUF type and its value
 (:func:`~riftco.interchange.gguf_file.key_digest`), so that a key renamed, removed or
 changed after export is reported on import rather than quietly ignored
@@ -40,7 +42,7 @@ import numpy as np
 from riftco.core import staged_files
 from riftco.interchange.container import canonical_json
 from riftco.interchange.errors import ConversionError
-from riftco.interchange.gguf_file import GgufTensorInfo, key_digest, layout_digest, tensors_digest
+from riftco.interchange.gguf_file import GgufTensorInfo, key_digest, layout_digest, tensor_digests
 from riftco.interchange.gguf_layout import GPT2, architecture_of, to_gguf_tensors
 from riftco.interchange.gguf_tokenizer import (
     RIFTCO_PARITY,
@@ -150,7 +152,7 @@ def riftco_keys(
 ) -> dict[str, tuple[str, Any]]:
     """The ``riftco.*`` keys of an export, each as ``(GGUF value type, value)``; the
     ``riftco.digest`` over them is :func:`metadata_digest`."""
-    digest = tensors_digest((n, t, shape, a) for n, (a, t, shape) in tensors.items())
+    digest, each = tensor_digests((n, t, shape, a) for n, (a, t, shape) in tensors.items())
     layout = layout_digest(
         GgufTensorInfo(n, t, shape, 0, 0) for n, (_, t, shape) in tensors.items()
     )
@@ -159,6 +161,7 @@ def riftco_keys(
         "file_type": file_type,
         "layout_sha256": layout,
         "metadata_digest": RIFTCO_DIGEST,
+        "tensor_sha256": {n: [tensors[n][1], each[n]] for n in sorted(each)},
     }
 
     def text(document: Any) -> tuple[str, str]:

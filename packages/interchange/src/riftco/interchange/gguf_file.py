@@ -18,6 +18,7 @@ tensor count, ``u64`` key count, the key/value pairs, the tensor infos (name,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -29,7 +30,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from riftco.core import records_digest, require_regular_file
+from riftco.core import canonical_json, records_digest, require_regular_file
 from riftco.interchange.errors import ContainerError, ConversionError
 from riftco.interchange.optional import require
 
@@ -80,6 +81,8 @@ class GgufFile:
     stored: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: The GGUF value type of every key (``STRING``, ``UINT32``, ``ARRAY/STRING``, ...).
     types: dict[str, str] = field(default_factory=dict)
+    #: Each tensor's own :func:`tensors_digest`, by name.
+    tensor_digests: dict[str, str] = field(default_factory=dict)
 
     @property
     def architecture(self) -> Any:
@@ -117,7 +120,7 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
         raise ContainerError(f"{path}: gguf rejects the file: {exc}") from None
     if set(found) != set(layout.tensors) or reader.data_offset != layout.data_offset:
         raise ContainerError(f"{path}: gguf reads a different layout than the header declares")
-    digest = tensors_digest(
+    digest, each = tensor_digests(
         (name, info.ggml_type, info.shape, found[name].data)
         for name, info in layout.tensors.items()
     )
@@ -128,7 +131,9 @@ def read_gguf(path: str | os.PathLike[str]) -> GgufFile:
             raw = np.array(found[name].data).reshape(-1).view(np.uint8)
             stored[name] = raw.reshape(info.shape[0], -1)
     del reader, found, fields
-    return GgufFile(path, layout.version, metadata, layout.tensors, arrays, digest, stored, types)
+    return GgufFile(
+        path, layout.version, metadata, layout.tensors, arrays, digest, stored, types, each
+    )
 
 
 def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> str:
@@ -139,6 +144,24 @@ def tensors_digest(tensors: Iterable[tuple[str, str, tuple[int, ...], Any]]) -> 
         ([name, ggml_type, list(shape)], np.ascontiguousarray(data).reshape(-1).view(np.uint8).data)
         for name, ggml_type, shape, data in sorted(tensors, key=lambda t: t[0])
     )
+
+
+def tensor_digests(
+    tensors: Iterable[tuple[str, str, tuple[int, ...], Any]],
+) -> tuple[str, dict[str, str]]:
+    """:func:`tensors_digest` of all the tensors, and of each one alone (by name), in
+    one pass over the bytes."""
+    whole = hashlib.sha256()
+    each = {}
+    for name, ggml_type, shape, data in sorted(tensors, key=lambda t: t[0]):
+        header = canonical_json([name, ggml_type, list(shape)])
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
+        one = hashlib.sha256(header)
+        one.update(raw)
+        whole.update(header)
+        whole.update(raw)
+        each[name] = one.hexdigest()
+    return whole.hexdigest(), each
 
 
 def layout_digest(tensors: Iterable[GgufTensorInfo]) -> str:

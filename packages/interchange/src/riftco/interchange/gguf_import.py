@@ -351,6 +351,8 @@ OLDER_KEYS = frozenset(
 #: The fields of a ``riftco.tensors`` record: as written before the digest, and since.
 _OLDER_RECORD = frozenset({"sha256", "file_type"})
 _RECORD = _OLDER_RECORD | {"layout_sha256", "metadata_digest"}
+#: Since each tensor's own checksum was added (``tensor_sha256``).
+_TENSORS_RECORD = _RECORD | {"tensor_sha256"}
 #: ``general.architecture`` of the original riftco-transformer's GGUF files, whose
 #: ``riftco.*`` keys are that architecture's (read by :mod:`riftco.interchange.original_exports`).
 _ORIGINAL_ARCHITECTURE = "riftco"
@@ -383,7 +385,7 @@ def _check_riftco_keys(stored: GgufFile) -> dict[str, str] | None:
         return None
     recorded = _parse_digest(stored)
     _same_keys(sorted(recorded), [k for k in present if k != RIFTCO_DIGEST], RIFTCO_DIGEST)
-    if record is None or "metadata_digest" not in record:
+    if record is None or "metadata_digest" not in record:  # _RECORD or _TENSORS_RECORD
         raise IntegrityError(
             f"{RIFTCO_TENSORS}: expected a record with the fields {sorted(_RECORD)} beside "
             f"{RIFTCO_DIGEST}; found {None if record is None else sorted(record)}"
@@ -476,7 +478,11 @@ def _tensors_record(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
         record = loads_strict(raw) if isinstance(raw, str) else None
     except ValueError:
         record = None
-    if not isinstance(record, dict) or set(record) not in (_OLDER_RECORD, _RECORD):
+    if not isinstance(record, dict) or set(record) not in (
+        _OLDER_RECORD,
+        _RECORD,
+        _TENSORS_RECORD,
+    ):
         found = sorted(record) if isinstance(record, dict) else f"{str(raw)[:200]!r}"
         raise ConversionError(
             f"{expected} (or, before {RIFTCO_DIGEST}, {sorted(_OLDER_RECORD)}); found {found}"
@@ -485,6 +491,19 @@ def _tensors_record(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     file_type = record["file_type"]
     if not all(_is_sha256(h) for h in hashes) or not _is_count(file_type):
         raise ConversionError(f"{expected}; found {raw[:300]!r}")
+    each = record.get("tensor_sha256", {})
+    if not isinstance(each, dict) or not all(
+        isinstance(entry, list)
+        and len(entry) == 2
+        and isinstance(entry[0], str)
+        and len(entry[0]) <= 16
+        and _is_sha256(entry[1])
+        for entry in each.values()
+    ):
+        raise ConversionError(
+            f"{RIFTCO_TENSORS}: tensor_sha256: expected {{name: [ggml type, SHA-256]}}; "
+            f"found {str(each)[:200]!r}"
+        )
     if "metadata_digest" in record and record["metadata_digest"] != RIFTCO_DIGEST:
         raise ConversionError(
             f"{RIFTCO_TENSORS}: metadata_digest: expected {RIFTCO_DIGEST!r}; "
@@ -498,25 +517,31 @@ def _is_count(value: Any) -> bool:
 
 
 def _check_integrity(stored: GgufFile) -> str:
-    """The tensors against ``riftco.tensors``: ``ok``, or ``not verified`` with the reason
-    (no record; or another tool re-encoded the tensors since: ``general.file_type`` and
-    the tensors' types both differ from those recorded). IntegrityError on a mismatch."""
+    """The tensors against ``riftco.tensors``: ``ok``; or ``not verified: <why>`` when
+    there is no record, or when another tool re-encoded the tensors since export
+    (``general.file_type`` and the tensors' types both differ from those recorded; the
+    record's one checksum over all tensors no longer applies, but each tensor left as
+    exported is still checked against its own ``tensor_sha256``). IntegrityError on a
+    mismatch wherever a checksum applies."""
     record = _tensors_record(stored.metadata)
     if record is None:
         return "not verified: this GGUF file records no checksum"
     sha256, file_type = record["sha256"], record["file_type"]
     layout = layout_digest(stored.tensors.values())
     same_layout = record.get("layout_sha256") == layout
-    if stored.metadata.get("general.file_type") != file_type and not same_layout:
-        return (
-            f"not verified: the tensors were re-encoded after export (general.file_type "
-            f"{stored.metadata.get('general.file_type')!r} and the tensor types differ from "
-            f"the {file_type} {RIFTCO_TENSORS} records)"
-        )
+    found_type = stored.metadata.get("general.file_type")
+    if found_type != file_type and not same_layout:
+        return _re_encoded(stored, record, found_type)
     if stored.digest != sha256:
+        changed = [
+            name
+            for name, (kind, digest) in sorted(record.get("tensor_sha256", {}).items())
+            if stored.tensor_digests.get(name) != digest
+        ]
+        which = f" ({_listed(changed)})" if changed else ""
         raise IntegrityError(
             f"tensors: SHA-256 is {stored.digest}; {RIFTCO_TENSORS} records {sha256} "
-            "(the tensor data was changed or corrupted)"
+            f"(the tensor data was changed or corrupted{which})"
         )
     if "layout_sha256" in record and not same_layout:
         raise IntegrityError(
@@ -524,6 +549,35 @@ def _check_integrity(stored: GgufFile) -> str:
             "matches (the record was changed or corrupted)"
         )
     return "ok"
+
+
+def _re_encoded(stored: GgufFile, record: dict[str, Any], found_type: Any) -> str:
+    """The state of a file whose tensors another tool re-encoded: each tensor it left in
+    its recorded type checked against its own digest (IntegrityError on a mismatch)."""
+    why = (
+        f"not verified: re-encoded by another tool (general.file_type {record['file_type']} "
+        f"-> {found_type!r}, tensor types changed)"
+    )
+    each = record.get("tensor_sha256")
+    if each is None:
+        return f"{why}; {RIFTCO_TENSORS} holds one checksum over the tensors as exported"
+    kept = [
+        name
+        for name, (kind, _) in sorted(each.items())
+        if name in stored.tensors and stored.tensors[name].ggml_type == kind
+    ]
+    bad = [name for name in kept if stored.tensor_digests.get(name) != each[name][1]]
+    if bad:
+        raise IntegrityError(
+            f"tensors: {_listed(bad)}: SHA-256 differs from the one {RIFTCO_TENSORS} records "
+            "for a tensor still in its exported type (the tensor data was changed or "
+            "corrupted)"
+        )
+    changed = len(stored.tensors) - len(kept)
+    return (
+        f"{why}: {changed} of {len(stored.tensors)} tensors are in another type and cannot "
+        f"be checked; the other {len(kept)} match their SHA-256 in {RIFTCO_TENSORS}"
+    )
 
 
 def _reconcile(derived: TransformerConfig, metadata: Mapping[str, Any]) -> TransformerConfig:
