@@ -35,14 +35,16 @@ def engine_from_bundle(
     """Validate and load a bundle (riftco-interchange), then wrap it in a `BatchEngine`.
     The backend is checked for what serving the bundle's model needs before its weights
     are read (``riftco.tensor.JobUnsupported`` names what is missing). ``weights``
-    (``f16``, ``q8_0`` or ``q4_0``) runs the linear layers on reduced-precision weights
-    (riftco.nn's ``quantize_for_inference``); ``None`` or ``float32`` keeps float32."""
+    (``f16``, ``q8_0`` or ``q4_0``) quantizes the model as ``riftco convert --dtype`` does
+    (riftco.interchange.quantization: the linears, embedding and head); ``None`` or
+    ``float32`` keeps float32."""
     from riftco.interchange import load_bundle
+    from riftco.interchange.quantization import quantize_model
 
     require_serving_backend(path, backend, weights)
     runnable = load_bundle(path, backend=backend)
     if weights not in (None, "float32"):
-        runnable.model.quantize_for_inference(weights)
+        quantize_model(runnable.model, weights)
     return BatchEngine(
         runnable.model,
         runnable.tokenizer,
