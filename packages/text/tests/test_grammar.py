@@ -208,3 +208,19 @@ def test_bad_arguments():
         TokenGrammar.compile(None, ["a"], eos_ids=[0])
     with pytest.raises(GrammarError, match="begin a document"):
         TokenGrammar.compile(None, [b"x", b"<eos>"], eos_ids=[1])
+
+
+def test_a_prepared_vocabulary_is_shared():
+    from riftco.text.grammar import Vocabulary
+
+    vocab = Vocabulary(VOCAB, eos_ids=[EOS], special_ids=[SPECIAL])
+    one = TokenGrammar.compile({"type": "string"}, vocab)
+    two = TokenGrammar.compile(PERSON, vocab)
+    assert one.vocabulary is two.vocabulary is vocab
+    feed(one.start(), b'"abc').allowed()
+    assert vocab.string_tables  # built once, for every grammar over this vocabulary
+    with pytest.raises(GrammarError, match="carries its own"):
+        TokenGrammar.compile(None, vocab, eos_ids=[EOS])
+    tok = BpeTokenizer.train("abc " * 20, vocab_size=260)
+    assert Vocabulary.of_tokenizer(tok) is Vocabulary.of_tokenizer(tok)
+    assert Vocabulary.of_tokenizer(tok, chat=True).eos_ids == tok.stop_ids(chat=True)

@@ -15,7 +15,12 @@ from riftco.text.grammar.errors import (
     ToolCallError,
 )
 from riftco.text.grammar.schema import GrammarLimits
-from riftco.text.grammar.tokens import DEFAULT_MAX_WHITESPACE, GrammarState, TokenGrammar
+from riftco.text.grammar.tokens import (
+    DEFAULT_MAX_WHITESPACE,
+    GrammarState,
+    TokenGrammar,
+    Vocabulary,
+)
 from riftco.text.grammar.tools import (
     ParsedReply,
     Tool,
@@ -38,6 +43,7 @@ __all__ = [
     "TokenNotAllowed",
     "Tool",
     "ToolCallError",
+    "Vocabulary",
     "check_tools",
     "parse_tool_calls",
     "template_syntax",

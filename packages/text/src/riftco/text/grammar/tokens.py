@@ -10,6 +10,8 @@ unpack of the cached bits.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from operator import index
@@ -28,46 +30,112 @@ if TYPE_CHECKING:
 DEFAULT_MAX_WHITESPACE = 4
 
 
-class TokenGrammar:
-    """A compiled grammar over one vocabulary; :meth:`start` begins a document."""
+class Vocabulary:
+    """A vocabulary prepared for masks: each token's bytes in a trie, the ids that end
+    a document, the ids never allowed, and the string tables (see
+    ``TokenGrammar._string_into``), which depend on the vocabulary alone and so are
+    shared by every grammar compiled over it. Build it once per tokenizer."""
 
     def __init__(
         self,
-        graph: Graph,
-        root: int,
-        vocabulary: Sequence[bytes],
+        tokens: Sequence[bytes],
         *,
         eos_ids: Iterable[int],
         special_ids: Iterable[int] = (),
-        limits: GrammarLimits | None = None,
     ) -> None:
-        limits = GrammarLimits() if limits is None else limits
-        self.limits = limits
-        self.vocab_size = len(vocabulary)
-        self.eos_ids = _ids(eos_ids, self.vocab_size, "eos_ids")
+        if isinstance(tokens, (bytes, str)) or not isinstance(tokens, Sequence):
+            raise GrammarError("vocabulary: expected a sequence of byte strings, one per id")
+        self.size = len(tokens)
+        self.eos_ids = _ids(eos_ids, self.size, "eos_ids")
         if not self.eos_ids:
             raise GrammarError("expected at least one end-of-sequence id in eos_ids; found none")
-        excluded = set(self.eos_ids) | set(_ids(special_ids, self.vocab_size, "special_ids"))
-        self._token_bytes: list[bytes] = []
-        self._children: list[dict[int, int]] = [{}]
-        self._tokens: list[list[int]] = [[]]
-        for token_id, data in enumerate(vocabulary):
+        excluded = set(self.eos_ids) | set(_ids(special_ids, self.size, "special_ids"))
+        self.token_bytes: list[bytes] = []
+        self.children: list[dict[int, int]] = [{}]
+        self.tokens: list[list[int]] = [[]]
+        for token_id, data in enumerate(tokens):
             if not isinstance(data, (bytes, bytearray)):
                 raise GrammarError(
                     f"vocabulary: expected bytes for every token; found "
                     f"{type(data).__name__} at id {token_id}"
                 )
             data = bytes(data)
-            self._token_bytes.append(data)
+            self.token_bytes.append(data)
             if token_id not in excluded and data:
                 self._insert(token_id, data)
-        self._excluded = frozenset(excluded)
+        self.excluded = frozenset(excluded)
+        self.string_tables: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list]] = {}
+
+    @classmethod
+    def of_tokenizer(cls, tokenizer: Tokenizer, chat: bool = False) -> Vocabulary:
+        """The vocabulary of a riftco tokenizer: its stop ids (``stop_ids(chat)``) end a
+        document, its other special tokens are never allowed. Cached per tokenizer."""
+        key = (id(tokenizer), chat)
+        with _CACHE_LOCK:
+            found = _VOCABULARIES.get(key)
+            if found is not None and found[0]() is tokenizer:
+                _VOCABULARIES.move_to_end(key)
+                return found[1]
+        made = cls(
+            tokenizer.vocabulary_bytes(),
+            eos_ids=tokenizer.stop_ids(chat),
+            special_ids=range(tokenizer.base_vocab_size, tokenizer.vocab_size),
+        )
+        with _CACHE_LOCK:
+            _VOCABULARIES[key] = (weakref.ref(tokenizer), made)
+            while len(_VOCABULARIES) > _MAX_CACHED_VOCABULARIES:
+                _VOCABULARIES.popitem(last=False)
+        return made
+
+    def _insert(self, token_id: int, data: bytes) -> None:
+        at = 0
+        children = self.children
+        for byte in data:
+            nxt = children[at].get(byte)
+            if nxt is None:
+                nxt = len(children)
+                children[at][byte] = nxt
+                children.append({})
+                self.tokens.append([])
+            at = nxt
+        self.tokens[at].append(token_id)
+
+
+_CACHE_LOCK = threading.Lock()
+_VOCABULARIES: OrderedDict[tuple[int, bool], tuple[weakref.ref[Any], Vocabulary]] = OrderedDict()
+_MAX_CACHED_VOCABULARIES = 8
+
+
+class TokenGrammar:
+    """A compiled grammar over one vocabulary; :meth:`start` begins a document.
+
+    A grammar's caches are not locked: use one grammar (and its states) from one
+    thread at a time, e.g. one per request.
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        root: int,
+        vocabulary: Vocabulary,
+        *,
+        limits: GrammarLimits | None = None,
+    ) -> None:
+        limits = GrammarLimits() if limits is None else limits
+        self.limits = limits
+        self.vocabulary = vocabulary
+        self.vocab_size = vocabulary.size
+        self.eos_ids = vocabulary.eos_ids
+        self._token_bytes = vocabulary.token_bytes
+        self._children = vocabulary.children
+        self._tokens = vocabulary.tokens
+        self._excluded = vocabulary.excluded
+        self._strings = vocabulary.string_tables
         self.automaton = ByteAutomaton(
             graph, root, limits.max_depth, limits.max_stacks, limits.max_states
         )
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
         self._relative: OrderedDict[int, tuple[np.ndarray, list[int]]] = OrderedDict()
-        self._strings: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, list]] = {}
         self._after_strings: OrderedDict[tuple[int, int], tuple] = OrderedDict()
         self._mask_generation = self.automaton.generation
         self._max_masks = max(1, limits.mask_cache_bytes // max(1, (self.vocab_size + 7) // 8))
@@ -80,9 +148,9 @@ class TokenGrammar:
     def compile(
         cls,
         schema: Mapping[str, Any] | bool | None,
-        vocabulary: Sequence[bytes],
+        vocabulary: Sequence[bytes] | Vocabulary,
         *,
-        eos_ids: Iterable[int],
+        eos_ids: Iterable[int] | None = None,
         special_ids: Iterable[int] = (),
         limits: GrammarLimits | None = None,
         max_whitespace: int = DEFAULT_MAX_WHITESPACE,
@@ -91,16 +159,23 @@ class TokenGrammar:
 
         ``vocabulary[i]`` is the bytes token ``i`` stands for; ``eos_ids`` end the
         output (allowed once the document is complete); ``special_ids`` are never
-        allowed. Raises :class:`SchemaError` (and its :class:`GrammarLimitError`)
-        for a schema outside the subset or the limits.
+        allowed. A prepared :class:`Vocabulary` (which carries its own ids) saves
+        building its trie again. Raises :class:`SchemaError` (and its
+        :class:`GrammarLimitError`) for a schema outside the subset or the limits.
         """
         limits = GrammarLimits() if limits is None else limits
         if not isinstance(max_whitespace, int) or max_whitespace < 0:
             raise GrammarError(
                 f"max_whitespace: expected a non-negative int; found {max_whitespace!r}"
             )
+        if not isinstance(vocabulary, Vocabulary):
+            if eos_ids is None:
+                raise GrammarError("eos_ids: expected the ids that end a document; found none")
+            vocabulary = Vocabulary(vocabulary, eos_ids=eos_ids, special_ids=special_ids)
+        elif eos_ids is not None:
+            raise GrammarError("eos_ids: a Vocabulary carries its own; pass it there")
         graph, root = compile_schema(schema, limits, max_whitespace)
-        return cls(graph, root, vocabulary, eos_ids=eos_ids, special_ids=special_ids, limits=limits)
+        return cls(graph, root, vocabulary, limits=limits)
 
     @classmethod
     def for_tokenizer(
@@ -116,25 +191,10 @@ class TokenGrammar:
         (``tokenizer.stop_ids(chat)``), its other special tokens are never allowed."""
         return cls.compile(
             schema,
-            tokenizer.vocabulary_bytes(),
-            eos_ids=tokenizer.stop_ids(chat),
-            special_ids=range(tokenizer.base_vocab_size, tokenizer.vocab_size),
+            Vocabulary.of_tokenizer(tokenizer, chat),
             limits=limits,
             max_whitespace=max_whitespace,
         )
-
-    def _insert(self, token_id: int, data: bytes) -> None:
-        at = 0
-        children = self._children
-        for byte in data:
-            nxt = children[at].get(byte)
-            if nxt is None:
-                nxt = len(children)
-                children[at][byte] = nxt
-                children.append({})
-                self._tokens.append([])
-            at = nxt
-        self._tokens[at].append(token_id)
 
     def start(self) -> GrammarState:
         """A state before the first token of a document."""

@@ -25,7 +25,7 @@ from riftco.text.chat import ChatTemplate, ToolCallSyntax
 from riftco.text.grammar.errors import GrammarLimitError, SchemaError, ToolCallError
 from riftco.text.grammar.nodes import OBJECT, Graph, List, Literals, Object, Sequence_, Text, Union
 from riftco.text.grammar.schema import Compiler, GrammarLimits, _json_bytes
-from riftco.text.grammar.tokens import DEFAULT_MAX_WHITESPACE, TokenGrammar
+from riftco.text.grammar.tokens import DEFAULT_MAX_WHITESPACE, TokenGrammar, Vocabulary
 
 if TYPE_CHECKING:
     from riftco.text.base import Tokenizer
@@ -166,14 +166,7 @@ def tool_grammar(
         return None
     limits = GrammarLimits() if limits is None else limits
     graph, root = tool_graph(allowed, mode, syntax, limits, parallel_tool_calls, max_whitespace)
-    return TokenGrammar(
-        graph,
-        root,
-        tokenizer.vocabulary_bytes(),
-        eos_ids=tokenizer.stop_ids(chat=True),
-        special_ids=range(tokenizer.base_vocab_size, tokenizer.vocab_size),
-        limits=limits,
-    )
+    return TokenGrammar(graph, root, Vocabulary.of_tokenizer(tokenizer, chat=True), limits=limits)
 
 
 def template_syntax(template: ChatTemplate | None) -> ToolCallSyntax:
