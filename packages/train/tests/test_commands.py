@@ -182,6 +182,8 @@ def test_sigint_saves_a_checkpoint_and_resume_finishes_identically(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == INTERRUPTED, err
     assert "checkpoint saved" in err and "Traceback" not in err
+    assert f"resume with: riftco pretrain --resume {run / 'pretraining.riftckpt'}" in err
+    assert f"--data {corpus}" in err  # custom data: resuming without it fails its fingerprint
     stopped = read_metrics(run / "pretraining-metrics.jsonl")[-1].step
     assert 3 <= stopped < 400
     assert not (run / "base.rift").exists()

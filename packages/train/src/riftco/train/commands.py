@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -411,6 +412,15 @@ def _require_sampling(prompt: str) -> None:
         rt.require_capabilities(None, DECODING, job="the sample printed after training")
 
 
+def resume_command(name: str, checkpoint: Path | str, data: str | None) -> str:
+    """The command that resumes an interrupted stage: its checkpoint, and the data it
+    read when that was not the default (a resumed run checks the data's fingerprint)."""
+    command = f"riftco {name} --resume {shlex.quote(str(checkpoint))}"
+    if data is not None:
+        command += f" --data {shlex.quote(str(data))}"
+    return command
+
+
 def _run(name: str, args: argparse.Namespace, work) -> int:  # work: (DataParallel) -> StageResult
     from riftco.train.distributed.cli import run_parallel
 
@@ -420,7 +430,7 @@ def _run(name: str, args: argparse.Namespace, work) -> int:  # work: (DataParall
     if result.outcome == "interrupted":
         print(
             f"interrupted: checkpoint saved at {result.checkpoint}\n"
-            f"resume with: riftco {name} --resume {result.checkpoint}",
+            f"resume with: {resume_command(name, result.checkpoint, args.data)}",
             file=sys.stderr,
         )
         return INTERRUPTED
