@@ -43,3 +43,22 @@ def test_the_llamacpp_forward_refuses_other_architectures(tmp_path):
     writer.close()
     with pytest.raises(ValueError, match="expected architecture gpt2 or llama"):
         llamacpp_logits(path, [0])
+
+
+def test_the_llamacpp_forward_quantizes_inputs_as_ggml_does():
+    from riftco.testing.llamacpp import ggml_q8_0_input, llamacpp_logits
+
+    with pytest.raises(ValueError, match="activations: expected 'exact' or 'ggml'"):
+        llamacpp_logits("unused.gguf", [0], activations="q8")
+    x = np.zeros((1, 64), np.float32)
+    x[0, 0] = 100.0  # scale: 100 / 127 rounded to a half; codes from 127 / 100
+    x[0, 1] = 37.3
+    x[0, 32] = 127.0  # scale 1: the codes are x rounded to nearest, ties to even
+    x[0, 33:36] = [0.5, 1.5, -2.5]
+    got = ggml_q8_0_input(x)
+    d = float(np.float16(np.float32(100) / np.float32(127)))
+    assert got[0, 0] == 127 * d and got[0, 1] == np.rint(np.float32(37.3) * np.float32(1.27)) * d
+    assert list(got[0, 32:36]) == [127.0, 0.0, 2.0, -2.0]
+    assert not ggml_q8_0_input(np.zeros((2, 32), np.float32)).any()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        ggml_q8_0_input(np.zeros((1, 31), np.float32))
