@@ -10,7 +10,8 @@ to the root Cargo workspace, and its native module to tox.ini's ``stubs`` env (i
 and checked by stubtest). Either way the package's folder joins the factor list of
 tox.ini's generated ``test-*`` envs and ``env_list``, its ``src`` joins mypy's
 ``mypy_path`` in the root pyproject.toml, and its namespace folders join ruff.toml's
-``namespace-packages``: nothing outside the new folder needs a hand edit. Every file is
+``namespace-packages``, and its README and API reference page join the documentation
+site's nav in mkdocs.yml: nothing outside the new folder needs a hand edit. Every file is
 checked before any is written, and each is replaced atomically.
 """
 
@@ -42,6 +43,8 @@ STUBS_INSTALL = re.compile(
 STUBS_CHECK = re.compile(
     r"^(commands = python -m mypy\.stubtest riftco\.tensor\._native[^\n]*)$", re.M
 )
+#: mkdocs.yml's nav sections a package joins: its README, and its API reference page.
+NAV_SECTION = "  - {title}:\n((?:      - [^\n]*\n)+)"
 
 
 class NewPackageError(Exception):
@@ -154,6 +157,25 @@ def with_stubs(text: str, name: str) -> str:
     return text
 
 
+def with_docs_nav(text: str, folder: str, *, native: bool) -> str:
+    """mkdocs.yml with the package's README under "Packages" and its API page (written
+    by docs/hooks.py at build time) under "API reference", each last in its section."""
+    name = folder.removeprefix("backend-")
+    dist = f"riftco-{folder}"
+    module = f"riftco.backends.{name}" if native else f"riftco.{name}"
+    for title, line in (
+        ("Packages", f"      - {dist}: packages/{folder}/README.md\n"),
+        ("API reference", f"      - {module}: reference/{folder}.md\n"),
+    ):
+        section = re.search(NAV_SECTION.format(title=re.escape(title)), text)
+        if section is None:
+            raise NewPackageError(f"mkdocs.yml: no nav section {title!r} to extend")
+        if line in section.group(1):
+            raise NewPackageError(f"mkdocs.yml already lists {line.strip()}")
+        text = text[: section.end(1)] + line + text[section.end(1) :]
+    return text
+
+
 def write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -185,6 +207,8 @@ def create(name: str, *, native: bool, root: Path = ROOT) -> Path:
     edits[pyproject] = with_mypy_path(pyproject.read_text(), folder)
     ruff = root / "ruff.toml"
     edits[ruff] = with_namespaces(ruff.read_text(), folder, native=native)
+    mkdocs = root / "mkdocs.yml"
+    edits[mkdocs] = with_docs_nav(mkdocs.read_text(), folder, native=native)
     if native:
         crates = [f"packages/{folder}/kernels", f"packages/{folder}/native"]
         cargo = root / "Cargo.toml"

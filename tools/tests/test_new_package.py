@@ -22,10 +22,10 @@ ROOT = new_package.ROOT
 @pytest.fixture
 def repo(tmp_path):
     """A copy of what new_package reads: the templates, tox.ini, Cargo.toml, pyproject.toml,
-    ruff.toml and the backend API version (set ahead of the template's, to see it
+    ruff.toml, mkdocs.yml and the backend API version (set ahead of the template's, to see it
     substituted)."""
     shutil.copytree(ROOT / "templates", tmp_path / "templates")
-    for name in ("tox.ini", "Cargo.toml", "pyproject.toml", "ruff.toml"):
+    for name in ("tox.ini", "Cargo.toml", "pyproject.toml", "ruff.toml", "mkdocs.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
     api = tmp_path / "packages/tensor/src/riftco/tensor/backend.py"
     api.parent.mkdir(parents=True)
@@ -102,6 +102,29 @@ def wiring_problems(root: Path) -> list[str]:
     return problems
 
 
+def docs_nav(repo: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The entries mkdocs.yml's "Packages" and "API reference" sections gained over the
+    repository's own (the page check in docs/hooks.py fails a build without them)."""
+
+    def sections(text: str) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        title = ""
+        for line in text.splitlines():
+            if m := re.fullmatch(r"  - ([^:]+):", line):
+                title = m.group(1)
+            elif m := re.fullmatch(r"      - ([^:]+): (\S+)", line):
+                found.setdefault(title, {})[m.group(1)] = m.group(2)
+        return found
+
+    before = sections((ROOT / "mkdocs.yml").read_text())
+    after = sections((repo / "mkdocs.yml").read_text())
+    new = [
+        {k: v for k, v in after[t].items() if k not in before[t]}
+        for t in ("Packages", "API reference")
+    ]
+    return new[0], new[1]
+
+
 def every_file(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
 
@@ -128,6 +151,10 @@ def test_a_pure_python_package(repo, capsys):
     assert folders["widgets"] == "widgets"
     assert mypy_path((repo / "pyproject.toml").read_text())[-1] == "packages/widgets/src"
     assert (repo / "Cargo.toml").read_text() == cargo
+    assert docs_nav(repo) == (
+        {"riftco-widgets": "packages/widgets/README.md"},
+        {"riftco.widgets": "reference/widgets.md"},
+    )
 
 
 def test_a_native_backend(repo):
@@ -200,6 +227,10 @@ def test_a_native_backend(repo):
     namespaces = ruff_namespaces((repo / "ruff.toml").read_text())
     assert "packages/backend-my_dev/src/riftco/backends" in namespaces
     assert namespaces == sorted(namespaces)
+    assert docs_nav(repo) == (
+        {"riftco-backend-my_dev": "packages/backend-my_dev/README.md"},
+        {"riftco.backends.my_dev": "reference/backend-my_dev.md"},
+    )
 
 
 def test_a_fifth_backend_from_the_template_needs_no_edit_outside_its_folder(repo):
