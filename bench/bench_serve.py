@@ -15,11 +15,23 @@
    stream is also compared with the same request run in-process by ``nn.generate``
    (what ``riftco generate`` does: prefill, then ``--max-tokens`` sampled tokens).
 
+3. With ``--json-mask``: the throughput cost of structured output's token mask. The
+   same model, prompt, seeds and batch decode ``--max-tokens`` sampled tokens per
+   sequence through riftco-nn's ``generate``, unconstrained and constrained by
+   riftco-text's JSON grammar in alternating rounds; tokens/s of each (medians), the
+   ratio and the mask's time per token (the grammar's masks are cached per automaton
+   state: the first round of a fresh grammar is printed apart, as "cold"). The default
+   schema is an object holding a list of at least 10,000 short strings, so that no
+   constrained document ends before ``--max-tokens`` and both runs decode the same
+   number of tokens; ``--schema FILE`` takes another (a document that ends early makes
+   the ratio compare different batch sizes, and says so). The aim is a cost under 10%.
+
 Prints figures only; nothing here asserts on time.
 
     python bench/bench_serve.py [--layers 8] [--d-model 512] [--decode-tokens 128]
                                 [--clients 1 4 16] [--max-tokens 64] [--skip-server]
                                 [--rounds 3] [--no-peer] [--peer-dir DIR]
+    python bench/bench_serve.py --json-mask [--batch 4] [--max-tokens 64] [--schema FILE]
 """
 
 from __future__ import annotations
@@ -241,9 +253,23 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternating server rounds")
     ap.add_argument("--no-peer", action="store_true", help="riftco's figures alone")
     ap.add_argument("--peer-dir", type=Path, default=peer.DEFAULT_CACHE)
+    ap.add_argument(
+        "--json-mask", action="store_true", help="only the structured-output mask's cost"
+    )
+    ap.add_argument("--batch", type=int, default=4, help="sequences per step (--json-mask)")
+    ap.add_argument("--schema", type=Path, default=None, help="a JSON schema (--json-mask)")
+    ap.add_argument("--verbose", action="store_true", help="every round's figures (--json-mask)")
     args = ap.parse_args()
 
     model, tokenizer = build(args)
+    if args.json_mask:
+        print(
+            f"model: gpt2 topology, {model.num_parameters():,} parameters "
+            f"(d_model {args.d_model}, {args.layers} layers, vocab {tokenizer.vocab_size}); "
+            f"{rt.get_num_threads()} kernel threads"
+        )
+        mask_cost(args, model, tokenizer)
+        return 0
     threads = rt.get_num_threads()
     print(
         f"model: gpt2 topology, {model.num_parameters():,} parameters "
@@ -274,11 +300,122 @@ def main() -> int:
     return 0
 
 
+def mask_cost(args, model, tokenizer) -> None:
+    """Unconstrained against JSON-constrained decoding, same everything else."""
+    from riftco.text.grammar import TokenGrammar
+
+    schema = (
+        {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 8},
+                    "minItems": 10_000,
+                }
+            },
+            "required": ["items"],
+        }
+        if args.schema is None
+        else json.loads(args.schema.read_text())
+    )
+    started = time.perf_counter()
+    grammar = TokenGrammar.for_tokenizer(schema, tokenizer)
+    compiled = time.perf_counter() - started
+    prompts = [tokenizer.encode(f"Record {i} as JSON: ") for i in range(args.batch)]
+    config = nn.SamplingConfig(
+        max_new_tokens=args.max_tokens,
+        temperature=0.8,
+        seed=1,
+        stop_ids=tokenizer.stop_ids(False),
+        vocab_limit=tokenizer.vocab_size,
+    )
+
+    class Timed:
+        """A grammar state whose mask time is counted."""
+
+        spent = 0.0
+
+        def __init__(self, state):
+            self.state = state
+
+        def allowed(self):
+            start = time.perf_counter()
+            mask = self.state.allowed()
+            Timed.spent += time.perf_counter() - start
+            return mask
+
+        def advance(self, token_id):
+            start = time.perf_counter()
+            self.state.advance(token_id)
+            Timed.spent += time.perf_counter() - start
+
+    def run(constrained: bool) -> tuple[float, int, float]:
+        Timed.spent = 0.0
+        constraints = [Timed(grammar.start()) for _ in prompts] if constrained else None
+        start = time.perf_counter()
+        results = nn.generate(model, prompts, config, constraints=constraints)
+        seconds = time.perf_counter() - start
+        made = sum(len(r.tokens) for r in results)
+        return made / seconds, made, Timed.spent
+
+    nn.generate(model, prompts[:1], dataclasses_replace(config, max_new_tokens=4))  # warm up
+    cold, cold_made, cold_mask = run(True)
+    free_rates, mask_rates, mask_share, counts = [], [], [], set()
+    for k in range(args.rounds):
+        order = (False, True) if k % 2 == 0 else (True, False)  # ABBA: drift cancels
+        measured = {constrained: run(constrained) for constrained in order}
+        free_rates.append(measured[False][0])
+        rate, made, spent = measured[True]
+        mask_rates.append(rate)
+        mask_share.append(spent / made)
+        counts.add((measured[False][1], made))
+        if args.verbose:
+            print(f"  round {k}: unconstrained {free_rates[-1]:.1f}, constrained {rate:.1f}")
+    free, masked = statistics.median(free_rates), statistics.median(mask_rates)
+    kind = "the default list schema" if args.schema is None else f"json_schema {args.schema.name}"
+    same = all(a == b for a, b in counts)
+    print(
+        f"structured output ({kind}; grammar compiled in {compiled * 1000:.1f} ms; "
+        f"batch {args.batch}, {args.max_tokens} tokens each, temperature 0.8; "
+        f"{args.rounds} rounds, medians)"
+    )
+    print(
+        "  tokens decoded unconstrained / constrained: "
+        + ", ".join(f"{a}/{b}" for a, b in sorted(counts))
+        + ("" if same else "  (not equal: the ratio compares different batch sizes)")
+    )
+    step = 1000 / free  # ms per token unconstrained
+    print(f"  unconstrained       : {free:8.1f} tokens/s ({step:.3f} ms/token)")
+    print(
+        f"  constrained (warm)  : {masked:8.1f} tokens/s; constrained/unconstrained "
+        f"{masked / free:.3f}x, cost {(1 - masked / free) * 100:.1f}% "
+        f"(mask and advance {statistics.median(mask_share) * 1000:.3f} ms/token, "
+        f"{statistics.median(mask_share) * 1000 / step * 100:.1f}% of an unconstrained token)"
+    )
+    print(
+        f"  constrained (cold)  : {cold:8.1f} tokens/s ({cold_made} tokens; mask and advance "
+        f"{cold_mask / max(cold_made, 1) * 1000:.3f} ms/token, first masks of each state)"
+    )
+
+
+def dataclasses_replace(config, **changes):
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)
+
+
 def generate_rate(model, tokenizer, args) -> float:
     """What ``riftco generate`` does for one request of the served shape: the prompt
     prefilled, ``--max-tokens`` sampled at temperature 0.8, end to end (tokens/s)."""
     prompt = tokenizer.encode("Client 0, request 0: the")
-    config = nn.SamplingConfig(max_new_tokens=args.max_tokens, temperature=0.8, seed=1)
+    config = nn.SamplingConfig(
+        max_new_tokens=args.max_tokens,
+        temperature=0.8,
+        seed=1,
+        stop_ids=tokenizer.stop_ids(False),
+        vocab_limit=tokenizer.vocab_size,
+    )
     nn.generate(model, [prompt], config)  # warm up
     best = 0.0
     for _ in range(3):

@@ -213,6 +213,30 @@ def test_a_stop_id_ends_a_constrained_sequence_only_where_allowed(model):
     assert held.finish_reason == "length" and stop not in held.tokens
 
 
+def test_a_constraint_that_allows_nothing_ends_the_sequence(model):
+    class Three:
+        """Any three tokens, then nothing (a complete document)."""
+
+        def __init__(self):
+            self.taken = 0
+
+        def allowed(self):
+            return np.full(model.config.vocab_size, self.taken < 3)
+
+        def advance(self, token_id):
+            self.taken += 1
+
+    cfg = nn.SamplingConfig(max_new_tokens=10, temperature=1.0, seed=0)
+    (result,) = nn.generate(model, [[1, 2]], cfg, constraints=[Three()])
+    assert len(result.tokens) == 3 and result.finish_reason == "stop"
+    sampler = nn.TokenSampler(cfg, constraint=Three())
+    for _ in range(3):
+        sampler.accept(sampler(np.zeros(model.config.vocab_size)))
+    assert sampler.draw(np.zeros(model.config.vocab_size)) is None
+    with pytest.raises(nn.ConfigError, match="allows no token"):
+        sampler(np.zeros(model.config.vocab_size))
+
+
 def test_an_all_true_mask_draws_what_no_mask_draws():
     rng = np.random.default_rng(7)
     for trial in range(10):

@@ -399,15 +399,26 @@ class TokenSampler:
         if self.constraint is not None:
             self.constraint.advance(token)
 
-    def __call__(self, logits: Any) -> int:
+    def draw(self, logits: Any) -> int | None:
+        """The next token, or None when the constraint allows none (its document is
+        complete and the end of sequence was kept or is not a stop id): the sequence
+        ends there."""
         config = self.config
         mask = None
         if self.constraint is not None:
             width = _row(logits, config.vocab_limit).shape[0]
             mask = constraint_mask(self.constraint.allowed(), width)
+            if not mask.any():
+                return None
         token = sample_next(logits, config, self.rng, self.seen, self.counts, mask)
         if config.logprobs is not None:
             self.last = token_logprobs(logits, token, config.logprobs, config.vocab_limit)
+        return token
+
+    def __call__(self, logits: Any) -> int:
+        token = self.draw(logits)
+        if token is None:
+            raise ConfigError("TokenSampler: the constraint allows no token")
         return token
 
 
@@ -431,7 +442,8 @@ def generate(
     Sequence j draws with ``sequence_rng(config.seed, j)``, so its tokens are the same
     alone or batched at the same index. ``constraints`` (one per prompt, or None)
     mask what each sequence may draw next (`Constraint`); a stop id ends a
-    constrained sequence only where its mask allows it. ``grammar`` (instead) is any
+    constrained sequence only where its mask allows it, and a constraint that allows
+    nothing (a complete document) ends its sequence with ``stop``. ``grammar`` (instead) is any
     object whose ``start()`` returns a fresh `Constraint` (riftco-text's
     ``TokenGrammar``): every prompt gets its own state.
 
@@ -485,8 +497,8 @@ def generate(
         logits = model.forward_incremental(feed, cache, [ids[j] for j in active]).numpy()
         still, feed = [], []
         for row, j in enumerate(active):
-            token = samplers[j](logits[row])
-            if token in stops:
+            token = samplers[j].draw(logits[row])
+            if token is None or token in stops:
                 reasons[j] = "stop"
                 continue
             out[j].append(token)

@@ -179,12 +179,12 @@ class Scheduler:
         sampler = seq.sampler
         assert sampler is not None
         try:
-            token = sampler(row)
+            token = sampler.draw(row)
         except Exception as exc:  # a constraint that fails ends its own request only
             self._leave(seq)
             seq.sink.on_error(GenerationFailed(f"sampling failed: {exc}"))
             return
-        if token in seq.stop_ids:
+        if token is None or token in seq.stop_ids:  # None: the constraint is complete
             self._finish(seq, "stop")
             return
         seq.output.append(token)
