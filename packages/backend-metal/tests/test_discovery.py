@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import re
+import subprocess
+import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -152,3 +156,36 @@ def test_a_bad_pool_size_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(metal.POOL_VAR, "lots")
     with pytest.raises(rt.BackendUnavailable, match="RIFTCO_WGPU_POOL_MB must be a whole number"):
         metal._pool_bytes()
+
+
+def test_driver_chatter_is_kept_off_stderr(capfd):
+    before = len(discovery.driver_messages())
+    with discovery.quiet_stderr() as lines:
+        os.write(2, b"error: XDG_RUNTIME_DIR is invalid or not set in the environment.\n")
+        os.write(2, b"\nsecond line\n")
+    assert capfd.readouterr().err == ""
+    assert lines == [
+        "error: XDG_RUNTIME_DIR is invalid or not set in the environment.",
+        "second line",
+    ]
+    assert discovery.driver_messages()[before:] == tuple(lines)
+    os.write(2, b"after\n")  # the descriptor is restored
+    assert capfd.readouterr().err == "after\n"
+
+
+CLI = "import sys; from riftco.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["backends"]])
+def test_riftco_commands_print_nothing_on_stderr_on_a_headless_machine(argv):
+    """With XDG_RUNTIME_DIR unset (a headless Linux machine), Mesa's Vulkan drivers
+    complain on stderr while adapters are enumerated: none of it reaches the terminal,
+    whether or not the command discovers backends."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    if argv == ["backends"]:
+        assert re.search(r"^vulkan ", done.stdout, re.M), done.stdout

@@ -13,6 +13,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 import os
+from typing import Any
 
 from riftco.backends.metal import _native
 
@@ -24,7 +25,14 @@ if _native.__version__ != __version__:
     )
 
 from riftco.backends.metal.backend import API_VERSION, WgpuBackend
-from riftco.backends.metal.discovery import ADAPTER_VAR, Adapter, find_adapter, vulkan_loader
+from riftco.backends.metal.discovery import (
+    ADAPTER_VAR,
+    Adapter,
+    driver_messages,
+    find_adapter,
+    quiet_stderr,
+    vulkan_loader,
+)
 from riftco.backends.metal.errors import GpuError
 from riftco.tensor.plugin import BackendUnavailable
 
@@ -49,12 +57,25 @@ def _pool_bytes() -> int:
     return max(mb, 0) << 20
 
 
+def _quiet_adapters(api: str) -> list[dict[str, Any]]:
+    with quiet_stderr():
+        return _native.adapters(api)
+
+
 def _create(api: str) -> WgpuBackend:
-    adapter = find_adapter(api, _native.adapters)
+    # Called by riftco-tensor's discovery the first time a process looks a backend up
+    # (never at import): enumerating and opening load the Vulkan drivers, whose
+    # stderr chatter is kept in driver_messages() instead of reaching the terminal.
+    adapter = find_adapter(api, _quiet_adapters)
     try:
-        device = _native.Device(api, adapter.index, _pool_bytes())
+        with quiet_stderr():
+            device = _native.Device(api, adapter.index, _pool_bytes())
     except GpuError as exc:
-        raise BackendUnavailable(f"opening {adapter.describe()} failed: {exc}") from exc
+        said = "; ".join(dict.fromkeys(driver_messages()))
+        raise BackendUnavailable(
+            f"opening {adapter.describe()} failed: {exc}"
+            + (f" (the driver said: {said})" if said else "")
+        ) from exc
     return WgpuBackend(api, device, adapter)
 
 
@@ -77,6 +98,7 @@ __all__ = [
     "WgpuBackend",
     "create_metal",
     "create_vulkan",
+    "driver_messages",
     "find_adapter",
     "native_build_id",
     "vulkan_loader",

@@ -22,7 +22,7 @@ from riftco.backends.metal import (
     quantized,
     reductions,
 )
-from riftco.backends.metal.discovery import Adapter
+from riftco.backends.metal.discovery import Adapter, driver_messages
 from riftco.backends.metal.runtime import Runtime, Storage
 from riftco.tensor.plugin import Backend, DType, Shape, as_dtype
 
@@ -50,7 +50,15 @@ class WgpuBackend(Backend):
         self.runs_on_host = adapter.runs_on_host
 
     def describe(self) -> str:
-        return f"wgpu {self.name}: {self.adapter.describe()}"
+        text = f"wgpu {self.name}: {self.adapter.describe()}"
+        said = driver_messages()
+        if said:
+            # What the driver wrote to stderr during discovery, kept off the terminal.
+            unique = list(dict.fromkeys(said))
+            text += f"; the driver wrote during discovery: {' | '.join(unique)}"
+            if len(said) > len(unique):
+                text += f" ({len(said)} lines)"
+        return text
 
     def missing_hint(self, capability: str) -> str:
         return "there is no fallback to the CPU: move the tensors with .to('cpu') to use it there"

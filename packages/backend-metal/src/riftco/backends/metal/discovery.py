@@ -14,10 +14,13 @@ picked by ``auto``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import os
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +75,52 @@ def vulkan_loader(platform: str | None = None) -> str | None:
         return name
     found = ctypes.util.find_library("vulkan")
     return found or None
+
+
+#: What Vulkan drivers wrote to stderr while adapters were enumerated or a device
+#: opened (Mesa's WSI prints "error: XDG_RUNTIME_DIR is invalid or not set" on a
+#: headless machine): kept here, and in ``driver_messages()``, instead of reaching
+#: the terminal of a command that never asked for a GPU.
+_DRIVER_MESSAGES: list[str] = []
+_QUIET = threading.Lock()
+
+
+def driver_messages() -> tuple[str, ...]:
+    """The lines drivers wrote to stderr during this process's adapter enumeration."""
+    return tuple(_DRIVER_MESSAGES)
+
+
+@contextlib.contextmanager
+def quiet_stderr() -> Iterator[list[str]]:
+    """Run the body with file descriptor 2 redirected to a private temporary file;
+    the lines written there are appended to the list yielded (and to
+    ``driver_messages()``). Native code writes straight to the descriptor, so
+    ``sys.stderr`` alone would not catch it. Writes from other threads in that
+    window are captured too, not lost. Without a usable descriptor 2 (a
+    redirected ``sys.stderr`` in some embedders) the body runs as it is."""
+    lines: list[str] = []
+    with _QUIET:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError, AttributeError):
+            yield lines
+            return
+        try:
+            with tempfile.TemporaryFile() as sink:
+                os.dup2(sink.fileno(), 2)
+                try:
+                    yield lines
+                finally:
+                    with contextlib.suppress(OSError, ValueError, AttributeError):
+                        sys.stderr.flush()
+                    os.dup2(saved, 2)
+                    sink.seek(0)
+                    text = sink.read(1 << 16).decode("utf-8", "replace")
+                    lines.extend(line for line in text.splitlines() if line.strip())
+                    _DRIVER_MESSAGES.extend(lines)
+        finally:
+            os.close(saved)
 
 
 def _as_adapters(api: str, raw: Sequence[dict[str, Any]]) -> list[Adapter]:
@@ -132,11 +181,21 @@ def find_adapter(
             raise BackendUnavailable(f"no Vulkan loader (libvulkan) found; {DRIVER_HINT}")
         found = _as_adapters(api, enumerate_adapters(api))
         if not found:
+            said = driver_messages()
             raise BackendUnavailable(
                 f"the Vulkan loader ({library}) found no adapter: no Vulkan driver (ICD) is "
                 f"installed or none can open this GPU; {DRIVER_HINT}"
+                + (f" (the drivers said: {' | '.join(dict.fromkeys(said))})" if said else "")
             )
     return choose(found, os.environ.get(ADAPTER_VAR))
 
 
-__all__ = ["ADAPTER_VAR", "Adapter", "choose", "find_adapter", "vulkan_loader"]
+__all__ = [
+    "ADAPTER_VAR",
+    "Adapter",
+    "choose",
+    "driver_messages",
+    "find_adapter",
+    "quiet_stderr",
+    "vulkan_loader",
+]
