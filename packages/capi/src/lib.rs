@@ -1,0 +1,6 @@
+//! libriftco: the versioned C ABI of the Riftco engine. See README.md for the interface.
+
+pub mod error;
+pub mod handle;
+
+pub use error::{guard, set_last_error, Error, Status};
