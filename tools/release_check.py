@@ -16,7 +16,7 @@ The steps, each timed:
    pure ones ``py3-none-any``, and each native wheel holds its own module's library.
 5. **install**: a fresh venv whose PATH has no ``cargo`` or ``rustc`` (checked inside it);
    third-party wheels are downloaded into a folder of their own first, then ``riftco``
-   and ``riftco-serve`` are installed with no index at all (``--no-index --find-links
+   (the umbrella: the command, the CPU stack and serving) is installed with no index at all (``--no-index --find-links
    dist --find-links <deps> --only-binary :all:``), so every ``riftco-*`` comes from dist/
    and nothing is compiled; the installed versions and native build ids must be dist/'s.
 6. **demo**: ``riftco demo --quick`` in that venv.
@@ -65,7 +65,7 @@ WORK = ROOT / "build" / "release-check"
 MAX_POLICY = (2, 28)
 BUILD_POLICY = "manylinux_2_17"
 # What `riftco` needs for the demo and one served request.
-USER_INSTALL = ("riftco", "riftco-serve")
+USER_INSTALL = ("riftco",)
 TOOLCHAIN = ("cargo", "rustc")
 
 

@@ -5,12 +5,22 @@ class Riftco < Formula
   desc "Auditable decoder-only Transformer stack: train, post-train, convert, serve"
   homepage "https://pypi.org/project/riftco/"
   url "https://files.pythonhosted.org/packages/source/r/riftco/riftco-0.1.0.tar.gz"
-  sha256 "b4efc60095597a4e23d7db9edb397b4f31d60df6aa7832c954f1c31e9eb61164"
+  sha256 "9b75dfd974c4014f24f4c75279fa5ffa996f94e4c27fb5b895382d18c0b55f01"
   license "Apache-2.0"
 
   # riftco-tensor (and safetensors) build Rust extensions from their sdists.
   depends_on "rust" => :build
   depends_on "python@3.11"
+
+  resource "anyio" do
+    url "https://files.pythonhosted.org/packages/a1/98/7e457a3b014976887a050561955c0b76e1e7e2d6e27b78ecef2ef80518f2/anyio-4.16.0.tar.gz"
+    sha256 "59bb03251907983d1603d27c3087ddb1e93299ea2163adcdba37899a4fb12ffb"
+  end
+
+  resource "click" do
+    url "https://files.pythonhosted.org/packages/45/37/edbf1b0707709013c0cf2e8317e03d97ed29bf4cac709fe328904ae92a38/click-8.5.1.tar.gz"
+    sha256 "9bbfada76703fd1d784b83eea012e3e8c6a001a876543ef104fa56aaaeb072b4"
+  end
 
   resource "contourpy" do
     url "https://files.pythonhosted.org/packages/58/01/1253e6698a07380cd31a736d248a3f2a50a7c88779a1813da27503cadc2a/contourpy-1.3.3.tar.gz"
@@ -25,6 +35,16 @@ class Riftco < Formula
   resource "fonttools" do
     url "https://files.pythonhosted.org/packages/0c/b5/672312ae80ce8b8eb9779c56052a24c8f36652aa7293a1a420553bcf03e5/fonttools-4.68.0.tar.gz"
     sha256 "73294e233070f71e2b3653b6bd8564af676d57f26d075761fb06d1ab2e4a7a5d"
+  end
+
+  resource "h11" do
+    url "https://files.pythonhosted.org/packages/01/ee/02a2c011bdab74c6fb3c75474d40b3052059d95df7e73351460c8588d963/h11-0.16.0.tar.gz"
+    sha256 "4e35b956cf45792e4caa5885e69fba00bdbc6ffafbfa020300e549b208ee5ff1"
+  end
+
+  resource "idna" do
+    url "https://files.pythonhosted.org/packages/f5/08/8eea9d4b8302028f3abb2c0813953f7aec26d33b7a8960ed760e65ff29fa/idna-3.20.tar.gz"
+    sha256 "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44"
   end
 
   resource "kiwisolver" do
@@ -69,27 +89,32 @@ class Riftco < Formula
 
   resource "riftco-autograd" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-autograd/riftco_autograd-0.1.0.tar.gz"
-    sha256 "849f672736daa23ade1b8ed48b65c52da5692b50485ca89aa54ccbb944321062"
+    sha256 "c5fc8d804533d2989d5cbd28ed62b3c4d9244831112c38cbb02aa27209fd8457"
   end
 
   resource "riftco-core" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-core/riftco_core-0.1.0.tar.gz"
-    sha256 "c8a1dd1fc03589f8271e31c86c9f5865102b4f57feb34a7f92688f37db09252a"
+    sha256 "18e8c26474d3599d797a54c6dfe2860739785adf9d516e44e230e7109289122d"
   end
 
   resource "riftco-interchange" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-interchange/riftco_interchange-0.1.0.tar.gz"
-    sha256 "6c90e342bc01ddf01ea9c9d70c6e47c0c7a5c5790f22d81a310a3d7236fb70fa"
+    sha256 "26a58674e22c0e42d3fb5f0c4d738e6cc9b31e6034379bd64855504f8502df71"
   end
 
   resource "riftco-nn" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-nn/riftco_nn-0.1.0.tar.gz"
-    sha256 "c4d257763d183f982ca90afa4a1af07ff2f87dd3f3ce5d81f14b6151d7c1b1e1"
+    sha256 "20f973bc7f1224175237346ad59fdc4bcd06a80d1940bd2c83d9744b956528d8"
   end
 
   resource "riftco-optim" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-optim/riftco_optim-0.1.0.tar.gz"
-    sha256 "27a7180400008b123a7fa5d1a3321321676d41e9941007e07e3cdd79dcd7a548"
+    sha256 "b890167575c8dba1056b8aafea3b5d375481f58ffa2daae8563f193cb86b916f"
+  end
+
+  resource "riftco-serve" do
+    url "https://files.pythonhosted.org/packages/source/r/riftco-serve/riftco_serve-0.1.0.tar.gz"
+    sha256 "95371e2ba3e8526614ea3ac4925ab9381d5ee184d689e50aec07868770edce11"
   end
 
   resource "riftco-tensor" do
@@ -99,12 +124,12 @@ class Riftco < Formula
 
   resource "riftco-text" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-text/riftco_text-0.1.0.tar.gz"
-    sha256 "e157640352d0f4ee82cad74b81dd27bad3b8b642632a9ab9d1e940c440d88c39"
+    sha256 "defcd53faeeb5f63c2e45132271ba809938e79fb146f9097089697973b93ae27"
   end
 
   resource "riftco-train" do
     url "https://files.pythonhosted.org/packages/source/r/riftco-train/riftco_train-0.1.0.tar.gz"
-    sha256 "3ad26d845fbe89fb0b69e2e6b872b4acc7d911d1c0be0567f05ed45b33acec53"
+    sha256 "b7195a99387078dd5337ba91f28ea7bd2cce254d5dd54570d032cb35d809dfe8"
   end
 
   resource "safetensors" do
@@ -112,9 +137,24 @@ class Riftco < Formula
     sha256 "fabaf3e0f18a6618d9b36560682562157f77c2b71fcffc7b432be2baed9d753d"
   end
 
+  resource "starlette" do
+    url "https://files.pythonhosted.org/packages/48/bb/3d8757f21e9a53d9035c9eb039a777047139a16bfdbedfc7a58241c3d914/starlette-1.10.0.tar.gz"
+    sha256 "b8399098d4c1e3522734f7235dc79b1fc967f96cf139c81e0fa30479e0685f9b"
+  end
+
+  resource "typing-extensions" do
+    url "https://files.pythonhosted.org/packages/f6/cc/6253133b5bb138fc3306cebfbda2c520f545d36b5be2c7255cc528bb45d6/typing_extensions-4.16.0.tar.gz"
+    sha256 "dc983d19a509c94dba722ee6abd33940f7c05a89e243c47e907eb4db6f1a43e5"
+  end
+
   resource "tzdata" do
     url "https://files.pythonhosted.org/packages/7a/29/6a1391d31cd00ff9e927215a224a880e1e84e826b64ba80a499e51c074d8/tzdata-2026.6.tar.gz"
     sha256 "85d2cd9c09f81f0bb29db27759fc83af4f1e620efb814f8c5bf8b4cc4feece6d"
+  end
+
+  resource "uvicorn" do
+    url "https://files.pythonhosted.org/packages/da/34/30e9280707135d2cfc589dfff3cb796bd07a3aeb1a3e415ba09dd89d7bb4/uvicorn-0.54.0.tar.gz"
+    sha256 "a2e33cbfaa0306f8e6b0c13e0cb89d7d7a2da3e62b90c66e18c33d9807b28620"
   end
 
   def install
