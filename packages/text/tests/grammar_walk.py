@@ -61,7 +61,7 @@ def walk(state: GrammarState, rng: random.Random, vocab=VOCAB, eos=EOS, budget=6
 
 def _finishing(choices: list[int], vocab, rng: random.Random) -> int:
     by_bytes = {vocab[i]: i for i in choices}
-    for data in FINISH:
+    for data in FINISH if rng.random() < 0.7 else ():  # sometimes a random byte: patterns
         if data in by_bytes:
             return by_bytes[data]
     singles = [i for i in choices if len(vocab[i]) == 1]

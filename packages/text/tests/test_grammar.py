@@ -136,7 +136,8 @@ def test_strings_are_valid_utf8_and_json():
 
 def test_unsupported_keywords_name_themselves():
     for schema, keyword in [
-        ({"type": "string", "pattern": "^a$"}, "pattern"),
+        ({"type": "string", "pattern": "^(?=a)"}, "pattern"),
+        ({"type": "string", "pattern": "(a)\\1"}, "pattern"),
         ({"type": "integer", "minimum": 0}, "minimum"),
         ({"type": "string", "format": "email"}, "format"),
         ({"type": "object", "frobnicate": 1}, "frobnicate"),
@@ -162,6 +163,45 @@ def test_impossible_schemas_refused():
     ]:
         with pytest.raises(SchemaError):
             grammar(schema)
+
+
+PATTERNS = [
+    r"^\d{4}-\d{2}-\d{2}$",
+    r"^[A-Z][a-z]+( [A-Z][a-z]+)*$",
+    r"^(cat|dog|é+)\.?$",
+    r"^[^a-z\s]{2,4}$",
+    r"^\w{1,5}@\w{1,5}\.(com|org)$",
+    r"ab?c*",
+    r"^\u00e9\x41[\-_]$",
+    r"^\\\"\n$",
+    r"^.{3}$",
+]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_patterns_walk_to_matching_strings(pattern):
+    schema = {"type": "string", "pattern": pattern}
+    g = grammar(schema)
+    rng = random.Random(5)
+    for _ in range(20):
+        value = json.loads(walk(g.start(), rng, budget=rng.randrange(30)))
+        jsonschema.validate(value, schema)
+
+
+def test_pattern_with_length_bounds():
+    schema = {"type": "string", "pattern": "^(ab|abc)+$", "minLength": 5, "maxLength": 5}
+    g = grammar(schema)
+    rng = random.Random(2)
+    outs = {json.loads(walk(g.start(), rng)) for _ in range(20)}
+    assert outs <= {"ababc", "abcab"} and outs
+    with pytest.raises(SchemaError, match="no string matches"):
+        grammar({"type": "string", "pattern": "^a{5}$", "maxLength": 4})
+    with pytest.raises(SchemaError, match="matches no string"):
+        grammar({"type": "string", "pattern": "[^\\s\\S]"})
+    state = feed(grammar({"type": "string", "pattern": "^é$"}).start(), b'"\xc3')
+    assert state.allows(0xA9) and not state.allows(0xA8)
+    with pytest.raises(TokenNotAllowed):  # a UTF-8 lead that cannot become é
+        feed(grammar({"type": "string", "pattern": "^é$"}).start(), b'"\xc4')
 
 
 def test_recursive_schema_within_depth():

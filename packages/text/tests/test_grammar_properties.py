@@ -37,8 +37,19 @@ def _string():
     )
 
 
+PATTERNS = st.sampled_from(
+    [
+        {"type": "string", "pattern": r"^\d{2,3}(-\d)?$"},
+        {"type": "string", "pattern": r"^(é|ab|a\\)+$", "maxLength": 5},
+        {"type": "string", "pattern": r'^[^\s"]{1,3}$', "minLength": 2},
+        {"type": "string", "pattern": r"x?y*"},
+        {"type": "string", "pattern": r"^\u00e9?\n?$"},
+    ]
+)
+
 LEAVES = st.one_of(
     _string(),
+    PATTERNS,
     st.sampled_from(
         [
             {"type": "integer"},

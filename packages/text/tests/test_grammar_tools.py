@@ -181,10 +181,10 @@ def test_bad_tools_refused(tok):
         tool_grammar(TOOLS, tok, tool_choice={"type": "function", "function": {"name": "x"}})
     with pytest.raises(ToolCallError, match="tool_choice"):
         tool_grammar(TOOLS, tok, tool_choice="sometimes")
-    hostile = {"type": "function", "function": {"name": "f", "parameters": {"pattern": "a"}}}
+    hostile = {"type": "function", "function": {"name": "f", "parameters": {"multipleOf": 2}}}
     with pytest.raises(SchemaError, match=r"tools\[0\]") as info:
         tool_grammar([hostile], tok)
-    assert info.value.keyword == "pattern"
+    assert info.value.keyword == "multipleOf"
 
 
 def test_tools_prompt_lists_every_tool():

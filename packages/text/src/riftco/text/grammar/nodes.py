@@ -18,9 +18,10 @@ finish (its *height*), and a child is entered only if it can finish within
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 INF = 1 << 30
 
@@ -338,6 +339,157 @@ class String(Node):
         if phase in self.CONT:
             low, high, after = self.CONT[phase]
             return [(after, count)] if low <= byte <= high else []
+        return []
+
+    def final(self, sub: Sub) -> bool:
+        return sub[0] == self.DONE
+
+    def first(self, firsts: list[frozenset[int]]) -> frozenset[int]:
+        return frozenset({0x22})
+
+
+class PatternString(Node):
+    """A JSON string whose characters wholly match a pattern's DFA (see ``regex``),
+    with ``min_length`` to ``max_length`` characters.
+
+    Bytes are decoded as they come: a character written as UTF-8 or as an escape is
+    checked when complete, and while incomplete the code points it may still become
+    (a range) must include one the DFA accepts, so no prefix is a dead end.
+    """
+
+    kinds = frozenset({STRING})
+    OPEN, BODY, ESCAPE, HEX, DONE = 0, 1, 2, 3, 9
+    REMAINING: ClassVar[dict[int, int]] = {10: 1, 11: 2, 12: 3, 13: 2, 14: 2, 15: 3, 16: 3}
+    # the code points a lead byte may begin, for the leads with a narrowed first byte
+    LEAD_RANGES: ClassVar[dict[int, tuple[int, int]]] = {
+        0xE0: (0x800, 0xFFF),
+        0xED: (0xD000, 0xD7FF),
+        0xF0: (0x10000, 0x3FFFF),
+        0xF4: (0x100000, 0x10FFFF),
+    }
+    ESCAPES: ClassVar[dict[int, int]] = {
+        0x22: 0x22,
+        0x5C: 0x5C,
+        0x2F: 0x2F,
+        0x62: 0x08,
+        0x66: 0x0C,
+        0x6E: 0x0A,
+        0x72: 0x0D,
+        0x74: 0x09,
+    }
+
+    def __init__(self, dfa: Any, min_length: int = 0, max_length: int | None = None) -> None:
+        self.dfa = dfa
+        self.min_length = min_length
+        self.max_length = max_length
+        self.reach = None if max_length is None else dfa.lengths(max_length)
+        self._live: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+
+    def possible(self) -> bool:
+        """Whether some string matches the pattern within the length bounds."""
+        return self._good(0, 0)
+
+    def start(self) -> Sub:
+        return (self.OPEN, 0, 0, 0, 0)
+
+    def _count(self, count: int) -> int:
+        count += 1
+        return min(count, self.min_length) if self.max_length is None else count
+
+    def _good(self, state: int, count: int) -> bool:
+        """Whether, ``count`` characters in, ``state`` can still end within the bounds."""
+        if self.reach is None:
+            return bool(self.dfa.longest[state] >= self.min_length - count)
+        assert self.max_length is not None
+        low, high = max(0, self.min_length - count), self.max_length - count
+        return high >= low and (self.reach[state] >> low) & ((1 << (high - low + 1)) - 1) != 0
+
+    def _char(self, count: int, state: int, code: int) -> list[Sub]:
+        nxt = self.dfa.next(state, code)
+        count = self._count(count)
+        if nxt < 0 or not self._good(nxt, count):
+            return []
+        return [(self.BODY, count, nxt, 0, 0)]
+
+    def _alive(self, state: int, count: int, low: int, high: int) -> bool:
+        """Whether a character in ``[low, high]`` may come next (the rest of a partly
+        written character can still be one the pattern and the bounds accept)."""
+        key = (state, count)
+        live = self._live.get(key)
+        if live is None:
+            dfa = self.dfa
+            bounds = [*dfa.starts[1:], 0x110000]
+            after = self._count(count)
+            starts: list[int] = []
+            ends: list[int] = []
+            for k, target in enumerate(dfa.table[state]):
+                if target >= 0 and self._good(target, after):
+                    if ends and dfa.starts[k] == ends[-1] + 1:
+                        ends[-1] = bounds[k] - 1
+                    else:
+                        starts.append(dfa.starts[k])
+                        ends.append(bounds[k] - 1)
+            live = self._live[key] = (starts, ends)
+        starts, ends = live
+        index = bisect_right(starts, high) - 1
+        return index >= 0 and ends[index] >= low
+
+    def step(self, sub: Sub, byte: int, room: int) -> list[Sub]:
+        phase, count, state, value, digits = sub
+        dfa = self.dfa
+        if phase == self.BODY:
+            if byte == 0x22:
+                ok = count >= self.min_length and dfa.accepting[state]
+                return [(self.DONE, count, state, 0, 0)] if ok else []
+            if self.max_length is not None and count >= self.max_length:
+                return []
+            if byte == 0x5C:  # an escape writes some character of the first plane
+                alive = self._alive(state, count, 0, 0xFFFF)
+                return [(self.ESCAPE, count, state, 0, 0)] if alive else []
+            if 0x20 <= byte < 0x80:
+                return self._char(count, state, byte)
+            lead = _utf8_lead(byte)
+            if lead is None:
+                return []
+            remaining = self.REMAINING[lead]
+            low, high = self.LEAD_RANGES.get(byte, (0, 0))
+            prefix = byte & (0x3F >> remaining)
+            if not low:
+                low, high = prefix << (6 * remaining), ((prefix + 1) << (6 * remaining)) - 1
+            return [(lead, count, state, prefix, 0)] if self._alive(state, count, low, high) else []
+        if phase == self.OPEN:
+            return [(self.BODY, 0, 0, 0, 0)] if byte == 0x22 else []
+        if phase == self.ESCAPE:
+            if byte in self.ESCAPES:
+                return self._char(count, state, self.ESCAPES[byte])
+            if byte != 0x75 or not self._alive(state, count, 0, 0xFFFF):
+                return []
+            return [(self.HEX, count, state, 0, 0)]
+        if phase == self.HEX:
+            if byte not in HEX:
+                return []
+            value = value * 16 + int(chr(byte), 16)
+            digits += 1
+            if digits == 4:
+                if 0xD800 <= value <= 0xDFFF:
+                    return []
+                return self._char(count, state, value)
+            low, high = value << (4 * (4 - digits)), ((value + 1) << (4 * (4 - digits))) - 1
+            return (
+                [(self.HEX, count, state, value, digits)]
+                if self._alive(state, count, low, high)
+                else []
+            )
+        if phase in String.CONT:
+            low_byte, high_byte, after = String.CONT[phase]
+            if not low_byte <= byte <= high_byte:
+                return []
+            value = (value << 6) | (byte & 0x3F)
+            remaining = self.REMAINING[phase] - 1
+            if remaining == 0:
+                return self._char(count, state, value)
+            low, high = value << (6 * remaining), ((value + 1) << (6 * remaining)) - 1
+            return [(after, count, state, value, 0)] if self._alive(state, count, low, high) else []
         return []
 
     def final(self, sub: Sub) -> bool:

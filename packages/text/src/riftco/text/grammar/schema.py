@@ -23,9 +23,11 @@ from riftco.text.grammar.nodes import (
     Map,
     Number,
     Object,
+    PatternString,
     String,
     Union,
 )
+from riftco.text.grammar.regex import compile_pattern
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class GrammarLimits:
     max_literal_bytes: int = 1 << 16  # bytes of every enum and const value together
     max_alternatives: int = 64  # branches of one union (anyOf, oneOf, type lists), flattened
     max_length: int = 1 << 16  # largest minLength / maxLength / minItems / maxItems
+    max_pattern_states: int = 512  # DFA states of one pattern
     max_stacks: int = 512  # parses side by side while decoding
     max_states: int = 1 << 16  # interned automaton states before the table is dropped
     mask_cache_bytes: int = 32 << 20  # memory for cached token masks
@@ -77,13 +80,12 @@ LITERAL_KEYS = frozenset({"enum", "const"})
 BY_KIND = {
     OBJECT: frozenset({"properties", "required", "additionalProperties"}),
     ARRAY: frozenset({"items", "minItems", "maxItems"}),
-    STRING: frozenset({"minLength", "maxLength"}),
+    STRING: frozenset({"minLength", "maxLength", "pattern"}),
 }
 SUPPORTED = (
     ANNOTATIONS | COMBINATORS | LITERAL_KEYS | {"type"} | frozenset().union(*BY_KIND.values())
 )
 REASONS = {
-    "pattern": "regular expressions are not supported; use enum, or a string without pattern",
     "format": "string formats are not enforced; drop format, or use enum or pattern-free strings",
     "minimum": "numeric bounds are not supported",
     "maximum": "numeric bounds are not supported",
@@ -385,12 +387,32 @@ class Compiler:
                 raise SchemaError(
                     f"minLength {low} exceeds maxLength {high}", keyword="minLength", path=path
                 )
+            if "pattern" in schema:
+                return self._pattern(schema["pattern"], low, high, path)
             return self.add(String(low, high))
         if kind in (NUMBER, "integer"):
             return self.add(Number(integer=kind == "integer"))
         if kind == BOOLEAN:
             return self.add(Literals([b"true", b"false"], {BOOLEAN}))
         return self.add(Literals([b"null"], {NULL}))
+
+    def _pattern(self, pattern: Any, low: int, high: int | None, path: str) -> int:
+        dfa = compile_pattern(pattern, self.limits.max_pattern_states, path)
+        if high is not None and high * len(dfa.table) > 1 << 20:
+            raise GrammarLimitError(
+                f"pattern with maxLength {high}: too many length states to check "
+                f"({len(dfa.table)} automaton states)",
+                keyword="maxLength",
+                path=path,
+            )
+        node = PatternString(dfa, low, high)
+        if not node.possible():
+            raise SchemaError(
+                "no string matches the pattern within minLength and maxLength",
+                keyword="pattern",
+                path=path,
+            )
+        return self.add(node)
 
     def _count(self, schema: Mapping[str, Any], key: str, default: Any, path: str) -> Any:
         if key not in schema:
