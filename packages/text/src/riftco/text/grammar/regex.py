@@ -144,6 +144,7 @@ class _Parser:
         close = self.text.index("}", self.at)
         body = self.text[self.at + 1 : close]
         self.at = close + 1
+        high: int | None
         if "," not in body:
             low = high = int(body)
         else:
