@@ -1,3 +1,4 @@
+import datetime
 import json
 import random
 
@@ -139,7 +140,8 @@ def test_unsupported_keywords_name_themselves():
         ({"type": "string", "pattern": "^(?=a)"}, "pattern"),
         ({"type": "string", "pattern": "(a)\\1"}, "pattern"),
         ({"type": "integer", "minimum": 0}, "minimum"),
-        ({"type": "string", "format": "email"}, "format"),
+        ({"type": "string", "format": "hostname"}, "format"),
+        ({"type": "string", "format": "date", "pattern": "^2"}, "format"),
         ({"type": "object", "frobnicate": 1}, "frobnicate"),
         ({"type": "array", "items": [{}]}, "items"),
         ({"$ref": "http://example.com/s.json"}, "$ref"),
@@ -186,6 +188,22 @@ def test_patterns_walk_to_matching_strings(pattern):
     for _ in range(20):
         value = json.loads(walk(g.start(), rng, budget=rng.randrange(30)))
         jsonschema.validate(value, schema)
+
+
+@pytest.mark.parametrize("name", ["date", "time", "date-time", "uuid", "ipv4", "email"])
+def test_formats_generate_valid_strings(name):
+    schema = {"type": "string", "format": name}
+    g = grammar(schema)
+    rng = random.Random(4)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    for _ in range(15):
+        value = json.loads(walk(g.start(), rng, budget=rng.randrange(40)))
+        jsonschema.validate(value, schema, format_checker=checker)
+        if name == "time":  # RFC 3339 full-time (jsonschema checks it only with extras)
+            datetime.time.fromisoformat(value)
+            assert value[8:9] in (".", "Z", "+", "-")
+        elif name == "date-time":
+            assert datetime.datetime.fromisoformat(value).tzinfo is not None
 
 
 def test_pattern_with_length_bounds():

@@ -80,13 +80,12 @@ LITERAL_KEYS = frozenset({"enum", "const"})
 BY_KIND = {
     OBJECT: frozenset({"properties", "required", "additionalProperties"}),
     ARRAY: frozenset({"items", "minItems", "maxItems"}),
-    STRING: frozenset({"minLength", "maxLength", "pattern"}),
+    STRING: frozenset({"minLength", "maxLength", "pattern", "format"}),
 }
 SUPPORTED = (
     ANNOTATIONS | COMBINATORS | LITERAL_KEYS | {"type"} | frozenset().union(*BY_KIND.values())
 )
 REASONS = {
-    "format": "string formats are not enforced; drop format, or use enum or pattern-free strings",
     "minimum": "numeric bounds are not supported",
     "maximum": "numeric bounds are not supported",
     "exclusiveMinimum": "numeric bounds are not supported",
@@ -98,6 +97,24 @@ REASONS = {
     "nullable": 'nullable is OpenAPI, not JSON Schema; use "type": [..., "null"]',
     "not": "not is not supported",
     "if": "conditionals are not supported",
+}
+
+
+_TIME = r"(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d{1,6})?(?:Z|[+-](?:[01]\d|2[0-3]):[0-5]\d)"
+# Every day of every month but 29 February, so no calendar check is needed.
+_DATE = (
+    r"[12]\d{3}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)"
+    r"|(?:0[13578]|1[02])-31)"
+)
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+# Formats generated as patterns (each a subset of what the format allows).
+FORMATS = {
+    "date": f"^{_DATE}$",
+    "time": f"^{_TIME}$",
+    "date-time": f"^{_DATE}T{_TIME}$",
+    "uuid": r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+    "ipv4": rf"^(?:{_OCTET}\.){{3}}{_OCTET}$",
+    "email": r"^[a-z0-9._+-]{1,32}@[a-z0-9-]{1,32}(?:\.[a-z0-9-]{1,32}){0,3}\.[a-z]{2,8}$",
 }
 
 
@@ -387,6 +404,16 @@ class Compiler:
                 raise SchemaError(
                     f"minLength {low} exceeds maxLength {high}", keyword="minLength", path=path
                 )
+            if "format" in schema:
+                name = schema["format"]
+                if name not in FORMATS or "pattern" in schema:
+                    reason = (
+                        "format with pattern is not supported"
+                        if name in FORMATS
+                        else f"supported formats are {sorted(FORMATS)}"
+                    )
+                    raise SchemaError(f"format {name!r:.40}: {reason}", keyword="format", path=path)
+                return self._pattern(FORMATS[name], low, high, path)
             if "pattern" in schema:
                 return self._pattern(schema["pattern"], low, high, path)
             return self.add(String(low, high))
