@@ -5,6 +5,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use crate::args_size;
+use crate::client_options::{ClientOption, NamedValues};
 use crate::error::{Error, Result};
 use crate::ffi::{self, PJRT_Client, PJRT_Device, PJRT_Event};
 use crate::plugin::{text, Plugin};
@@ -26,15 +27,18 @@ unsafe impl Send for Client {}
 unsafe impl Sync for Client {}
 
 impl Client {
-    /// `PJRT_Client_Create` with no options, then look at the first addressable device.
-    pub fn create(plugin: Arc<Plugin>) -> Result<Arc<Client>> {
+    /// `PJRT_Client_Create` with `options` (checked first, see
+    /// [`client_options`](crate::client_options)), then look at the first
+    /// addressable device.
+    pub fn create(plugin: Arc<Plugin>, options: &[ClientOption]) -> Result<Arc<Client>> {
+        let named = NamedValues::new(options.to_vec())?;
         let api = plugin.api();
         let create = plugin.entry(api.client_create, "PJRT_Client_Create")?;
         let mut args = ffi::PJRT_Client_Create_Args {
             struct_size: args_size!(ffi::PJRT_Client_Create_Args, kv_try_get_user_arg),
             extension_start: ptr::null_mut(),
-            create_options: ptr::null(),
-            num_options: 0,
+            create_options: named.as_ptr(),
+            num_options: named.len(),
             kv_get_callback: ptr::null(),
             kv_get_user_arg: ptr::null_mut(),
             kv_put_callback: ptr::null(),

@@ -70,6 +70,123 @@ impl Executable {
         })
     }
 
+    /// `PJRT_Executable_DeserializeAndLoad` of bytes from [`Executable::serialize`]
+    /// (by the same plugin build; another one may refuse them).
+    pub fn deserialize(
+        client: &Arc<Client>,
+        bytes: &[u8],
+        params: Vec<TensorType>,
+        results: Vec<TensorType>,
+    ) -> Result<Executable> {
+        let plugin = client.plugin();
+        let api = plugin.api();
+        let f = plugin.entry(
+            api.executable_deserialize_and_load,
+            "PJRT_Executable_DeserializeAndLoad",
+        )?;
+        let mut args = ffi::PJRT_Executable_DeserializeAndLoad_Args {
+            struct_size: args_size!(
+                ffi::PJRT_Executable_DeserializeAndLoad_Args,
+                overridden_serialized_compile_options_size
+            ),
+            extension_start: ptr::null_mut(),
+            client: client.raw(),
+            serialized_executable: bytes.as_ptr() as *const c_char,
+            serialized_executable_size: bytes.len(),
+            loaded_executable: ptr::null_mut(),
+            overridden_serialized_compile_options: ptr::null(),
+            overridden_serialized_compile_options_size: 0,
+        };
+        plugin.check("PJRT_Executable_DeserializeAndLoad", unsafe {
+            f(&mut args)
+        })?;
+        if args.loaded_executable.is_null() {
+            return Err(Error::Invalid(
+                "PJRT_Executable_DeserializeAndLoad returned no executable".into(),
+            ));
+        }
+        Ok(Executable {
+            client: client.clone(),
+            raw: args.loaded_executable,
+            params,
+            results,
+        })
+    }
+
+    /// The plugin's serialization of this executable (`PJRT_Executable_Serialize`).
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        let plugin = self.client.plugin();
+        let api = plugin.api();
+        let get = plugin.entry(
+            api.loaded_executable_get_executable,
+            "PJRT_LoadedExecutable_GetExecutable",
+        )?;
+        let serialize = plugin.entry(api.executable_serialize, "PJRT_Executable_Serialize")?;
+        let mut got = ffi::PJRT_LoadedExecutable_GetExecutable_Args {
+            struct_size: args_size!(ffi::PJRT_LoadedExecutable_GetExecutable_Args, executable),
+            extension_start: ptr::null_mut(),
+            loaded_executable: self.raw,
+            executable: ptr::null_mut(),
+        };
+        plugin.check("PJRT_LoadedExecutable_GetExecutable", unsafe {
+            get(&mut got)
+        })?;
+        if got.executable.is_null() {
+            return Err(Error::Invalid(
+                "PJRT_LoadedExecutable_GetExecutable returned no executable".into(),
+            ));
+        }
+        let mut args = ffi::PJRT_Executable_Serialize_Args {
+            struct_size: args_size!(
+                ffi::PJRT_Executable_Serialize_Args,
+                serialized_executable_deleter
+            ),
+            extension_start: ptr::null_mut(),
+            executable: got.executable,
+            serialized_bytes: ptr::null(),
+            serialized_bytes_size: 0,
+            serialized_executable: ptr::null_mut(),
+            serialized_executable_deleter: None,
+        };
+        let done = plugin.check("PJRT_Executable_Serialize", unsafe {
+            serialize(&mut args)
+        });
+        let bytes = if done.is_ok() && !args.serialized_bytes.is_null() {
+            // SAFETY: the plugin hands out `serialized_bytes_size` bytes that live
+            // until the deleter is called on `serialized_executable`.
+            unsafe {
+                std::slice::from_raw_parts(
+                    args.serialized_bytes as *const u8,
+                    args.serialized_bytes_size,
+                )
+            }
+            .to_vec()
+        } else {
+            Vec::new()
+        };
+        if let (Some(deleter), false) = (
+            args.serialized_executable_deleter,
+            args.serialized_executable.is_null(),
+        ) {
+            unsafe { deleter(args.serialized_executable) };
+        }
+        if let Some(destroy) = api.executable_destroy {
+            let mut d = ffi::PJRT_Executable_Destroy_Args {
+                struct_size: args_size!(ffi::PJRT_Executable_Destroy_Args, executable),
+                extension_start: ptr::null_mut(),
+                executable: got.executable,
+            };
+            let _ = plugin.check("PJRT_Executable_Destroy", unsafe { destroy(&mut d) });
+        }
+        done?;
+        if bytes.is_empty() {
+            return Err(Error::Invalid(
+                "PJRT_Executable_Serialize returned no bytes".into(),
+            ));
+        }
+        Ok(bytes)
+    }
+
     pub fn params(&self) -> &[TensorType] {
         &self.params
     }

@@ -67,6 +67,14 @@ pub struct PJRT_LoadedExecutable {
     _private: [u8; 0],
 }
 #[repr(C)]
+pub struct PJRT_Executable {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct PJRT_SerializedExecutable {
+    _private: [u8; 0],
+}
+#[repr(C)]
 pub struct PJRT_Buffer {
     _private: [u8; 0],
 }
@@ -368,6 +376,46 @@ pub struct PJRT_LoadedExecutable_Execute_Args {
     pub execute_device: *mut PJRT_Device,
 }
 
+#[repr(C)]
+pub struct PJRT_LoadedExecutable_GetExecutable_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub loaded_executable: *mut PJRT_LoadedExecutable,
+    pub executable: *mut PJRT_Executable,
+}
+
+#[repr(C)]
+pub struct PJRT_Executable_Destroy_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *mut PJRT_Executable,
+}
+
+#[repr(C)]
+pub struct PJRT_Executable_Serialize_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub executable: *const PJRT_Executable,
+    pub serialized_bytes: *const c_char,
+    pub serialized_bytes_size: usize,
+    pub serialized_executable: *mut PJRT_SerializedExecutable,
+    pub serialized_executable_deleter: Option<unsafe extern "C" fn(*mut PJRT_SerializedExecutable)>,
+}
+
+/// Plugins of API 0.81 refuse a `struct_size` without the overridden
+/// compile options (null: the serialized executable's own are used).
+#[repr(C)]
+pub struct PJRT_Executable_DeserializeAndLoad_Args {
+    pub struct_size: usize,
+    pub extension_start: *mut PJRT_Extension_Base,
+    pub client: *mut PJRT_Client,
+    pub serialized_executable: *const c_char,
+    pub serialized_executable_size: usize,
+    pub loaded_executable: *mut PJRT_LoadedExecutable,
+    pub overridden_serialized_compile_options: *const c_char,
+    pub overridden_serialized_compile_options_size: usize,
+}
+
 // ---- buffers -----------------------------------------------------------------
 
 #[repr(C)]
@@ -456,7 +504,7 @@ pub struct Api {
     pub memory_to_string: Unused,
     pub memory_addressable_by_devices: Unused,
 
-    pub executable_destroy: Unused,
+    pub executable_destroy: Fn<PJRT_Executable_Destroy_Args>,
     pub executable_name: Unused,
     pub executable_num_replicas: Unused,
     pub executable_num_partitions: Unused,
@@ -465,15 +513,15 @@ pub struct Api {
     pub executable_get_cost_analysis: Unused,
     pub executable_output_memory_kinds: Unused,
     pub executable_optimized_program: Unused,
-    pub executable_serialize: Unused,
+    pub executable_serialize: Fn<PJRT_Executable_Serialize_Args>,
 
     pub loaded_executable_destroy: Fn<PJRT_LoadedExecutable_Destroy_Args>,
-    pub loaded_executable_get_executable: Unused,
+    pub loaded_executable_get_executable: Fn<PJRT_LoadedExecutable_GetExecutable_Args>,
     pub loaded_executable_addressable_devices: Unused,
     pub loaded_executable_delete: Unused,
     pub loaded_executable_is_deleted: Unused,
     pub loaded_executable_execute: Fn<PJRT_LoadedExecutable_Execute_Args>,
-    pub executable_deserialize_and_load: Unused,
+    pub executable_deserialize_and_load: Fn<PJRT_Executable_DeserializeAndLoad_Args>,
     pub loaded_executable_fingerprint: Unused,
 
     pub buffer_destroy: Fn<PJRT_Buffer_Destroy_Args>,
@@ -522,6 +570,23 @@ mod tests {
         );
         assert_eq!(args_size!(PJRT_Buffer_ToHostBuffer_Args, event), 56);
         assert_eq!(std::mem::size_of::<PJRT_NamedValue>(), 56);
+        assert_eq!(args_size!(PJRT_NamedValue, value_size), 56);
+        assert_eq!(
+            args_size!(PJRT_LoadedExecutable_GetExecutable_Args, executable),
+            32
+        );
+        assert_eq!(args_size!(PJRT_Executable_Destroy_Args, executable), 24);
+        assert_eq!(
+            args_size!(PJRT_Executable_Serialize_Args, serialized_executable_deleter),
+            56
+        );
+        assert_eq!(
+            args_size!(
+                PJRT_Executable_DeserializeAndLoad_Args,
+                overridden_serialized_compile_options_size
+            ),
+            64
+        );
     }
 
     #[test]
@@ -544,6 +609,16 @@ mod tests {
         assert_eq!(
             std::mem::offset_of!(Api, loaded_executable_execute),
             entry(55)
+        );
+        assert_eq!(std::mem::offset_of!(Api, executable_destroy), entry(40));
+        assert_eq!(std::mem::offset_of!(Api, executable_serialize), entry(49));
+        assert_eq!(
+            std::mem::offset_of!(Api, loaded_executable_get_executable),
+            entry(51)
+        );
+        assert_eq!(
+            std::mem::offset_of!(Api, executable_deserialize_and_load),
+            entry(56)
         );
         assert_eq!(std::mem::offset_of!(Api, buffer_destroy), entry(58));
         assert_eq!(std::mem::offset_of!(Api, buffer_to_host_buffer), entry(70));

@@ -6,14 +6,18 @@
 //!   plugin's handles (errors and events are turned into [`Error`]s).
 //! - [`hlo`]: a checked writer of StableHLO text; [`programs`]: the program
 //!   of each riftco backend capability for given shapes.
-//! - [`Runtime`]: a client plus a compile cache keyed by program text.
+//! - [`Runtime`]: a client (created on first use, with named options) plus a
+//!   compile cache keyed by program text and, with [`disk_cache`], a
+//!   persistent one of serialized executables.
 //!
 //! No Python here: the PyO3 module of `riftco-backend-tpu` sits on top.
 
 pub mod buffer;
 pub mod cache;
 pub mod client;
+pub mod client_options;
 pub mod error;
+pub mod disk_cache;
 pub mod executable;
 pub mod ffi;
 pub mod hlo;
@@ -21,14 +25,16 @@ pub mod options;
 pub mod plugin;
 pub mod programs;
 pub mod runtime;
+pub mod sha256;
 pub mod types;
 
 pub use buffer::Buffer;
 pub use client::Client;
+pub use client_options::{ClientOption, OptionValue, PluginKind};
 pub use error::{Error, Result};
 pub use executable::Executable;
 pub use hlo::{Builder, Program, Value};
 pub use options::CompileOptions;
 pub use plugin::Plugin;
-pub use runtime::Runtime;
+pub use runtime::{Runtime, RuntimeConfig};
 pub use types::{ElementType, TensorType};

@@ -230,7 +230,7 @@ pub(crate) unsafe fn text(ptr: *const c_char, len: usize) -> String {
     String::from_utf8_lossy(std::slice::from_raw_parts(ptr as *const u8, len)).into_owned()
 }
 
-unsafe fn named_value(v: &ffi::PJRT_NamedValue) -> (String, String) {
+pub(crate) unsafe fn named_value(v: &ffi::PJRT_NamedValue) -> (String, String) {
     let name = text(v.name, v.name_size);
     let value = match v.kind {
         ffi::NAMED_VALUE_STRING => text(v.value.string_value, v.value_size),
