@@ -88,6 +88,7 @@ pub struct Context {
     state: Mutex<State>,
     pub description: AdapterDescription,
     pub max_binding: u64,
+    pub max_buffer: u64,
     pub max_groups: u32,
     param_align: u64,
 }
@@ -109,6 +110,16 @@ pub struct Buffer {
 impl Buffer {
     pub fn raw(&self) -> &wgpu::Buffer {
         self.raw.as_ref().expect("a live buffer")
+    }
+
+    /// Bytes a kernel binds: the request in whole words, never the pooled class.
+    pub fn binding_size(&self) -> u64 {
+        pool::binding_size(self.size, MIN_BUFFER)
+    }
+
+    /// Bytes of the pooled allocation behind it (its size class).
+    pub fn allocated(&self) -> u64 {
+        self.raw().size()
     }
 }
 
@@ -145,7 +156,7 @@ impl Context {
         let shared = Arc::new(Shared {
             device,
             queue,
-            pool: Mutex::new(Pool::new(pool_bytes)),
+            pool: Mutex::new(Pool::new(pool_bytes, limits.max_buffer_size)),
             failure,
         });
         Context {
@@ -159,6 +170,7 @@ impl Context {
             max_binding: limits
                 .max_storage_buffer_binding_size
                 .min(limits.max_buffer_size),
+            max_buffer: limits.max_buffer_size,
             max_groups: limits.max_compute_workgroups_per_dimension,
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         }
@@ -184,12 +196,8 @@ impl Context {
     /// A buffer of at least `size` bytes, from the pool when one fits. Its
     /// contents are whatever it held before: kernels write every output element.
     pub fn alloc(&self, size: u64) -> Result<Buffer> {
-        if size > self.max_binding {
-            return error(format!(
-                "a buffer of {size} bytes exceeds this device's largest storage binding \
-                 ({} bytes)",
-                self.max_binding
-            ));
+        if let Some(msg) = pool::refusal(size, MIN_BUFFER, self.max_binding, self.max_buffer) {
+            return error(msg);
         }
         let raw = lock(&self.shared.pool).take(&self.shared.device, size.max(MIN_BUFFER));
         Ok(Buffer {
@@ -388,7 +396,13 @@ impl Context {
         for (i, b) in buffers.iter().enumerate() {
             entries.push(wgpu::BindGroupEntry {
                 binding: i as u32 + 1,
-                resource: b.raw().as_entire_binding(),
+                // The bytes asked for, not the whole pooled buffer (whose class may
+                // exceed the device's largest binding).
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: b.raw(),
+                    offset: 0,
+                    size: wgpu::BufferSize::new(b.binding_size()),
+                }),
             });
         }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {

@@ -78,3 +78,19 @@ fn writes_and_copies_keep_their_order() {
     assert_eq!(floats(&ctx.read(&b, 16).unwrap()), [1.0, 2.0, 9.0, 4.0]);
     assert!(ctx.copy(&a, 0, &b, 4, 16).is_err());
 }
+
+#[test]
+fn kernels_bind_the_requested_bytes_not_the_pooled_class() {
+    let Some(ctx) = any_context() else { return };
+    let kernel = ctx.kernel(ADD, "main").unwrap();
+    // 1000 floats ask for 4000 bytes; the pooled class is 4096.
+    let x = ctx.upload(&bytes(&vec![1.0; 1000])).unwrap();
+    let y = ctx.alloc(4000).unwrap();
+    assert_eq!((x.binding_size(), x.allocated()), (4000, 4096));
+    ctx.dispatch(&kernel, &[&x, &y], &[1000, 2.0f32.to_bits()], [16, 1, 1])
+        .unwrap();
+    let out = floats(&ctx.read(&y, 4000).unwrap());
+    assert!(out.iter().all(|&v| v == 3.0));
+    let err = ctx.alloc(ctx.max_binding + 1).err().expect("refused");
+    assert!(err.0.contains("largest storage binding"), "{err}");
+}
