@@ -47,6 +47,13 @@ class _Compiled:
                     self._grammar = self._compile(tokenizer)
                 except RequestError as exc:
                     self._error = exc
+                except (ValueError, TypeError, KeyError, RecursionError) as exc:
+                    # a hostile schema the engine did not name: refused, never a 5xx
+                    self._error = RequestError(
+                        f"Cannot compile the output grammar: {type(exc).__name__}: {exc}",
+                        param="response_format" if isinstance(self, JsonOutput) else "tools",
+                        code="invalid_schema",
+                    )
                 self._for = tokenizer
             if self._error is not None:
                 raise self._error
