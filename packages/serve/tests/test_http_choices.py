@@ -61,3 +61,14 @@ async def test_a_refused_choice_closes_the_others(serve, engine):
         assert engine.closed_early == 3  # the three queued before the refusal
     assert len(engine.seen) == 3 and engine.rejected == 1
     assert r.headers["Retry-After"] == "2"
+
+
+def test_max_choices_flag_and_setting():
+    from riftco.serve.cli import _parser
+    from riftco.serve.config import LimitsError, ServerConfig
+
+    assert _parser().parse_args(["m.rift"]).max_choices == 16
+    assert _parser().parse_args(["m.rift", "--max-choices", "4"]).max_choices == 4
+    for bad in (0, -1, True, 2.5):
+        with pytest.raises(LimitsError, match="max_choices"):
+            ServerConfig(max_choices=bad)

@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="/v1 requests one peer address may have in flight before 429 (default: 32)",
     )
     p.add_argument(
+        "--max-choices",
+        type=int,
+        default=16,
+        help="the most choices one request may ask for: n times its prompts (default: 16)",
+    )
+    p.add_argument(
         "--first-byte-timeout",
         type=float,
         default=5.0,
@@ -138,6 +144,7 @@ def main(argv: list[str]) -> int:
         "max_connections",
         "max_connections_per_client",
         "max_requests_per_client",
+        "max_choices",
         "first_byte_timeout",
         "header_timeout",
         "request_timeout",
@@ -158,6 +165,7 @@ def main(argv: list[str]) -> int:
             max_tokens_limit=args.max_tokens_limit,
             default_max_tokens=min(args.default_max_tokens, args.max_tokens_limit),
             max_requests_per_client=args.max_requests_per_client,
+            max_choices=args.max_choices,
         )
         connection_limits = ConnectionLimits(
             max_connections=args.max_connections,
