@@ -282,3 +282,21 @@ def test_a_prepared_vocabulary_is_shared():
     tok = BpeTokenizer.train("abc " * 20, vocab_size=260)
     assert Vocabulary.of_tokenizer(tok) is Vocabulary.of_tokenizer(tok)
     assert Vocabulary.of_tokenizer(tok, chat=True).eos_ids == tok.stop_ids(chat=True)
+
+
+def test_a_dropped_state_table_is_rebuilt():
+    from riftco.text.grammar import GrammarLimits
+
+    small = grammar(PERSON, limits=GrammarLimits(max_states=8, mask_cache_bytes=64))
+    full = grammar(PERSON)
+    rng = random.Random(9)
+    for _ in range(5):
+        mine, theirs = small.start(), full.start()
+        generations = small.automaton.generation
+        while not mine.is_done():
+            mask = mine.allowed()
+            np.testing.assert_array_equal(mask, theirs.allowed())
+            token = rng.choice(mask.nonzero()[0].tolist())
+            mine.advance(token)
+            theirs.advance(token)
+        assert small.automaton.generation > generations  # it was dropped, and still agrees

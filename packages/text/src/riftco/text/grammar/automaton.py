@@ -37,6 +37,7 @@ class ByteAutomaton:
 
     def _reset(self) -> None:
         self.generation += 1
+        self.edges = 0
         self._ids: dict[Config, int] = {}
         self.configs: list[Config] = []
         self.transitions: list[dict[int, int]] = []
@@ -138,11 +139,13 @@ class ByteAutomaton:
                 out.add(stack[:-1] + ((node_id, nsub),))
         result = self.intern(frozenset(out)) if out else DEAD
         self.transitions[state][byte] = result
+        self.edges += 1
         return result
 
     def trim(self) -> bool:
-        """Drop the table if it outgrew ``max_states``; True if it did (ids are stale)."""
-        if len(self.configs) < self.max_states:
+        """Drop the table if it outgrew ``max_states`` (or 64 cached byte transitions per
+        state on average); True if it did (state ids are then stale)."""
+        if len(self.configs) < self.max_states and self.edges < 64 * self.max_states:
             return False
         self._reset()
         return True

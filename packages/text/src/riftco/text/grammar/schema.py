@@ -48,7 +48,7 @@ class GrammarLimits:
     max_length: int = 1 << 16  # largest minLength / maxLength / minItems / maxItems
     max_pattern_states: int = 512  # DFA states of one pattern
     max_stacks: int = 512  # parses side by side while decoding
-    max_states: int = 1 << 16  # interned automaton states before the table is dropped
+    max_states: int = 1 << 14  # interned automaton states before the table is dropped
     mask_cache_bytes: int = 32 << 20  # memory for cached token masks
 
     def __post_init__(self) -> None:
