@@ -373,6 +373,7 @@ def mask_cost(args, model, tokenizer) -> None:
         if args.verbose:
             print(f"  round {k}: unconstrained {free_rates[-1]:.1f}, constrained {rate:.1f}")
     free, masked = statistics.median(free_rates), statistics.median(mask_rates)
+    paired = statistics.median(m / f for m, f in zip(mask_rates, free_rates))
     kind = "the default list schema" if args.schema is None else f"json_schema {args.schema.name}"
     same = all(a == b for a, b in counts)
     print(
@@ -392,6 +393,11 @@ def mask_cost(args, model, tokenizer) -> None:
         f"{masked / free:.3f}x, cost {(1 - masked / free) * 100:.1f}% "
         f"(mask and advance {statistics.median(mask_share) * 1000:.3f} ms/token, "
         f"{statistics.median(mask_share) * 1000 / step * 100:.1f}% of an unconstrained token)"
+    )
+    print(
+        f"  per-round ratio     : median {paired:.3f}x (cost {(1 - paired) * 100:.1f}%), "
+        f"rounds from {min(m / f for m, f in zip(mask_rates, free_rates)):.3f}x to "
+        f"{max(m / f for m, f in zip(mask_rates, free_rates)):.3f}x"
     )
     print(
         f"  constrained (cold)  : {cold:8.1f} tokens/s ({cold_made} tokens; mask and advance "
