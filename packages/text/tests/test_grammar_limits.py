@@ -4,8 +4,16 @@ import json
 
 import pytest
 from grammar_walk import EOS, SPECIAL, VOCAB
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from riftco.text.grammar import GrammarLimitError, GrammarLimits, SchemaError, TokenGrammar
+from riftco.text.grammar import (
+    GrammarError,
+    GrammarLimitError,
+    GrammarLimits,
+    SchemaError,
+    TokenGrammar,
+)
 
 
 def compile_(schema, **limits):
@@ -81,3 +89,37 @@ def test_refusals_are_schema_errors_a_server_can_answer():
         assert json.loads(json.dumps(body))["error"]["param"] == "format"
     else:
         raise AssertionError("format was accepted")
+
+
+KEYWORDS = [
+    "type", "properties", "required", "additionalProperties", "items", "minItems",
+    "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "allOf",
+    "$ref", "$defs", "pattern", "format", "title", "x",
+]  # fmt: skip
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 40) | st.floats(allow_nan=False)
+    | st.sampled_from(["object", "array", "string", "number", "integer", "boolean", "null",
+                       "#", "#/$defs/a", "#/properties/a", "^a+$", "(", "date", "a"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from([*KEYWORDS, "a", "b"]), inner, max_size=5
+    ),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_any_document_compiles_or_is_refused_typed(schema):
+    try:
+        compile_(schema)
+    except GrammarError:
+        pass
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="ab()[]{}|*+?^$\\.-,:0123456789dDwWsSuxé", max_size=14))
+def test_any_pattern_compiles_or_is_refused_typed(pattern):
+    try:
+        compile_({"type": "string", "pattern": pattern, "maxLength": 6})
+    except GrammarError:
+        pass

@@ -355,7 +355,11 @@ class Compiler:
             return None
         kinds = schema["type"]
         listed = kinds if isinstance(kinds, list) else [kinds]
-        if not listed or any(k not in KINDS for k in listed) or len(set(listed)) != len(listed):
+        if (
+            not listed
+            or not all(isinstance(k, str) and k in KINDS for k in listed)
+            or len(set(listed)) != len(listed)
+        ):
             raise SchemaError(
                 f"type: expected one of {list(KINDS)} or a list of distinct ones; "
                 f"found {kinds!r:.80}",
@@ -406,10 +410,10 @@ class Compiler:
                 )
             if "format" in schema:
                 name = schema["format"]
-                if name not in FORMATS or "pattern" in schema:
+                if not isinstance(name, str) or name not in FORMATS or "pattern" in schema:
                     reason = (
                         "format with pattern is not supported"
-                        if name in FORMATS
+                        if isinstance(name, str) and name in FORMATS
                         else f"supported formats are {sorted(FORMATS)}"
                     )
                     raise SchemaError(f"format {name!r:.40}: {reason}", keyword="format", path=path)
