@@ -62,3 +62,28 @@ def test_the_llamacpp_forward_quantizes_inputs_as_ggml_does():
     assert not ggml_q8_0_input(np.zeros((2, 32), np.float32)).any()
     with pytest.raises(ValueError, match="multiple of 32"):
         ggml_q8_0_input(np.zeros((1, 31), np.float32))
+
+
+def test_the_scripted_engine_frees_a_slot_closed_before_its_task_ran():
+    """A stream closed before its generation task first runs still frees its slot."""
+    pytest.importorskip("riftco.serve")
+    import asyncio
+
+    from riftco.serve.engine import GenerationRequest
+    from riftco.testing.serve import ScriptedEngine
+
+    async def main() -> ScriptedEngine:
+        engine = ScriptedEngine(capacity=2)
+        engine.start()
+        for _ in range(5):  # more than the capacity: every closed stream gave its slot back
+            channel = engine.submit(GenerationRequest(prompt="hello there"))
+            await channel.aclose()  # before the task's first step
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        finished = engine.submit(GenerationRequest(prompt="hello there"))
+        async for _ in finished:
+            pass
+        return engine
+
+    engine = asyncio.run(main())
+    assert engine.active == 0 and engine.closed_early == 5 and engine.rejected == 0

@@ -94,33 +94,36 @@ class ScriptedEngine:
         channel = EventChannel(asyncio.get_running_loop(), on_close)
         channel.dropped_messages = dropped
         task = asyncio.get_running_loop().create_task(self._run(request, channel))
+        # The slot is freed when the task ends however it ends: a task cancelled
+        # before it first runs never enters _run, so a `finally` there would leak it.
+        task.add_done_callback(self._release)
         return channel
+
+    def _release(self, task: asyncio.Task[None]) -> None:
+        self.active -= 1
 
     async def _run(self, request: GenerationRequest, channel: EventChannel) -> None:
         options = request.options
         prompt_tokens = len(render_prompt(request).split())
-        try:
-            text, count, reason = "", 0, "stop"
-            for token in scripted_reply(request):
-                if count == options.max_new_tokens:
-                    reason = "length"
-                    break
-                if self.token_delay:
-                    await asyncio.sleep(self.token_delay)
-                count += 1
-                self.generated += 1
-                text += token
-                found = [i for i in (text.find(s) for s in request.stop) if i >= 0]
-                if found:
-                    cut = min(found)
-                    emitted = len(text) - len(token)
-                    if cut > emitted:
-                        channel.put(TextDelta(text[emitted:cut]))
-                    break
-                channel.put(TextDelta(token))
-            channel.put(Finished(reason, prompt_tokens, count))  # type: ignore[arg-type]
-        finally:
-            self.active -= 1
+        text, count, reason = "", 0, "stop"
+        for token in scripted_reply(request):
+            if count == options.max_new_tokens:
+                reason = "length"
+                break
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            count += 1
+            self.generated += 1
+            text += token
+            found = [i for i in (text.find(s) for s in request.stop) if i >= 0]
+            if found:
+                cut = min(found)
+                emitted = len(text) - len(token)
+                if cut > emitted:
+                    channel.put(TextDelta(text[emitted:cut]))
+                break
+            channel.put(TextDelta(token))
+        channel.put(Finished(reason, prompt_tokens, count))  # type: ignore[arg-type]
 
 
 def _fit_words(request: GenerationRequest, context: int) -> tuple[tuple[ChatMessage, ...], int]:
