@@ -2,5 +2,9 @@
 
 pub mod error;
 pub mod handle;
+pub mod json;
+pub mod model;
+pub mod rift;
+pub mod sampler;
 
 pub use error::{guard, set_last_error, Error, Status};
