@@ -151,6 +151,20 @@ def test_unsupported_keywords_name_themselves():
         assert info.value.keyword == keyword, schema
 
 
+def test_one_of_needs_branches_that_cannot_both_match():
+    grammar({"oneOf": [{"type": "string"}, {"type": "integer"}, {"enum": [True, None]}]})
+    grammar({"oneOf": [{"enum": [1, "a"]}, {"enum": [2, True]}]})
+    for overlapping in [
+        [{"type": "string"}, {"type": "string", "maxLength": 2}],
+        [{"type": "number"}, {"type": "integer"}],
+        [{"enum": [1]}, {"enum": [1.0]}],  # one value to JSON Schema
+        [{"const": {"a": [1]}}, {"const": {"a": [1.0]}}],
+    ]:
+        with pytest.raises(SchemaError, match="oneOf") as info:
+            grammar({"oneOf": overlapping})
+        assert info.value.keyword == "oneOf"
+
+
 def test_impossible_schemas_refused():
     for schema in [
         {"type": "string", "minLength": 3, "maxLength": 2},

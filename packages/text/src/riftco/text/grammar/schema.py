@@ -576,14 +576,28 @@ class Compiler:
             out |= self.graph.nodes[alt].kinds
         return frozenset(out)
 
-    def _literal_set(self, node_id: int) -> set[bytes] | None:
-        out: set[bytes] = set()
+    def _literal_set(self, node_id: int) -> set[Any] | None:
+        """The values a node of literals stands for, keyed as JSON Schema compares them
+        (``1`` and ``1.0`` are one value, ``true`` and ``1`` two)."""
+        out: set[Any] = set()
         for alt in self.graph.alternatives(node_id):
             node = self.graph.nodes[alt]
             if not isinstance(node, Literals):
                 return None
-            out |= set(node.values)
+            out |= {_value_key(json.loads(value)) for value in node.values}
         return out
+
+
+def _value_key(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, float) and value.is_integer():
+        return ("number", int(value))
+    if isinstance(value, (int, float)):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_value_key(v) for v in value))
+    return ("object", frozenset((k, _value_key(v)) for k, v in value.items()))
 
 
 def _kind_allowed(kind: str, value: Any, kinds: list[str]) -> bool:
