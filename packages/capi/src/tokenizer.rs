@@ -5,8 +5,13 @@
 //! `n_out`. With `cap == 0` nothing is written (`out` may be NULL) and `*n_out` is set to the
 //! number of items the result has: the size query. With `cap` at least that number, the result
 //! is written and `*n_out` is its length. With a smaller nonzero `cap` nothing is written,
-//! `*n_out` is the size needed and the call returns `RIFTCO_STATUS_INVALID_ARGUMENT`; a call that
-//! fails this way changes no state (a decoder keeps its token for the retry).
+//! `*n_out` is the size needed and the call returns `RIFTCO_STATUS_INVALID_ARGUMENT`.
+//!
+//! The decoder's `push` and `flush` change state, so for them `cap == 0` is no query: a result
+//! that fits (none, or 0 bytes) is taken and the call succeeds; one that does not fit, at any
+//! `cap`, is refused with `RIFTCO_STATUS_INVALID_ARGUMENT`, `*n_out` the size needed and the
+//! decoder unchanged (retry the same id with a larger buffer). A buffer of
+//! `RIFTCO_TOKENIZER_MAX_PUSH_BYTES` always fits.
 
 use std::ffi::c_char;
 use std::path::PathBuf;
@@ -53,6 +58,9 @@ pub const RIFTCO_DECODE_SKIP_SPECIAL: u32 = 1;
 /// `riftco_tokenizer_decode` flag: write valid UTF-8, each invalid sequence as U+FFFD
 /// (riftco-text's `decode`); without it the bytes are exact (`decode_bytes`).
 pub const RIFTCO_DECODE_REPLACE_INVALID: u32 = 2;
+/// The most bytes one `riftco_tokenizer_decoder_push` or `_flush` releases: every byte of the
+/// longest token (65,536) and the 3 held back, each at worst a 3-byte U+FFFD.
+pub const RIFTCO_TOKENIZER_MAX_PUSH_BYTES: usize = 3 * (riftco_tokenizer::MAX_TOKEN_BYTES + 3);
 
 fn typed(e: riftco_tokenizer::Error) -> Error {
     let status = match e.kind {
@@ -98,6 +106,31 @@ unsafe fn deliver<T: Copy>(
         )));
     }
     out_slice(out, cap, "out")?[..items.len()].copy_from_slice(items);
+    Ok(())
+}
+
+/// Write `bytes` if they fit in `cap` (a stateful call: `cap == 0` is no query); `Ok(true)` when
+/// written, so that the caller commits its state change.
+///
+/// # Safety
+/// As [`deliver`].
+unsafe fn deliver_if_fits(
+    bytes: &[u8],
+    out: *mut u8,
+    cap: usize,
+    n_out: *mut usize,
+    what: &str,
+) -> Result<()> {
+    let n_out = out_ptr(n_out, "n_out")?;
+    *n_out = bytes.len();
+    if bytes.len() > cap {
+        return Err(Error::invalid(format!(
+            "{what}: the output buffer holds {cap} bytes; the text released needs {} (the decoder \
+             is unchanged: retry with a larger buffer)",
+            bytes.len()
+        )));
+    }
+    out_slice(out, cap, "out")?[..bytes.len()].copy_from_slice(bytes);
     Ok(())
 }
 
@@ -506,10 +539,12 @@ pub unsafe extern "C" fn riftco_tokenizer_decoder_new(
     })
 }
 
-/// Add one id; the UTF-8 text it releases goes to `out` under the module's buffer convention
-/// (often 0 bytes while a character is incomplete). A query (`cap` 0) or a buffer too small
-/// does not consume the id. At most `3 * (token bytes + 3)` bytes come out of one push. An id
-/// outside the vocabulary is `RIFTCO_STATUS_INVALID_ARGUMENT` and changes nothing.
+/// Add one id; the UTF-8 text it releases (often 0 bytes while a character is incomplete) goes
+/// to `out` when it fits in `cap` bytes, and the id is taken. When it does not fit, nothing is
+/// written, `*n_out` is the size needed, the id is not taken and the call returns
+/// `RIFTCO_STATUS_INVALID_ARGUMENT` (see the decoder's rule in the module notes; a buffer of
+/// `RIFTCO_TOKENIZER_MAX_PUSH_BYTES` always fits). An id outside the vocabulary is
+/// `RIFTCO_STATUS_INVALID_ARGUMENT` and changes nothing.
 ///
 /// # Safety
 /// `dec` NULL or a live decoder used by no other thread; `out` NULL or `cap` writable bytes;
@@ -525,23 +560,22 @@ pub unsafe extern "C" fn riftco_tokenizer_decoder_push(
     guard(|| {
         let dec = handle::get_mut(dec)?;
         let (text, _) = dec.peek(id).map_err(typed)?;
-        deliver(
+        deliver_if_fits(
             text.as_bytes(),
             out,
             cap,
             n_out,
             "riftco_tokenizer_decoder_push",
         )?;
-        if cap != 0 {
-            dec.push(id).map_err(typed)?;
-        }
+        dec.push(id).map_err(typed)?;
         Ok(())
     })
 }
 
 /// End of the sequence: a held-back incomplete character is released as U+FFFD (3 bytes; 0
-/// bytes if nothing is held), under the module's buffer convention, and the decoder is empty
-/// again (ready for a new sequence). A query (`cap` 0) does not flush.
+/// bytes when nothing is held) and the decoder is empty again, ready for a new sequence. When
+/// the text does not fit in `cap`, nothing changes, `*n_out` is the size needed and the call
+/// returns `RIFTCO_STATUS_INVALID_ARGUMENT`; a 3-byte buffer always fits.
 ///
 /// # Safety
 /// `dec` NULL or a live decoder used by no other thread; `out` NULL or `cap` writable bytes;
@@ -556,16 +590,14 @@ pub unsafe extern "C" fn riftco_tokenizer_decoder_flush(
     guard(|| {
         let dec = handle::get_mut(dec)?;
         let text = dec.peek_flush();
-        deliver(
+        deliver_if_fits(
             text.as_bytes(),
             out,
             cap,
             n_out,
             "riftco_tokenizer_decoder_flush",
         )?;
-        if cap != 0 {
-            dec.flush();
-        }
+        dec.flush();
         Ok(())
     })
 }
@@ -782,8 +814,7 @@ mod tests {
 
     #[test]
     fn a_push_that_does_not_fit_keeps_its_token() {
-        // A BPE-free check of the decoder's buffer rule with the byte tokenizer: "é" is two
-        // bytes, which this tokenizer lacks, so use the special token text instead.
+        // The decoder's buffer rule, on a special token's text (7 bytes).
         let tok = load();
         let mut dec = std::ptr::null_mut();
         unsafe { riftco_tokenizer_decoder_new(tok, 0, &mut dec) };
@@ -792,13 +823,13 @@ mod tests {
         let st = unsafe { riftco_tokenizer_decoder_push(dec, 99, out.as_mut_ptr(), 3, &mut n) };
         assert_eq!((st, n), (Status::InvalidArgument, 7)); // "<|end|>"
         let st = unsafe { riftco_tokenizer_decoder_push(dec, 99, std::ptr::null_mut(), 0, &mut n) };
-        assert_eq!((st, n), (Status::Ok, 7));
+        assert_eq!((st, n), (Status::InvalidArgument, 7)); // cap 0: no query, still not taken
         let st = unsafe { riftco_tokenizer_decoder_push(dec, 99, out.as_mut_ptr(), 16, &mut n) };
         assert_eq!((st, &out[..n]), (Status::Ok, &b"<|end|>"[..]));
         let st = unsafe { riftco_tokenizer_decoder_push(dec, 100, out.as_mut_ptr(), 16, &mut n) };
         assert_eq!(st, Status::InvalidArgument);
         assert!(last_error_message().contains("found 100"));
-        let st = unsafe { riftco_tokenizer_decoder_flush(dec, out.as_mut_ptr(), 16, &mut n) };
+        let st = unsafe { riftco_tokenizer_decoder_flush(dec, std::ptr::null_mut(), 0, &mut n) };
         assert_eq!((st, n), (Status::Ok, 0));
         unsafe { riftco_tokenizer_decoder_free(dec) };
         unsafe { riftco_tokenizer_free(tok) };
