@@ -33,6 +33,15 @@ def plugin_installed() -> bool:
     return True
 
 
+def plugin_library() -> Path | None:
+    """The plugin's library file (a path, or the one the package ships)."""
+    if Path(PLUGIN_PACKAGE).is_file():
+        return Path(PLUGIN_PACKAGE)
+    from riftco.backends.tpu.plugin import distribution_library
+
+    return distribution_library(PLUGIN_PACKAGE)
+
+
 needs_plugin = pytest.mark.skipif(
     not plugin_installed(),
     reason=f"{PLUGIN_PACKAGE} is not installed (pip install riftco-backend-tpu[test])",

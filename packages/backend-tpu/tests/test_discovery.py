@@ -133,6 +133,7 @@ def test_a_library_that_is_not_a_plugin_is_unavailable_not_fatal(bare, tmp_path)
 class FakeDevice:
     platform, platform_version, device, device_count = "tpu", "v5e", "TPU_0", 4
     api_version = (0, 81)
+    client_created, client_options, plugin_kind = True, ["preallocate=false"], "tpu"
 
     def __init__(self, is_host: bool):
         self.is_host = is_host
@@ -144,6 +145,16 @@ def test_host_plugins_are_never_chosen_by_auto():
     accelerator = tpu.TpuBackend(FakeDevice(False), location)
     assert not accelerator.runs_on_host
     assert "PJRT tpu v5e, TPU_0 (4 device(s)), C API 0.81" in accelerator.describe()
+    assert "options: preallocate=false" in accelerator.describe()
+
+
+def test_before_its_client_exists_the_backend_describes_the_plugin_alone():
+    device = FakeDevice(False)
+    device.client_created = False
+    backend = tpu.TpuBackend(device, plugin.PluginLocation(Path("/x.so"), "test"))
+    text = backend.describe()
+    assert text.startswith("PJRT tpu plugin (client created on first use")
+    assert "/x.so from test" in text
 
 
 def test_a_missing_capability_says_not_supported_on_tpu():

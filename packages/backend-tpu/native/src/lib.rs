@@ -55,8 +55,8 @@ pub fn run(
     let described: Vec<_> = inputs.iter().map(|s| s.input()).collect();
     let buffers: Vec<Arc<Buffer>> = inputs.iter().map(|s| s.buffer()).collect();
     let runtime = device.runtime();
-    let target = device.target();
     detached(py, move || {
+        let target = runtime.target()?;
         let program = make(&described, target)?;
         let refs: Vec<&Buffer> = buffers.iter().map(|b| b.as_ref()).collect();
         let outs = runtime.run(&program, &refs)?;

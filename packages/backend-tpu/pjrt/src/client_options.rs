@@ -93,9 +93,7 @@ fn expected(name: &str) -> Option<Expect> {
         | "use_tfrt_gpu_client"
         | "asynchronous" => Expect::Bool,
         "collective_memory_size" | "node_id" | "partition_index" => Expect::Int { min: 0 },
-        "num_nodes" | "cpu_device_count" | "max_inflight_computations" => {
-            Expect::Int { min: 1 }
-        }
+        "num_nodes" | "cpu_device_count" | "max_inflight_computations" => Expect::Int { min: 1 },
         "visible_devices" => Expect::Devices,
         _ => return None,
     })
@@ -366,17 +364,50 @@ mod tests {
     #[test]
     fn bad_values_are_refused_with_what_was_expected() {
         let cases = [
-            (opt("memory_fraction", OptionValue::Float(1.5)), "in (0, 1], found 1.5"),
-            (opt("memory_fraction", OptionValue::Str("lots".into())), "expected a number in (0, 1], found a string"),
-            (opt("preallocate", OptionValue::Int(0)), "expected a boolean, found an integer"),
-            (opt("visible_devices", OptionValue::IntList(vec![0, 0])), "distinct device ids"),
-            (opt("visible_devices", OptionValue::IntList(vec![-1])), "distinct device ids"),
-            (opt("visible_devices", OptionValue::IntList(vec![])), "at least one device id"),
-            (opt("visible_devices", OptionValue::Int(1)), "expected a list of integers"),
-            (opt("allocator", OptionValue::Str("fast".into())), "one of default, platform, bfc, cuda_async"),
-            (opt("cpu_device_count", OptionValue::Int(0)), "at least 1, found 0"),
-            (opt("Bad-Name", OptionValue::Bool(true)), "lower-case letters"),
-            (opt("something", OptionValue::Float(f32::NAN)), "a finite number"),
+            (
+                opt("memory_fraction", OptionValue::Float(1.5)),
+                "in (0, 1], found 1.5",
+            ),
+            (
+                opt("memory_fraction", OptionValue::Str("lots".into())),
+                "expected a number in (0, 1], found a string",
+            ),
+            (
+                opt("preallocate", OptionValue::Int(0)),
+                "expected a boolean, found an integer",
+            ),
+            (
+                opt("visible_devices", OptionValue::IntList(vec![0, 0])),
+                "distinct device ids",
+            ),
+            (
+                opt("visible_devices", OptionValue::IntList(vec![-1])),
+                "distinct device ids",
+            ),
+            (
+                opt("visible_devices", OptionValue::IntList(vec![])),
+                "at least one device id",
+            ),
+            (
+                opt("visible_devices", OptionValue::Int(1)),
+                "expected a list of integers",
+            ),
+            (
+                opt("allocator", OptionValue::Str("fast".into())),
+                "one of default, platform, bfc, cuda_async",
+            ),
+            (
+                opt("cpu_device_count", OptionValue::Int(0)),
+                "at least 1, found 0",
+            ),
+            (
+                opt("Bad-Name", OptionValue::Bool(true)),
+                "lower-case letters",
+            ),
+            (
+                opt("something", OptionValue::Float(f32::NAN)),
+                "a finite number",
+            ),
         ];
         for (option, message) in cases {
             let err = NamedValues::new(vec![option.clone()]).err().unwrap();
@@ -410,10 +441,22 @@ mod tests {
 
     #[test]
     fn plugin_kinds_from_file_names() {
-        assert_eq!(PluginKind::from_file_name("xla_cpu_pjrt.so"), PluginKind::Cpu);
-        assert_eq!(PluginKind::from_file_name("pjrt_c_api_cpu_plugin.so"), PluginKind::Cpu);
-        assert_eq!(PluginKind::from_file_name("xla_cuda_plugin.so"), PluginKind::Gpu);
-        assert_eq!(PluginKind::from_file_name("pjrt_c_api_gpu_plugin.so"), PluginKind::Gpu);
+        assert_eq!(
+            PluginKind::from_file_name("xla_cpu_pjrt.so"),
+            PluginKind::Cpu
+        );
+        assert_eq!(
+            PluginKind::from_file_name("pjrt_c_api_cpu_plugin.so"),
+            PluginKind::Cpu
+        );
+        assert_eq!(
+            PluginKind::from_file_name("xla_cuda_plugin.so"),
+            PluginKind::Gpu
+        );
+        assert_eq!(
+            PluginKind::from_file_name("pjrt_c_api_gpu_plugin.so"),
+            PluginKind::Gpu
+        );
         assert_eq!(PluginKind::from_file_name("libtpu.so"), PluginKind::Tpu);
         assert_eq!(PluginKind::from_file_name("plugin.so"), PluginKind::Unknown);
     }

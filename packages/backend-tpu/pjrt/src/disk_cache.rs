@@ -338,7 +338,10 @@ mod tests {
         let payload = [7u8; 100];
         for (i, k) in keys.iter().take(3).enumerate() {
             assert!(cache.store(k, &payload));
-            let f = fs::File::options().append(true).open(cache.path(k)).unwrap();
+            let f = fs::File::options()
+                .append(true)
+                .open(cache.path(k))
+                .unwrap();
             f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1000 + i as u64))
                 .unwrap();
         }

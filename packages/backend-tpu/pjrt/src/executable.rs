@@ -148,9 +148,7 @@ impl Executable {
             serialized_executable: ptr::null_mut(),
             serialized_executable_deleter: None,
         };
-        let done = plugin.check("PJRT_Executable_Serialize", unsafe {
-            serialize(&mut args)
-        });
+        let done = plugin.check("PJRT_Executable_Serialize", unsafe { serialize(&mut args) });
         let bytes = if done.is_ok() && !args.serialized_bytes.is_null() {
             // SAFETY: the plugin hands out `serialized_bytes_size` bytes that live
             // until the deleter is called on `serialized_executable`.

@@ -577,7 +577,10 @@ mod tests {
         );
         assert_eq!(args_size!(PJRT_Executable_Destroy_Args, executable), 24);
         assert_eq!(
-            args_size!(PJRT_Executable_Serialize_Args, serialized_executable_deleter),
+            args_size!(
+                PJRT_Executable_Serialize_Args,
+                serialized_executable_deleter
+            ),
             56
         );
         assert_eq!(

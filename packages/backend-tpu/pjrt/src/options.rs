@@ -237,19 +237,23 @@ mod tests {
             plain
         );
         assert_ne!(
-            CompileOptions::for_platform("ROCM", true).to_bytes().unwrap(),
+            CompileOptions::for_platform("ROCM", true)
+                .to_bytes()
+                .unwrap(),
             plain
         );
     }
 
     #[test]
     fn override_values_use_their_oneof_fields() {
-        let mut options = CompileOptions::default();
-        options.overrides = vec![
-            ("a".into(), Override::Str("x".into())),
-            ("b".into(), Override::Int(-1)),
-            ("c".into(), Override::Double(0.5)),
-        ];
+        let mut options = CompileOptions {
+            overrides: vec![
+                ("a".into(), Override::Str("x".into())),
+                ("b".into(), Override::Int(-1)),
+                ("c".into(), Override::Double(0.5)),
+            ],
+            ..CompileOptions::default()
+        };
         let top = fields(&options.to_bytes().unwrap());
         let value = |i: usize| fields(&fields(&top[i].2)[1].2);
         assert_eq!(value(1), [(1, 2, b"x".to_vec())]);

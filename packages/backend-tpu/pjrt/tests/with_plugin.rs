@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use riftco_pjrt::hlo::Builder;
 use riftco_pjrt::options::Override;
 use riftco_pjrt::{
-    ClientOption, CompileOptions, ElementType, Error, Executable, OptionValue, PluginKind,
-    Runtime, RuntimeConfig, TensorType,
+    ClientOption, CompileOptions, ElementType, Error, Executable, OptionValue, PluginKind, Runtime,
+    RuntimeConfig, TensorType,
 };
 
 fn runtime() -> Option<Runtime> {
@@ -115,7 +115,10 @@ fn a_bad_option_value_is_refused_before_any_client() {
     };
     let err = Runtime::open_with(&path, config).err().unwrap();
     assert!(matches!(err, Error::Invalid(_)), "{err}");
-    assert!(err.to_string().contains("expected a number in (0, 1]"), "{err}");
+    assert!(
+        err.to_string().contains("expected a number in (0, 1]"),
+        "{err}"
+    );
 }
 
 #[test]

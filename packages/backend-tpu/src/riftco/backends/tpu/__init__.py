@@ -22,6 +22,8 @@ if _native.__version__ != __version__:
     )
 
 from riftco.backends.tpu.backend import API_VERSION, TpuBackend
+from riftco.backends.tpu.config import PjrtConfig
+from riftco.backends.tpu.config import from_env as pjrt_config
 from riftco.backends.tpu.errors import PjrtError
 from riftco.backends.tpu.plugin import PluginLocation, find_plugin
 from riftco.tensor.plugin import BackendUnavailable
@@ -33,14 +35,24 @@ def native_build_id() -> str:
 
 
 def create_backend() -> TpuBackend:
-    """Entry-point factory for ``tpu``: find a plugin, open it, make a client.
+    """Entry-point factory for ``tpu``: find a plugin and open it, with the client
+    options, determinism and disk cache of ``pjrt_config()``. The client itself is
+    created on first use (listing backends never takes a GPU), except for a plugin
+    whose file name does not say what it runs on.
 
-    Raises ``BackendUnavailable`` with the reason when there is no plugin or it
-    fails to initialize.
+    Raises ``BackendUnavailable`` with the reason when there is no plugin, a setting
+    is malformed, or the plugin fails to initialize.
     """
     location = find_plugin()
+    config = pjrt_config()
     try:
-        device = _native.Device(str(location.path))
+        device = _native.Device(
+            str(location.path),
+            list(config.options),
+            deterministic=config.deterministic,
+            cache_dir=None if config.cache_dir is None else str(config.cache_dir),
+            cache_max_bytes=config.cache_max_bytes,
+        )
     except PjrtError as exc:
         raise BackendUnavailable(
             f"PJRT plugin {location.path} (from {location.source}) failed to initialize: {exc}"
@@ -50,10 +62,12 @@ def create_backend() -> TpuBackend:
 
 __all__ = [
     "API_VERSION",
+    "PjrtConfig",
     "PjrtError",
     "PluginLocation",
     "TpuBackend",
     "create_backend",
     "find_plugin",
     "native_build_id",
+    "pjrt_config",
 ]

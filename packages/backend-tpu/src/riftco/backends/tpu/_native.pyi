@@ -1,6 +1,7 @@
 """Type stubs of the private native module (riftco-pjrt bindings)."""
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import final
 
 import numpy as np
@@ -60,11 +61,22 @@ BUILD_ID_MARKER: str
 PJRT_API_MAJOR: int
 PJRT_API_MINOR: int
 
+#: A client option value: PJRT's bool, int64, float, string or int64 list.
+_OptionValue = bool | int | float | str | list[int]
+
 @final
 class Device:
-    """An opened PJRT plugin, its client, and the compile cache."""
+    """An opened PJRT plugin, its client (created on first use), and the compile caches."""
 
-    def __new__(cls, path: str) -> Self: ...
+    def __new__(
+        cls,
+        path: str,
+        options: Sequence[tuple[str, _OptionValue]] | None = None,
+        *,
+        deterministic: bool = True,
+        cache_dir: str | None = None,
+        cache_max_bytes: int = 1073741824,
+    ) -> Self: ...
     @property
     def platform(self) -> str: ...
     @property
@@ -78,12 +90,22 @@ class Device:
     @property
     def is_host(self) -> bool: ...
     @property
+    def plugin_kind(self) -> str: ...
+    @property
+    def client_created(self) -> bool: ...
+    @property
+    def client_options(self) -> list[str]: ...
+    def compile_options(self) -> bytes: ...
+    @property
     def plugin_path(self) -> str: ...
     @property
     def api_version(self) -> tuple[int, int]: ...
     @property
     def attributes(self) -> list[tuple[str, str]]: ...
     def cache_stats(self) -> tuple[int, int, int]: ...
+    @property
+    def disk_cache_dir(self) -> Path | None: ...
+    def disk_cache_stats(self) -> tuple[int, int, int, int, int]: ...
     def clear_cache(self) -> None: ...
 
 @final

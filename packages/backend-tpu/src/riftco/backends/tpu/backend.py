@@ -38,18 +38,26 @@ class TpuBackend(Backend):
         self.runs_on_host = bool(device.is_host)
 
     def describe(self) -> str:
+        """The plugin, and the device once the client exists (discovery never creates it)."""
         major, minor = self.device.api_version
+        where = f"C API {major}.{minor}, {self.location.path} from {self.location.source}"
+        options = ", ".join(self.device.client_options) or "none"
+        if not self.device.client_created:
+            return (
+                f"PJRT {self.device.plugin_kind} plugin (client created on first use; "
+                f"options: {options}), {where}"
+            )
         platform, version = self.device.platform, self.device.platform_version
         version = f" {version}" if version and version != platform else ""
         return (
             f"PJRT {platform}{version}, {self.device.device} "
-            f"({self.device.device_count} device(s)), C API {major}.{minor}, "
-            f"{self.location.path} from {self.location.source}"
+            f"({self.device.device_count} device(s)), {where}; options: {options}"
         )
 
     def missing_hint(self, capability: str) -> str:
+        platform = self.device.platform if self.device.client_created else self.device.plugin_kind
         return (
-            f"{capability!r} is not supported on tpu (PJRT platform {self.device.platform}); "
+            f"{capability!r} is not supported on tpu (PJRT platform {platform}); "
             "there is no fallback to the CPU: move the tensors with .to('cpu') to use it there"
         )
 
