@@ -60,7 +60,9 @@ pub const RIFTCO_DECODE_SKIP_SPECIAL: u32 = 1;
 pub const RIFTCO_DECODE_REPLACE_INVALID: u32 = 2;
 /// The most bytes one `riftco_tokenizer_decoder_push` or `_flush` releases: every byte of the
 /// longest token (65,536) and the 3 held back, each at worst a 3-byte U+FFFD.
-pub const RIFTCO_TOKENIZER_MAX_PUSH_BYTES: usize = 3 * (riftco_tokenizer::MAX_TOKEN_BYTES + 3);
+pub const RIFTCO_TOKENIZER_MAX_PUSH_BYTES: usize = 196617;
+const _: () =
+    assert!(RIFTCO_TOKENIZER_MAX_PUSH_BYTES == 3 * (riftco_tokenizer::MAX_TOKEN_BYTES + 3));
 
 fn typed(e: riftco_tokenizer::Error) -> Error {
     let status = match e.kind {

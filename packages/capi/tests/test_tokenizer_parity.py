@@ -4,8 +4,8 @@ Fresh tokenizers are trained with riftco-text, saved (state file and ``.rift``
 bundle), loaded through the C ABI and compared on seeded random text over all of
 Unicode, random bytes, riftco-text's hard strings, every code point, random id
 sequences (decode and streamed decode, token by token) and random conversations.
-The library is ``$RIFTCO_LIB`` or ``target/{release,debug}/libriftco.so`` of the
-repository (``make capi`` builds it).
+The library is ``$RIFTCO_CAPI_LIB``, else ``build/capi/lib`` or ``target/release``
+of the repository (``make capi`` builds it).
 """
 
 from __future__ import annotations
@@ -41,14 +41,15 @@ SKIP_SPECIAL, REPLACE_INVALID = 1, 2
 
 
 def library_path() -> Path | None:
-    if os.environ.get("RIFTCO_LIB"):
-        return Path(os.environ["RIFTCO_LIB"])
+    """$RIFTCO_CAPI_LIB, else the staged or the cargo-built shared library."""
+    env = os.environ.get("RIFTCO_CAPI_LIB")
     suffix = {"darwin": "dylib", "win32": "dll"}.get(sys.platform, "so")
-    for profile in ("release", "debug"):
-        path = ROOT / "target" / profile / f"libriftco.{suffix}"
-        if path.exists():
-            return path
-    return None
+    candidates = [Path(env)] if env else []
+    candidates += [
+        ROOT / f"build/capi/lib/libriftco.{suffix}",
+        ROOT / f"target/release/libriftco.{suffix}",
+    ]
+    return next((p for p in candidates if p.is_file()), None)
 
 
 class CError(Exception):
@@ -206,10 +207,12 @@ class CTokenizer:
 
 
 @pytest.fixture(scope="module")
-def lib() -> Lib:
+def tok_lib() -> Lib:
     path = library_path()
-    if path is None or not path.exists():
-        pytest.skip("libriftco is not built (make capi, or set RIFTCO_LIB)")
+    if path is None:
+        if os.environ.get("RIFTCO_CAPI_REQUIRED"):
+            pytest.fail("libriftco not found (make capi builds it; or set RIFTCO_CAPI_LIB)")
+        pytest.skip("libriftco is not built (make capi, or set RIFTCO_CAPI_LIB)")
     return Lib(path)
 
 
@@ -268,7 +271,7 @@ def corpus(rng: random.Random) -> str:
 
 
 @pytest.fixture(scope="module", params=["bpe-none", "bpe-gpt2", "byte", "bpe-gpt2-rift"])
-def pair(request, lib, tmp_path_factory):
+def pair(request, tok_lib, tmp_path_factory):
     rng = random.Random(hash(request.param) & 0xFFFF)
     kind = request.param
     if kind.startswith("bpe"):
@@ -284,7 +287,7 @@ def pair(request, lib, tmp_path_factory):
     else:
         path = folder / "tokenizer.json"
         tok.save(path)
-    ctok = CTokenizer.load(lib, path)
+    ctok = CTokenizer.load(tok_lib, path)
     yield tok, ctok
     ctok.close()
 
@@ -416,18 +419,18 @@ def hostile_states(state: dict) -> list[dict]:
     return out
 
 
-def test_hostile_states_are_refused_as_riftco_text_refuses_them(pair, lib):
+def test_hostile_states_are_refused_as_riftco_text_refuses_them(pair, tok_lib):
     tok, _ = pair
     for state in hostile_states(tok.to_state()):
         with pytest.raises(TokenizerError):
             tokenizer_from_state(state)
         with pytest.raises(CError) as info:
-            CTokenizer.from_json(lib, json.dumps(state).encode())
+            CTokenizer.from_json(tok_lib, json.dumps(state).encode())
         assert info.value.status in ("format", "limit", "unsupported"), info.value
         assert "expected" in info.value.message
 
 
-def test_hostile_files_are_refused_typed(lib, tmp_path):
+def test_hostile_files_are_refused_typed(tok_lib, tmp_path):
     cases = {
         tmp_path: "io",
         tmp_path / "missing.json": "io",
@@ -452,12 +455,12 @@ def test_hostile_files_are_refused_typed(lib, tmp_path):
         cases[fifo] = "io"  # refused without waiting for a writer
     for path, status in cases.items():
         with pytest.raises(CError) as info:
-            CTokenizer.load(lib, path)
+            CTokenizer.load(tok_lib, path)
         assert info.value.status == status, (path, info.value)
 
 
-def test_null_and_wrong_handles_are_errors(lib, pair):
-    _, ctok = pair
+def test_null_and_wrong_handles_are_errors(tok_lib, pair):
+    lib, (_, ctok) = tok_lib, pair
     n = ctypes.c_uint32()
     f = lib.lib
     assert STATUS[f.riftco_tokenizer_vocab_size(None, ctypes.byref(n))] == "null_handle"
