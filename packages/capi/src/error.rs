@@ -93,13 +93,19 @@ pub struct Error {
 
 impl Error {
     pub fn new(status: Status, message: impl Into<String>) -> Self {
-        Error { status, message: message.into() }
+        Error {
+            status,
+            message: message.into(),
+        }
     }
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(Status::InvalidArgument, message)
     }
     pub fn null(what: &str) -> Self {
-        Self::new(Status::NullHandle, format!("{what} is NULL; expected a valid pointer"))
+        Self::new(
+            Status::NullHandle,
+            format!("{what} is NULL; expected a valid pointer"),
+        )
     }
     pub fn io(message: impl Into<String>) -> Self {
         Self::new(Status::Io, message)
@@ -145,7 +151,10 @@ thread_local! {
 
 /// Store `message` as this thread's last error (interior NUL bytes are replaced by `?`).
 pub fn set_last_error(message: &str) {
-    let bytes: Vec<u8> = message.bytes().map(|b| if b == 0 { b'?' } else { b }).collect();
+    let bytes: Vec<u8> = message
+        .bytes()
+        .map(|b| if b == 0 { b'?' } else { b })
+        .collect();
     let text = CString::new(bytes).unwrap_or_default();
     LAST_ERROR.with(|cell| *cell.borrow_mut() = text);
 }
@@ -207,7 +216,10 @@ pub unsafe fn out_ptr<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T> {
         return Err(Error::null(what));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(Error::invalid(format!("{what} is not aligned to {} bytes", std::mem::align_of::<T>())));
+        return Err(Error::invalid(format!(
+            "{what} is not aligned to {} bytes",
+            std::mem::align_of::<T>()
+        )));
     }
     Ok(&mut *ptr)
 }
@@ -224,7 +236,10 @@ pub unsafe fn in_slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&
         return Err(Error::null(what));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(Error::invalid(format!("{what} is not aligned to {} bytes", std::mem::align_of::<T>())));
+        return Err(Error::invalid(format!(
+            "{what} is not aligned to {} bytes",
+            std::mem::align_of::<T>()
+        )));
     }
     Ok(std::slice::from_raw_parts(ptr, len))
 }
@@ -241,7 +256,10 @@ pub unsafe fn out_slice<'a, T>(ptr: *mut T, len: usize, what: &str) -> Result<&'
         return Err(Error::null(what));
     }
     if (ptr as usize) % std::mem::align_of::<T>() != 0 {
-        return Err(Error::invalid(format!("{what} is not aligned to {} bytes", std::mem::align_of::<T>())));
+        return Err(Error::invalid(format!(
+            "{what} is not aligned to {} bytes",
+            std::mem::align_of::<T>()
+        )));
     }
     Ok(std::slice::from_raw_parts_mut(ptr, len))
 }
@@ -256,7 +274,10 @@ pub unsafe fn in_str<'a>(ptr: *const c_char, what: &str) -> Result<&'a str> {
     }
     let bytes = std::ffi::CStr::from_ptr(ptr).to_bytes();
     std::str::from_utf8(bytes).map_err(|e| {
-        Error::invalid(format!("{what} is not UTF-8 (invalid byte at offset {})", e.valid_up_to()))
+        Error::invalid(format!(
+            "{what} is not UTF-8 (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
     })
 }
 

@@ -56,12 +56,22 @@ unsafe fn check<H: Handle>(ptr: *const H) -> Result<*mut Slot<H::Inner>> {
         return Err(Error::null(&format!("the {} handle", H::NAME)));
     }
     if (ptr as usize) % std::mem::align_of::<u64>() != 0 {
-        return Err(Error::new(Status::WrongHandle, format!("expected a {} handle, found a misaligned pointer", H::NAME)));
+        return Err(Error::new(
+            Status::WrongHandle,
+            format!("expected a {} handle, found a misaligned pointer", H::NAME),
+        ));
     }
     let tag = *(ptr as *const u64);
     if tag != H::TAG {
-        let found = if tag == DEAD { "a freed handle".to_string() } else { describe(tag) };
-        return Err(Error::new(Status::WrongHandle, format!("expected a {} handle, found {found}", H::NAME)));
+        let found = if tag == DEAD {
+            "a freed handle".to_string()
+        } else {
+            describe(tag)
+        };
+        return Err(Error::new(
+            Status::WrongHandle,
+            format!("expected a {} handle, found {found}", H::NAME),
+        ));
     }
     Ok(ptr as *mut Slot<H::Inner>)
 }

@@ -69,7 +69,11 @@ impl Json {
 
 /// Parse `text` (the whole of it) strictly; `what` names the document in errors.
 pub fn parse(text: &[u8], what: &str) -> Result<Json> {
-    let mut p = Parser { s: text, i: 0, what };
+    let mut p = Parser {
+        s: text,
+        i: 0,
+        what,
+    };
     p.ws();
     let v = p.value(0)?;
     p.ws();
@@ -198,9 +202,14 @@ impl Parser<'_> {
 
     fn hex4(&mut self) -> Result<u32> {
         let end = self.i + 4;
-        let digits = self.s.get(self.i..end).ok_or_else(|| self.err("4 hex digits", "the end of the data"))?;
-        let text = std::str::from_utf8(digits).map_err(|_| self.err("4 hex digits", "other bytes"))?;
-        let v = u32::from_str_radix(text, 16).map_err(|_| self.err("4 hex digits", &format!("{text:?}")))?;
+        let digits = self
+            .s
+            .get(self.i..end)
+            .ok_or_else(|| self.err("4 hex digits", "the end of the data"))?;
+        let text =
+            std::str::from_utf8(digits).map_err(|_| self.err("4 hex digits", "other bytes"))?;
+        let v = u32::from_str_radix(text, 16)
+            .map_err(|_| self.err("4 hex digits", &format!("{text:?}")))?;
         self.i = end;
         Ok(v)
     }
@@ -233,7 +242,9 @@ impl Parser<'_> {
                             let hi = self.hex4()?;
                             let code = if (0xD800..0xDC00).contains(&hi) {
                                 if self.s.get(self.i..self.i + 2) != Some(b"\\u") {
-                                    return Err(self.err("a low surrogate", "a lone high surrogate"));
+                                    return Err(
+                                        self.err("a low surrogate", "a lone high surrogate")
+                                    );
                                 }
                                 self.i += 2;
                                 let lo = self.hex4()?;
@@ -244,18 +255,25 @@ impl Parser<'_> {
                             } else {
                                 hi
                             };
-                            char::from_u32(code).ok_or_else(|| self.err("a Unicode scalar", "a lone surrogate"))?
+                            char::from_u32(code)
+                                .ok_or_else(|| self.err("a Unicode scalar", "a lone surrogate"))?
                         }
                         _ => return Err(self.err("a JSON escape", &format!("'\\{}'", e as char))),
                     };
                     let mut buf = [0u8; 4];
                     out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
                 }
-                0..=0x1f => return Err(self.err("no raw control characters in a string", &format!("byte 0x{b:02x}"))),
+                0..=0x1f => {
+                    return Err(self.err(
+                        "no raw control characters in a string",
+                        &format!("byte 0x{b:02x}"),
+                    ))
+                }
                 _ => out.push(b),
             }
         }
-        String::from_utf8(out).map_err(|_| Error::format(format!("{}: a JSON string is not UTF-8", self.what)))
+        String::from_utf8(out)
+            .map_err(|_| Error::format(format!("{}: a JSON string is not UTF-8", self.what)))
     }
 
     fn number(&mut self) -> Result<Json> {
@@ -303,7 +321,10 @@ impl Parser<'_> {
         }
         let v: f64 = text.parse().map_err(|_| self.err("a number", text))?;
         if !v.is_finite() {
-            return Err(Error::format(format!("{}: the number {text} is out of range", self.what)));
+            return Err(Error::format(format!(
+                "{}: the number {text} is out of range",
+                self.what
+            )));
         }
         Ok(Json::Float(v))
     }
@@ -339,8 +360,18 @@ mod tests {
         assert!(parse(b"[1] x", "t").is_err());
         assert!(parse(b"1e999", "t").is_err());
         let deep = "[".repeat(100) + &"]".repeat(100);
-        assert_eq!(parse(deep.as_bytes(), "t").unwrap_err().status, crate::error::Status::Limit);
+        assert_eq!(
+            parse(deep.as_bytes(), "t").unwrap_err().status,
+            crate::error::Status::Limit
+        );
         let v = parse(br#"{"b":[1,2.5,"x\u00e9"],"a":null}"#, "t").unwrap();
-        assert_eq!(v.get("b"), Some(&Json::Array(vec![Json::Int(1), Json::Float(2.5), Json::Str("xé".into())])));
+        assert_eq!(
+            v.get("b"),
+            Some(&Json::Array(vec![
+                Json::Int(1),
+                Json::Float(2.5),
+                Json::Str("xé".into())
+            ]))
+        );
     }
 }

@@ -50,11 +50,30 @@ impl Config {
     /// each type-checked as `TransformerConfig` does; unknown fields refused).
     pub fn from_json(v: &Json) -> Result<Config> {
         let bad = |m: String| Error::format(format!("config: {m}"));
-        let map = v.as_object().ok_or_else(|| bad(format!("expected an object; found {}", v.kind())))?;
+        let map = v
+            .as_object()
+            .ok_or_else(|| bad(format!("expected an object; found {}", v.kind())))?;
         const KNOWN: [&str; 21] = [
-            "vocab_size", "context_length", "d_model", "n_layers", "n_heads", "d_ff", "kv_heads",
-            "norm", "norm_eps", "positions", "rope_theta", "feed_forward", "gelu", "linear_bias",
-            "head_bias", "tie_embeddings", "sliding_window", "attention", "dropout", "checkpoint",
+            "vocab_size",
+            "context_length",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "d_ff",
+            "kv_heads",
+            "norm",
+            "norm_eps",
+            "positions",
+            "rope_theta",
+            "feed_forward",
+            "gelu",
+            "linear_bias",
+            "head_bias",
+            "tie_embeddings",
+            "sliding_window",
+            "attention",
+            "dropout",
+            "checkpoint",
             "init_std",
         ];
         if let Some(k) = map.keys().find(|k| !KNOWN.contains(&k.as_str())) {
@@ -72,7 +91,10 @@ impl Config {
                     }
                     usize::try_from(*i).map_err(|_| bad(format!("{name} {i} is too large")))
                 }
-                Some(other) => Err(bad(format!("{name} must be a positive int, found {}", show(other)))),
+                Some(other) => Err(bad(format!(
+                    "{name} must be a positive int, found {}",
+                    show(other)
+                ))),
                 None => Err(bad(format!("missing field {name:?}"))),
             }
         };
@@ -80,7 +102,10 @@ impl Config {
             match map.get(name) {
                 None => Ok(default.to_string()),
                 Some(Json::Str(s)) if allowed.contains(&s.as_str()) => Ok(s.clone()),
-                Some(other) => Err(bad(format!("{name} must be one of {allowed:?}, found {}", show(other)))),
+                Some(other) => Err(bad(format!(
+                    "{name} must be one of {allowed:?}, found {}",
+                    show(other)
+                ))),
             }
         };
         let number = |name: &str, default: f64| -> Result<f64> {
@@ -91,10 +116,16 @@ impl Config {
                     if x.is_finite() && x > 0.0 {
                         Ok(x)
                     } else {
-                        Err(bad(format!("{name} must be a positive number, found {}", show(v))))
+                        Err(bad(format!(
+                            "{name} must be a positive number, found {}",
+                            show(v)
+                        )))
                     }
                 }
-                Some(other) => Err(bad(format!("{name} must be a positive number, found {}", show(other)))),
+                Some(other) => Err(bad(format!(
+                    "{name} must be a positive number, found {}",
+                    show(other)
+                ))),
             }
         };
         let flag = |name: &str, default: bool| -> Result<bool> {
@@ -108,7 +139,10 @@ impl Config {
             match map.get(name) {
                 None | Some(Json::Null) => Ok(None),
                 Some(Json::Int(i)) if *i > 0 && *i <= (1 << 40) => Ok(Some(*i as usize)),
-                Some(other) => Err(bad(format!("{name} must be None or a positive int, found {}", show(other)))),
+                Some(other) => Err(bad(format!(
+                    "{name} must be None or a positive int, found {}",
+                    show(other)
+                ))),
             }
         };
         let vocab_size = positive("vocab_size")?;
@@ -127,8 +161,14 @@ impl Config {
         number("init_std", 0.02)?;
         match map.get("dropout") {
             None => {}
-            Some(v @ (Json::Int(_) | Json::Float(_))) if (0.0..1.0).contains(&v.as_f64().unwrap_or(-1.0)) => {}
-            Some(other) => return Err(bad(format!("dropout must be in [0, 1), found {}", show(other)))),
+            Some(v @ (Json::Int(_) | Json::Float(_)))
+                if (0.0..1.0).contains(&v.as_f64().unwrap_or(-1.0)) => {}
+            Some(other) => {
+                return Err(bad(format!(
+                    "dropout must be in [0, 1), found {}",
+                    show(other)
+                )))
+            }
         }
         let linear_bias = flag("linear_bias", true)?;
         let head_bias = flag("head_bias", false)?;
@@ -137,14 +177,21 @@ impl Config {
         let kv_heads = optional("kv_heads")?.unwrap_or(n_heads);
         let sliding_window = optional("sliding_window")?.unwrap_or(0);
         if d_model % n_heads != 0 {
-            return Err(bad(format!("d_model {d_model} is not divisible by n_heads {n_heads}")));
+            return Err(bad(format!(
+                "d_model {d_model} is not divisible by n_heads {n_heads}"
+            )));
         }
         if kv_heads == 0 || n_heads % kv_heads != 0 {
-            return Err(bad(format!("kv_heads must be a positive divisor of n_heads {n_heads}, found {kv_heads}")));
+            return Err(bad(format!(
+                "kv_heads must be a positive divisor of n_heads {n_heads}, found {kv_heads}"
+            )));
         }
         let rotary = positions == "rotary";
         if rotary && (d_model / n_heads) % 2 != 0 {
-            return Err(bad(format!("rotary positions need an even head dimension, found {}", d_model / n_heads)));
+            return Err(bad(format!(
+                "rotary positions need an even head dimension, found {}",
+                d_model / n_heads
+            )));
         }
         Ok(Config {
             vocab_size,
@@ -172,7 +219,11 @@ impl Config {
         let norm = if self.rms { 1 } else { 2 };
         let linear = if self.linear_bias { 2 } else { 1 };
         let per_block = 2 * norm + (4 + if self.swiglu { 3 } else { 2 }) * linear;
-        let fixed = 1 + usize::from(!self.rotary) + norm + usize::from(!self.tie_embeddings) + usize::from(self.head_bias);
+        let fixed = 1
+            + usize::from(!self.rotary)
+            + norm
+            + usize::from(!self.tie_embeddings)
+            + usize::from(self.head_bias);
         fixed + self.n_layers * per_block
     }
 
@@ -182,7 +233,10 @@ impl Config {
         let (v, d, f) = (self.vocab_size, self.d_model, self.d_ff);
         let mut out = vec![("token_embedding.weight".to_string(), vec![v, d])];
         if !self.rotary {
-            out.push(("position_embedding.weight".into(), vec![self.context_length, d]));
+            out.push((
+                "position_embedding.weight".into(),
+                vec![self.context_length, d],
+            ));
         }
         let q = self.n_heads * self.head_dim();
         let kv = self.kv_heads * self.head_dim();
@@ -201,7 +255,12 @@ impl Config {
         for i in 0..self.n_layers {
             let b = format!("blocks.{i}");
             norm(&mut out, &format!("{b}.attention_norm"));
-            for (name, r, c) in [("query", q, d), ("key", kv, d), ("value", kv, d), ("output", d, q)] {
+            for (name, r, c) in [
+                ("query", q, d),
+                ("key", kv, d),
+                ("value", kv, d),
+                ("output", d, q),
+            ] {
                 linear(&mut out, &format!("{b}.attention.{name}"), r, c);
             }
             norm(&mut out, &format!("{b}.feed_forward_norm"));
@@ -230,7 +289,13 @@ fn show(v: &Json) -> String {
         Json::Str(s) => format!("{s:?}"),
         Json::Int(i) => i.to_string(),
         Json::Float(f) => f.to_string(),
-        Json::Bool(b) => if *b { "True".into() } else { "False".into() },
+        Json::Bool(b) => {
+            if *b {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
         Json::Null => "None".into(),
         other => other.kind().to_string(),
     }
@@ -253,7 +318,12 @@ pub struct OwnedLinear {
 
 impl OwnedLinear {
     pub fn f32(weight: Vec<f32>, rows: usize, cols: usize, bias: Option<Vec<f32>>) -> Self {
-        OwnedLinear { weight: OwnedWeight::F32(weight), rows, cols, bias }
+        OwnedLinear {
+            weight: OwnedWeight::F32(weight),
+            rows,
+            cols,
+            bias,
+        }
     }
     fn view(&self) -> Linear<'_> {
         let weight = match &self.weight {
@@ -265,7 +335,12 @@ impl OwnedLinear {
                 cols: self.cols,
             }),
         };
-        Linear { weight, rows: self.rows, cols: self.cols, bias: self.bias.as_deref() }
+        Linear {
+            weight,
+            rows: self.rows,
+            cols: self.cols,
+            bias: self.bias.as_deref(),
+        }
     }
     pub fn format_name(&self) -> &'static str {
         match &self.weight {
@@ -283,7 +358,10 @@ pub struct OwnedNorm {
 
 impl OwnedNorm {
     fn view(&self) -> NormWeights<'_> {
-        NormWeights { weight: self.weight.as_deref(), bias: self.bias.as_deref() }
+        NormWeights {
+            weight: self.weight.as_deref(),
+            bias: self.bias.as_deref(),
+        }
     }
 }
 
@@ -403,8 +481,11 @@ impl ModelData {
                 OwnedWeight::Block(_, d) => d.len(),
             }) + l.bias.as_ref().map_or(0, |b| b.len() * 4)
         };
-        let norm = |n: &OwnedNorm| 4 * (n.weight.as_ref().map_or(0, Vec::len) + n.bias.as_ref().map_or(0, Vec::len));
-        let mut total = 4 * self.token_embedding.len() + 4 * self.position_embedding.as_ref().map_or(0, Vec::len);
+        let norm = |n: &OwnedNorm| {
+            4 * (n.weight.as_ref().map_or(0, Vec::len) + n.bias.as_ref().map_or(0, Vec::len))
+        };
+        let mut total = 4 * self.token_embedding.len()
+            + 4 * self.position_embedding.as_ref().map_or(0, Vec::len);
         for l in &self.layers {
             total += norm(&l.attention_norm) + norm(&l.feed_forward_norm);
             total += lin(&l.query) + lin(&l.key) + lin(&l.value) + lin(&l.output);

@@ -26,18 +26,29 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| Error::io(format!("{shown}: {e}")))?;
     if !meta.is_file() {
-        return Err(Error::io(format!("{shown}: expected a regular file; found {}", kind_of(&meta))));
+        return Err(Error::io(format!(
+            "{shown}: expected a regular file; found {}",
+            kind_of(&meta)
+        )));
     }
     if meta.len() > limit {
-        return Err(Error::limit(format!("{shown}: {} bytes, past the limit of {limit}", meta.len())));
+        return Err(Error::limit(format!(
+            "{shown}: {} bytes, past the limit of {limit}",
+            meta.len()
+        )));
     }
     let mut bytes = Vec::new();
-    bytes
-        .try_reserve_exact(meta.len() as usize)
-        .map_err(|_| Error::new(Status::OutOfMemory, format!("{shown}: cannot allocate {} bytes", meta.len())))?;
+    bytes.try_reserve_exact(meta.len() as usize).map_err(|_| {
+        Error::new(
+            Status::OutOfMemory,
+            format!("{shown}: cannot allocate {} bytes", meta.len()),
+        )
+    })?;
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| Error::io(format!("{shown}: {e}")))?;
-    file.take(limit).read_to_end(&mut bytes).map_err(|e| Error::io(format!("{shown}: {e}")))?;
+    file.take(limit)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(format!("{shown}: {e}")))?;
     Ok(bytes)
 }
 
@@ -61,7 +72,11 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
 /// exponents in [-4, 16), else `d.ddde+XX`.
 pub fn py_float(v: f64) -> String {
     if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
+        return if v.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
     }
     let sci = format!("{:e}", v);
     let (mantissa, exp) = sci.split_once('e').expect("exponent");
@@ -174,11 +189,16 @@ fn dtype_size(dtype: &str) -> Option<usize> {
 /// Parse and check a safetensors container held in `bytes`.
 pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
     if bytes.len() < 8 {
-        return Err(Error::format(format!("{what}: truncated: {} bytes, no header length", bytes.len())));
+        return Err(Error::format(format!(
+            "{what}: truncated: {} bytes, no header length",
+            bytes.len()
+        )));
     }
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
     if n > MAX_HEADER_BYTES {
-        return Err(Error::limit(format!("{what}: header of {n} bytes, past the limit of {MAX_HEADER_BYTES}")));
+        return Err(Error::limit(format!(
+            "{what}: header of {n} bytes, past the limit of {MAX_HEADER_BYTES}"
+        )));
     }
     if 8 + n > bytes.len() as u64 {
         return Err(Error::format(format!(
@@ -189,7 +209,10 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
     let data_start = 8 + n as usize;
     let header = json::parse(&bytes[8..data_start], &format!("{what}: header"))?;
     let Json::Object(entries) = header else {
-        return Err(Error::format(format!("{what}: the header is {}, expected an object", header.kind())));
+        return Err(Error::format(format!(
+            "{what}: the header is {}, expected an object",
+            header.kind()
+        )));
     };
     let data_len = bytes.len() - data_start;
     let mut tensors = BTreeMap::new();
@@ -197,22 +220,37 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
     for (name, entry) in entries {
         if name == "__metadata__" {
             let Json::Object(m) = entry else {
-                return Err(Error::format(format!("{what}: __metadata__ is {}, expected an object", entry.kind())));
+                return Err(Error::format(format!(
+                    "{what}: __metadata__ is {}, expected an object",
+                    entry.kind()
+                )));
             };
             for (k, v) in m {
                 let Json::Str(s) = v else {
-                    return Err(Error::format(format!("{what}: __metadata__[{k:?}] is {}, expected a string", v.kind())));
+                    return Err(Error::format(format!(
+                        "{what}: __metadata__[{k:?}] is {}, expected a string",
+                        v.kind()
+                    )));
                 };
                 metadata.insert(k, s);
             }
             continue;
         }
         let at = |m: &str| Error::format(format!("{what}: tensor {name:?}: {m}"));
-        let map = entry.as_object().ok_or_else(|| at(&format!("expected an object, found {}", entry.kind())))?;
-        if let Some(k) = map.keys().find(|k| !["dtype", "shape", "data_offsets"].contains(&k.as_str())) {
+        let map = entry
+            .as_object()
+            .ok_or_else(|| at(&format!("expected an object, found {}", entry.kind())))?;
+        if let Some(k) = map
+            .keys()
+            .find(|k| !["dtype", "shape", "data_offsets"].contains(&k.as_str()))
+        {
             return Err(at(&format!("unknown field {k:?}")));
         }
-        let dtype = map.get("dtype").and_then(Json::as_str).ok_or_else(|| at("dtype must be a string"))?.to_string();
+        let dtype = map
+            .get("dtype")
+            .and_then(Json::as_str)
+            .ok_or_else(|| at("dtype must be a string"))?
+            .to_string();
         let size = dtype_size(&dtype).ok_or_else(|| at(&format!("unknown dtype {dtype:?}")))?;
         let Some(Json::Array(dims)) = map.get("shape") else {
             return Err(at("shape must be an array"));
@@ -220,7 +258,10 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
         let mut shape = Vec::with_capacity(dims.len());
         let mut count: u128 = 1;
         for d in dims {
-            let d = d.as_i128().filter(|d| (0..=(1i128 << 48)).contains(d)).ok_or_else(|| at(&format!("shape entry {} is not a size", show_json(d))))?;
+            let d = d
+                .as_i128()
+                .filter(|d| (0..=(1i128 << 48)).contains(d))
+                .ok_or_else(|| at(&format!("shape entry {} is not a size", show_json(d))))?;
             count = count.saturating_mul(d as u128);
             shape.push(d as usize);
         }
@@ -235,15 +276,31 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
             return Err(at("data_offsets must be two integers"));
         };
         if begin < 0 || end < begin || end as u128 > data_len as u128 {
-            return Err(at(&format!("data_offsets [{begin}, {end}] outside the {data_len} data bytes")));
+            return Err(at(&format!(
+                "data_offsets [{begin}, {end}] outside the {data_len} data bytes"
+            )));
         }
         let nbytes = count.saturating_mul(size as u128);
         if nbytes != (end - begin) as u128 {
-            return Err(at(&format!("{nbytes} bytes for shape {shape:?} {dtype}, the offsets hold {}", end - begin)));
+            return Err(at(&format!(
+                "{nbytes} bytes for shape {shape:?} {dtype}, the offsets hold {}",
+                end - begin
+            )));
         }
-        tensors.insert(name, TensorInfo { dtype, shape, begin: begin as usize, end: end as usize });
+        tensors.insert(
+            name,
+            TensorInfo {
+                dtype,
+                shape,
+                begin: begin as usize,
+                end: end as usize,
+            },
+        );
     }
-    let mut spans: Vec<(usize, usize, &str)> = tensors.iter().map(|(n, t)| (t.begin, t.end, n.as_str())).collect();
+    let mut spans: Vec<(usize, usize, &str)> = tensors
+        .iter()
+        .map(|(n, t)| (t.begin, t.end, n.as_str()))
+        .collect();
     spans.sort();
     let mut at = 0usize;
     for (b, e, n) in spans {
@@ -255,15 +312,25 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
         at = e;
     }
     if at != data_len {
-        return Err(Error::format(format!("{what}: {} trailing bytes after the tensors", data_len - at)));
+        return Err(Error::format(format!(
+            "{what}: {} trailing bytes after the tensors",
+            data_len - at
+        )));
     }
-    Ok(Container { tensors, metadata, data_start })
+    Ok(Container {
+        tensors,
+        metadata,
+        data_start,
+    })
 }
 
 fn show_json(v: &Json) -> String {
     let s = canonical_string(v);
     if s.len() > 40 {
-        format!("{}...", &s[..s.char_indices().nth(40).map_or(s.len(), |(i, _)| i)])
+        format!(
+            "{}...",
+            &s[..s.char_indices().nth(40).map_or(s.len(), |(i, _)| i)]
+        )
     } else {
         s
     }
@@ -278,41 +345,89 @@ pub fn load(path: &Path) -> Result<ModelData> {
     let what = path.display().to_string();
     let bytes = read_regular(path, u64::MAX)?;
     let container = parse_container(&bytes, &what)?;
-    let raw = container
+    let raw = container.metadata.get("riftco.manifest").ok_or_else(|| {
+        Error::format(format!(
+            "{what}: no riftco.manifest in the header's __metadata__ (not a .rift bundle)"
+        ))
+    })?;
+    if let Some(k) = container
         .metadata
-        .get("riftco.manifest")
-        .ok_or_else(|| Error::format(format!("{what}: no riftco.manifest in the header's __metadata__ (not a .rift bundle)")))?;
-    if let Some(k) = container.metadata.keys().find(|k| k.as_str() != "riftco.manifest") {
-        return Err(Error::format(format!("{what}: unexpected __metadata__ entry {k:?}")));
+        .keys()
+        .find(|k| k.as_str() != "riftco.manifest")
+    {
+        return Err(Error::format(format!(
+            "{what}: unexpected __metadata__ entry {k:?}"
+        )));
     }
     let manifest = json::parse(raw.as_bytes(), &format!("{what}: manifest"))?;
     let Json::Object(fields) = &manifest else {
-        return Err(manifest_err(format!("expected an object, found {}", manifest.kind())));
+        return Err(manifest_err(format!(
+            "expected an object, found {}",
+            manifest.kind()
+        )));
     };
-    const KEYS: [&str; 9] = ["artifact_id", "config", "format", "format_version", "metadata", "parent_id", "stage", "tokenizer", "weights"];
+    const KEYS: [&str; 9] = [
+        "artifact_id",
+        "config",
+        "format",
+        "format_version",
+        "metadata",
+        "parent_id",
+        "stage",
+        "tokenizer",
+        "weights",
+    ];
     let keys: Vec<&str> = fields.keys().map(String::as_str).collect();
     if keys != KEYS {
-        return Err(manifest_err(format!("expected the keys {KEYS:?}, found {keys:?}")));
+        return Err(manifest_err(format!(
+            "expected the keys {KEYS:?}, found {keys:?}"
+        )));
     }
     if fields["format"].as_str() != Some("riftco-interchange/bundle") {
-        return Err(manifest_err(format!("format must be \"riftco-interchange/bundle\", found {}", show_json(&fields["format"]))));
+        return Err(manifest_err(format!(
+            "format must be \"riftco-interchange/bundle\", found {}",
+            show_json(&fields["format"])
+        )));
     }
     if fields["format_version"] != Json::Int(1) {
-        return Err(Error::unsupported(format!("manifest: format_version {} (this build reads 1)", show_json(&fields["format_version"]))));
+        return Err(Error::unsupported(format!(
+            "manifest: format_version {} (this build reads 1)",
+            show_json(&fields["format_version"])
+        )));
     }
-    let artifact_id = fields["artifact_id"].as_str().filter(|s| is_hex64(s)).ok_or_else(|| manifest_err("artifact_id must be 64 hex digits".into()))?.to_string();
-    let stage_ok = fields["stage"].as_str().is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') && s.as_bytes()[0].is_ascii_lowercase());
+    let artifact_id = fields["artifact_id"]
+        .as_str()
+        .filter(|s| is_hex64(s))
+        .ok_or_else(|| manifest_err("artifact_id must be 64 hex digits".into()))?
+        .to_string();
+    let stage_ok = fields["stage"].as_str().is_some_and(|s| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && s.as_bytes()[0].is_ascii_lowercase()
+    });
     if !stage_ok {
-        return Err(manifest_err(format!("stage must be a lowercase identifier, found {}", show_json(&fields["stage"]))));
+        return Err(manifest_err(format!(
+            "stage must be a lowercase identifier, found {}",
+            show_json(&fields["stage"])
+        )));
     }
     match &fields["parent_id"] {
         Json::Null => {}
         Json::Str(s) if is_hex64(s) => {}
-        other => return Err(manifest_err(format!("parent_id must be null or 64 hex digits, found {}", show_json(other)))),
+        other => {
+            return Err(manifest_err(format!(
+                "parent_id must be null or 64 hex digits, found {}",
+                show_json(other)
+            )))
+        }
     }
     let meta = &fields["metadata"];
     if meta.as_object().is_none() {
-        return Err(manifest_err(format!("metadata must be an object, found {}", meta.kind())));
+        return Err(manifest_err(format!(
+            "metadata must be an object, found {}",
+            meta.kind()
+        )));
     }
     if canonical_string(meta).len() > MAX_METADATA_BYTES {
         return Err(Error::limit("manifest: metadata is larger than 1 MiB"));
@@ -320,18 +435,31 @@ pub fn load(path: &Path) -> Result<ModelData> {
     // Identity: SHA-256 of the canonical JSON of the manifest without artifact_id.
     let mut rest = fields.clone();
     rest.remove("artifact_id");
-    let id = hex(&Sha256::digest(canonical_string(&Json::Object(rest)).as_bytes()));
+    let id = hex(&Sha256::digest(
+        canonical_string(&Json::Object(rest)).as_bytes(),
+    ));
     if id != artifact_id {
-        return Err(Error::checksum(format!("{what}: identity mismatch: artifact_id {artifact_id}, the manifest hashes to {id}")));
+        return Err(Error::checksum(format!(
+            "{what}: identity mismatch: artifact_id {artifact_id}, the manifest hashes to {id}"
+        )));
     }
-    let weights = fields["weights"].as_object().ok_or_else(|| manifest_err("weights must be an object".into()))?;
+    let weights = fields["weights"]
+        .as_object()
+        .ok_or_else(|| manifest_err("weights must be an object".into()))?;
     let wkeys: Vec<&str> = weights.keys().map(String::as_str).collect();
     if wkeys != ["parameters", "sha256", "tensors"] {
-        return Err(manifest_err(format!("weights must have parameters, sha256 and tensors, found {wkeys:?}")));
+        return Err(manifest_err(format!(
+            "weights must have parameters, sha256 and tensors, found {wkeys:?}"
+        )));
     }
-    let tensors_claimed = weights["tensors"].as_i128().ok_or_else(|| manifest_err("weights.tensors must be an integer".into()))?;
+    let tensors_claimed = weights["tensors"]
+        .as_i128()
+        .ok_or_else(|| manifest_err("weights.tensors must be an integer".into()))?;
     if tensors_claimed != container.tensors.len() as i128 {
-        return Err(Error::format(format!("{what}: the manifest records {tensors_claimed} tensors, the file holds {}", container.tensors.len())));
+        return Err(Error::format(format!(
+            "{what}: the manifest records {tensors_claimed} tensors, the file holds {}",
+            container.tensors.len()
+        )));
     }
     let config = Config::from_json(&fields["config"])?;
     let expected_count = config.tensor_count();
@@ -371,7 +499,10 @@ pub fn load(path: &Path) -> Result<ModelData> {
         )));
     }
     if weights["parameters"].as_i128() != Some(parameters as i128) {
-        return Err(Error::format(format!("{what}: the manifest records {} parameters, the tensors hold {parameters}", show_json(&weights["parameters"]))));
+        return Err(Error::format(format!(
+            "{what}: the manifest records {} parameters, the tensors hold {parameters}",
+            show_json(&weights["parameters"])
+        )));
     }
     // Every tensor float32 and finite, and exactly those the configuration implies.
     let expected = config.expected_shapes();
@@ -379,7 +510,10 @@ pub fn load(path: &Path) -> Result<ModelData> {
     for (name, shape) in &expected {
         match container.tensors.get(name) {
             None => problems.push(format!("missing {name}")),
-            Some(t) if &t.shape != shape => problems.push(format!("mis-shaped {name} {:?} (expected {shape:?})", t.shape)),
+            Some(t) if &t.shape != shape => problems.push(format!(
+                "mis-shaped {name} {:?} (expected {shape:?})",
+                t.shape
+            )),
             Some(_) => {}
         }
     }
@@ -391,22 +525,37 @@ pub fn load(path: &Path) -> Result<ModelData> {
     }
     if !problems.is_empty() {
         problems.truncate(5);
-        return Err(Error::format(format!("tensors disagree with the configuration: {}", problems.join("; "))));
+        return Err(Error::format(format!(
+            "tensors disagree with the configuration: {}",
+            problems.join("; ")
+        )));
     }
     let mut arrays: BTreeMap<String, Vec<f32>> = BTreeMap::new();
     for (name, t) in &container.tensors {
         if t.dtype != "F32" {
-            return Err(Error::format(format!("{what}: tensor {name} is {}, a bundle holds F32 only", t.dtype)));
+            return Err(Error::format(format!(
+                "{what}: tensor {name} is {}, a bundle holds F32 only",
+                t.dtype
+            )));
         }
-        let v: Vec<f32> = data[t.begin..t.end].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4"))).collect();
+        let v: Vec<f32> = data[t.begin..t.end]
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
+            .collect();
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
-            return Err(Error::format(format!("{what}: tensor {name} holds {} at element {i} (weights must be finite)", v[i])));
+            return Err(Error::format(format!(
+                "{what}: tensor {name} holds {} at element {i} (weights must be finite)",
+                v[i]
+            )));
         }
         arrays.insert(name.clone(), v);
     }
     let tokenizer = &fields["tokenizer"];
     if tokenizer.as_object().is_none() {
-        return Err(manifest_err(format!("tokenizer must be an object, found {}", tokenizer.kind())));
+        return Err(manifest_err(format!(
+            "tokenizer must be an object, found {}",
+            tokenizer.kind()
+        )));
     }
     let mut model = assemble(config, arrays, Source::Rift)?;
     model.artifact_id = artifact_id;
@@ -416,30 +565,53 @@ pub fn load(path: &Path) -> Result<ModelData> {
 }
 
 fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// Build a model from float32 arrays under riftco's parameter names (checked against the
 /// configuration before).
-pub fn assemble(config: Config, mut a: BTreeMap<String, Vec<f32>>, source: Source) -> Result<ModelData> {
+pub fn assemble(
+    config: Config,
+    mut a: BTreeMap<String, Vec<f32>>,
+    source: Source,
+) -> Result<ModelData> {
     let mut take = |name: &str| -> Result<Vec<f32>> {
-        a.remove(name).ok_or_else(|| Error::format(format!("missing tensor {name}")))
+        a.remove(name)
+            .ok_or_else(|| Error::format(format!("missing tensor {name}")))
     };
     let c = config.clone();
     let (d, hd) = (c.d_model, c.head_dim());
     let norm = |take: &mut dyn FnMut(&str) -> Result<Vec<f32>>, p: &str| -> Result<OwnedNorm> {
         Ok(OwnedNorm {
             weight: Some(take(&format!("{p}.weight"))?),
-            bias: if c.rms { None } else { Some(take(&format!("{p}.bias"))?) },
+            bias: if c.rms {
+                None
+            } else {
+                Some(take(&format!("{p}.bias"))?)
+            },
         })
     };
-    let linear = |take: &mut dyn FnMut(&str) -> Result<Vec<f32>>, p: &str, rows: usize, cols: usize| -> Result<OwnedLinear> {
+    let linear = |take: &mut dyn FnMut(&str) -> Result<Vec<f32>>,
+                  p: &str,
+                  rows: usize,
+                  cols: usize|
+     -> Result<OwnedLinear> {
         let w = take(&format!("{p}.weight"))?;
-        let bias = if c.linear_bias { Some(take(&format!("{p}.bias"))?) } else { None };
+        let bias = if c.linear_bias {
+            Some(take(&format!("{p}.bias"))?)
+        } else {
+            None
+        };
         Ok(OwnedLinear::f32(w, rows, cols, bias))
     };
     let token_embedding = take("token_embedding.weight")?;
-    let position_embedding = if c.rotary { None } else { Some(take("position_embedding.weight")?) };
+    let position_embedding = if c.rotary {
+        None
+    } else {
+        Some(take("position_embedding.weight")?)
+    };
     let mut layers = Vec::with_capacity(c.n_layers);
     let (q, kv) = (c.n_heads * hd, c.kv_heads * hd);
     for i in 0..c.n_layers {
@@ -462,18 +634,40 @@ pub fn assemble(config: Config, mut a: BTreeMap<String, Vec<f32>>, source: Sourc
                 linear(&mut take, &format!("{b}.feed_forward.project"), d, c.d_ff)?,
             ]
         };
-        layers.push(OwnedLayer { attention_norm, query, key, value, output, feed_forward_norm, feed_forward });
+        layers.push(OwnedLayer {
+            attention_norm,
+            query,
+            key,
+            value,
+            output,
+            feed_forward_norm,
+            feed_forward,
+        });
     }
     let final_norm = norm(&mut take, "final_norm")?;
-    let head_bias = if c.head_bias { Some(take("language_model_head.bias")?) } else { None };
+    let head_bias = if c.head_bias {
+        Some(take("language_model_head.bias")?)
+    } else {
+        None
+    };
     let head = if c.tie_embeddings {
         if head_bias.is_some() {
-            Some(OwnedLinear::f32(token_embedding.clone(), c.vocab_size, d, head_bias))
+            Some(OwnedLinear::f32(
+                token_embedding.clone(),
+                c.vocab_size,
+                d,
+                head_bias,
+            ))
         } else {
             None
         }
     } else {
-        Some(OwnedLinear::f32(take("language_model_head.weight")?, c.vocab_size, d, head_bias))
+        Some(OwnedLinear::f32(
+            take("language_model_head.weight")?,
+            c.vocab_size,
+            d,
+            head_bias,
+        ))
     };
     Ok(ModelData {
         config,
@@ -495,7 +689,18 @@ mod tests {
 
     #[test]
     fn python_float_repr() {
-        for (v, s) in [(1e-5, "1e-05"), (10000.0, "10000.0"), (0.02, "0.02"), (1e16, "1e+16"), (1.5e-7, "1.5e-07"), (123.456, "123.456"), (1e-6, "1e-06"), (0.0001, "0.0001"), (1234567890123456.0, "1234567890123456.0"), (-2.5, "-2.5")] {
+        for (v, s) in [
+            (1e-5, "1e-05"),
+            (10000.0, "10000.0"),
+            (0.02, "0.02"),
+            (1e16, "1e+16"),
+            (1.5e-7, "1.5e-07"),
+            (123.456, "123.456"),
+            (1e-6, "1e-06"),
+            (0.0001, "0.0001"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (-2.5, "-2.5"),
+        ] {
             assert_eq!(py_float(v), s);
         }
     }

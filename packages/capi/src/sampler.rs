@@ -40,7 +40,9 @@ fn hashmix(value: u32, hash_const: &mut u32) -> u32 {
 }
 
 fn mix(x: u32, y: u32) -> u32 {
-    let r = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+    let r = MIX_MULT_L
+        .wrapping_mul(x)
+        .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
     r ^ (r >> XSHIFT)
 }
 
@@ -77,7 +79,10 @@ pub fn seed_sequence_state(entropy: &[u64], n_words64: usize) -> Vec<u64> {
         v = v.wrapping_mul(hc);
         words.push(v ^ (v >> XSHIFT));
     }
-    words.chunks(2).map(|w| w[0] as u64 | (w[1] as u64) << 32).collect()
+    words
+        .chunks(2)
+        .map(|w| w[0] as u64 | (w[1] as u64) << 32)
+        .collect()
 }
 
 // -- numpy's PCG64 (128-bit LCG, XSL-RR output) -------------------------------------
@@ -96,7 +101,10 @@ impl Pcg64 {
         let s = seed_sequence_state(entropy, 4);
         let seed = (s[0] as u128) << 64 | s[1] as u128;
         let inc = (s[2] as u128) << 64 | s[3] as u128;
-        let mut rng = Pcg64 { state: 0, inc: (inc << 1) | 1 };
+        let mut rng = Pcg64 {
+            state: 0,
+            inc: (inc << 1) | 1,
+        };
         rng.step();
         rng.state = rng.state.wrapping_add(seed);
         rng.step();
@@ -194,29 +202,45 @@ pub struct SamplingConfig {
 impl SamplingConfig {
     pub fn check(&self) -> Result<()> {
         if !self.temperature.is_finite() || self.temperature < 0.0 {
-            return Err(Error::invalid(format!("sampling: temperature must be >= 0, found {}", self.temperature)));
+            return Err(Error::invalid(format!(
+                "sampling: temperature must be >= 0, found {}",
+                self.temperature
+            )));
         }
         if self.top_k == Some(0) {
-            return Err(Error::invalid("sampling: top_k must be None or positive, found 0"));
+            return Err(Error::invalid(
+                "sampling: top_k must be None or positive, found 0",
+            ));
         }
         if let Some(p) = self.top_p {
             if !(p > 0.0 && p <= 1.0) {
-                return Err(Error::invalid(format!("sampling: top_p must be None or in (0, 1], found {p}")));
+                return Err(Error::invalid(format!(
+                    "sampling: top_p must be None or in (0, 1], found {p}"
+                )));
             }
         }
         let r = self.repetition_penalty;
         if !r.is_finite() || r <= 0.0 {
-            return Err(Error::invalid(format!("sampling: repetition_penalty must be a finite number > 0, found {r}")));
+            return Err(Error::invalid(format!(
+                "sampling: repetition_penalty must be a finite number > 0, found {r}"
+            )));
         }
         if self.vocab_limit == Some(0) {
-            return Err(Error::invalid("sampling: vocab_limit must be None or positive, found 0"));
+            return Err(Error::invalid(
+                "sampling: vocab_limit must be None or positive, found 0",
+            ));
         }
         Ok(())
     }
 }
 
 /// The next token from one row of float32 logits, as riftco-nn's `sample_next` draws it.
-pub fn sample_next(logits: &[f32], config: &SamplingConfig, rng: &mut Pcg64, seen: &BTreeSet<i64>) -> Result<usize> {
+pub fn sample_next(
+    logits: &[f32],
+    config: &SamplingConfig,
+    rng: &mut Pcg64,
+    seen: &BTreeSet<i64>,
+) -> Result<usize> {
     let width = match config.vocab_limit {
         Some(l) if l < logits.len() => l,
         _ => logits.len(),
@@ -256,7 +280,11 @@ pub fn sample_next(logits: &[f32], config: &SamplingConfig, rng: &mut Pcg64, see
     }
     // Rank by descending logit, ties toward lower ids (a stable sort of -logit).
     let mut order: Vec<usize> = (0..width).collect();
-    order.sort_by(|&a, &b| (-scaled[a]).partial_cmp(&-scaled[b]).unwrap_or(std::cmp::Ordering::Equal));
+    order.sort_by(|&a, &b| {
+        (-scaled[a])
+            .partial_cmp(&-scaled[b])
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     let mut keep = width;
     if let Some(k) = config.top_k {
         keep = keep.min(k);
@@ -287,7 +315,11 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(config: SamplingConfig, seed: u64, index: u64) -> Result<Sampler> {
         config.check()?;
-        Ok(Sampler { config, rng: Pcg64::sequence(seed, index), seen: BTreeSet::new() })
+        Ok(Sampler {
+            config,
+            rng: Pcg64::sequence(seed, index),
+            seen: BTreeSet::new(),
+        })
     }
 
     /// Tokens now in the sequence (kept only while a repetition penalty is on).
@@ -311,7 +343,12 @@ mod tests {
         // numpy 2.4: SeedSequence([1, 2]).generate_state(4, uint64) and Generator(PCG64(.)).random().
         assert_eq!(
             seed_sequence_state(&[1, 2], 4),
-            vec![0xd78548c15f2d64ab, 0x8ce90a298a5eaca9, 0x5743855731a4b752, 0x4c5b2bcb9204ad93]
+            vec![
+                0xd78548c15f2d64ab,
+                0x8ce90a298a5eaca9,
+                0x5743855731a4b752,
+                0x4c5b2bcb9204ad93
+            ]
         );
         let mut g = Pcg64::sequence(0, 0);
         assert_eq!(g.random(), 0.6369616873214543);
