@@ -1,5 +1,5 @@
 """riftco.nn: modules, the GPT and Llama decoder topologies, fused attention,
-key/value caches and token sampling, over riftco.tensor and riftco.autograd.
+key/value caches (contiguous and paged), decode sessions and token sampling, over riftco.tensor and riftco.autograd.
 
     >>> import riftco.nn as nn
     >>> model = nn.DecoderOnlyTransformer(nn.TransformerConfig.preset("llama", size="tiny"))
@@ -17,10 +17,11 @@ from riftco.nn.attention import CausalSelfAttention
 from riftco.nn.cache import ContiguousKVCache, DecodeLayout, DecodeStep, KVCache, WholeStepCache
 from riftco.nn.capabilities import JOBS, model_capabilities, required_capabilities_for
 from riftco.nn.config import PRESETS, SIZES, TransformerConfig
-from riftco.nn.errors import CacheError, ConfigError, StateDictError
+from riftco.nn.errors import CacheError, ConfigError, PoolExhausted, SessionError, StateDictError
 from riftco.nn.feed_forward import FeedForward, SwiGLU
 from riftco.nn.functional import cross_entropy
 from riftco.nn.generation import (
+    GENERATE_PAGE_SIZE,
     Constraint,
     GenerationResult,
     SamplingConfig,
@@ -56,6 +57,8 @@ from riftco.nn.lora import (
     merge_lora,
 )
 from riftco.nn.module import LoadResult, Module, ModuleList, ParameterList
+from riftco.nn.page_allocator import PageAllocator, prefix_keys
+from riftco.nn.paged_cache import PagedKVCache
 from riftco.nn.precision import PRECISIONS, compute_dtype, mixed_precision
 from riftco.nn.quantized import (
     QuantizedLinear,
@@ -64,6 +67,7 @@ from riftco.nn.quantized import (
     quantize_model,
     weight_memory,
 )
+from riftco.nn.session import DecodeSession, DecodeSessionPool, prefill_many, step_many
 from riftco.nn.transformer import (
     DecoderOnlyTransformer,
     LanguageModelHead,
@@ -117,6 +121,18 @@ __all__ = [
     "sequence_rng",
 ]
 __all__ += ["compute_dtype", "mixed_precision"]
+__all__ += [
+    "GENERATE_PAGE_SIZE",
+    "DecodeSession",
+    "DecodeSessionPool",
+    "PageAllocator",
+    "PagedKVCache",
+    "PoolExhausted",
+    "SessionError",
+    "prefill_many",
+    "prefix_keys",
+    "step_many",
+]
 __all__ += ["JOBS", "model_capabilities", "required_capabilities_for"]
 __all__ += [
     "LORA_TARGETS",

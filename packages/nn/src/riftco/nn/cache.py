@@ -183,6 +183,17 @@ class ContiguousKVCache:
     def length(self, seq_id: int) -> int:
         return self._lengths[self._known(seq_id)]
 
+    def truncate(self, seq_id: int, length: int) -> None:
+        """Keep the first ``length`` tokens of ``seq_id`` (the rows past it are
+        written again as the sequence grows)."""
+        self._step = None
+        held = self.length(seq_id)
+        if not 0 <= int(length) <= held:
+            raise CacheError(
+                f"truncate: sequence {seq_id} holds {held} tokens; cannot keep {length}"
+            )
+        self._lengths[seq_id] = int(length)
+
     def _known(self, seq_id: int) -> int:
         if seq_id not in self._slots:
             raise CacheError(f"ContiguousKVCache: no sequence {seq_id}")

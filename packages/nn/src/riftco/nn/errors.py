@@ -23,4 +23,14 @@ class CacheError(RiftcoError, ValueError):
     raises it (riftco-serve's pools included)."""
 
 
-__all__ = ["CacheError", "ConfigError", "StateDictError"]
+class PoolExhausted(CacheError):
+    """A paged key/value pool has no page left for a lease or a reservation; nothing
+    was changed (riftco-serve raises its own subclass, also a ``ServeError``)."""
+
+
+class SessionError(RiftcoError, ValueError):
+    """A `DecodeSession` used wrongly: closed, rolled back past its length, fed a token
+    outside the vocabulary, or batched with a session of another pool or model."""
+
+
+__all__ = ["CacheError", "ConfigError", "PoolExhausted", "SessionError", "StateDictError"]

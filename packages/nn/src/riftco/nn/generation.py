@@ -2,7 +2,7 @@
 the lowest id), temperature, top-k and top-p sampling, seeded per sequence, the
 repetition, presence and frequency penalties, a logit bias, a constraint that masks
 ids (structured output), log-probabilities, a vocabulary limit, stop ids and a
-token budget, over a key/value cache."""
+token budget, over decode sessions (`riftco.nn.session`)."""
 
 from __future__ import annotations
 
@@ -436,8 +436,9 @@ def generate(
     grammar: Any = None,
 ) -> list[GenerationResult]:
     """Continue each prompt (a non-empty list of token ids) with ``model``, batching all
-    sequences in one forward per step over a contiguous key/value cache: one prefill
-    of the ragged prompts, then one token per unfinished sequence per step.
+    sequences in one forward per step, each a `riftco.nn.DecodeSession` over a paged
+    key/value cache (the contiguous cache on a backend without ``paged_attention``):
+    one prefill of the ragged prompts, then one token per unfinished sequence per step.
 
     Sequence j draws with ``sequence_rng(config.seed, j)``, so its tokens are the same
     alone or batched at the same index. ``constraints`` (one per prompt, or None)
@@ -447,10 +448,10 @@ def generate(
     object whose ``start()`` returns a fresh `Constraint` (riftco-text's
     ``TokenGrammar``): every prompt gets its own state.
 
-    A sequence that fills the context slides its window as the server does: its
-    cache is dropped and its newest ``replay_tokens(context_length)`` tokens (half
-    the context) are replayed from position 0, so generation runs on to
-    ``max_new_tokens`` or a stop id."""
+    A sequence that fills the context slides its window as the server does (and as a
+    `DecodeSession` does): its cache is dropped and its newest
+    ``replay_tokens(context_length)`` tokens (half the context) are replayed from
+    position 0, so generation runs on to ``max_new_tokens`` or a stop id."""
     prompts = [list(map(int, p)) for p in prompts]
     c = model.config
     for j, p in enumerate(prompts):
@@ -476,54 +477,74 @@ def generate(
     if not prompts:
         return []
     wanted = config.logprobs is not None
-    samplers = [
-        TokenSampler(config, j, None if constraints is None else constraints[j])
-        for j in range(len(prompts))
-    ]
-    for sampler, prompt in zip(samplers, prompts):
-        sampler.observe(prompt)
     out: list[list[int]] = [[] for _ in prompts]
     probs: list[list[TokenLogprobs]] = [[] for _ in prompts]
     reasons: list[str | None] = [None] * len(prompts)
     if config.max_new_tokens == 0:
         return [GenerationResult([], "length", [] if wanted else None) for _ in prompts]
-    cache = ContiguousKVCache(c, max_sequences=len(prompts), backend=model.backend)
-    ids = [cache.add_sequence() for _ in prompts]
-    active = list(range(len(prompts)))
-    feed = prompts
-    stops = set(config.stop_ids)
-    replay = replay_tokens(cache.capacity)
-    while active:
-        logits = model.forward_incremental(feed, cache, [ids[j] for j in active]).numpy()
-        still, feed = [], []
-        for row, j in enumerate(active):
-            token = samplers[j].draw(logits[row])
-            if token is None or token in stops:
-                reasons[j] = "stop"
-                continue
-            out[j].append(token)
-            last = samplers[j].last
-            if wanted and last is not None:
-                probs[j].append(last)
-            samplers[j].accept(token)
-            if len(out[j]) >= config.max_new_tokens:
-                reasons[j] = "length"
-                continue
-            still.append(j)
-            if cache.length(ids[j]) >= cache.capacity:
-                cache.remove(ids[j])
-                ids[j] = cache.add_sequence()
-                feed.append([*prompts[j], *out[j]][-replay:])
-            else:
-                feed.append([token])
-        active = still
+    from riftco.nn.session import prefill_many, step_many
+
+    sessions = _sessions(model, prompts, config.max_new_tokens)
+    try:
+        prefill_many(sessions, prompts)
+        active = list(range(len(prompts)))
+        stops = set(config.stop_ids)
+        while active:
+            still, feed = [], []
+            for j in active:
+                session = sessions[j]
+                constraint = None if constraints is None else constraints[j]
+                token = session.sample(config, index=j, constraint=constraint)
+                if token is None or token in stops:
+                    reasons[j] = "stop"
+                    continue
+                out[j].append(token)
+                last = session.last_logprobs
+                if wanted and last is not None:
+                    probs[j].append(last)
+                if len(out[j]) >= config.max_new_tokens:
+                    reasons[j] = "length"
+                    sampler = session.sampler
+                    if sampler is not None:  # kept, though never fed
+                        sampler.accept(token)
+                    continue
+                still.append(j)
+                feed.append(token)
+            active = still
+            if active:
+                step_many([sessions[j] for j in active], feed)
+    finally:
+        for session in sessions:
+            session.close()
     return [
         GenerationResult(tokens, reason or "length", p if wanted else None)
         for tokens, reason, p in zip(out, reasons, probs)
     ]
 
 
+#: The page size of the paged cache `generate` decodes over.
+GENERATE_PAGE_SIZE = 16
+
+
+def _sessions(model: Any, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> list[Any]:
+    """One session per prompt: over a paged cache holding just the pages each sequence
+    can reach, each leased at once (consecutive pages: the attention kernels then sum
+    in the order of a contiguous cache); over the contiguous cache on a backend without
+    the ``paged_attention`` kernel."""
+    from riftco.nn.session import DecodeSession, DecodeSessionPool
+
+    c = model.config
+    if "paged_attention" not in model.backend.capabilities():
+        cache = ContiguousKVCache(c, max_sequences=len(prompts), backend=model.backend)
+        return [DecodeSession(model, cache) for _ in prompts]
+    reach = [min(c.context_length, len(p) + max_new_tokens) for p in prompts]
+    size = GENERATE_PAGE_SIZE
+    pool = DecodeSessionPool(model, pages=sum(-(-r // size) for r in reach), page_size=size)
+    return [pool.session(reserve_tokens=r, lease=True) for r in reach]
+
+
 __all__ = [
+    "GENERATE_PAGE_SIZE",
     "LOGIT_BIAS_RANGE",
     "MAX_TOP_LOGPROBS",
     "PENALTY_RANGE",

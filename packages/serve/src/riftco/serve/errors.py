@@ -11,6 +11,7 @@ Errors that reach an HTTP client carry the status and the OpenAI error fields
 from __future__ import annotations
 
 from riftco.nn.errors import CacheError
+from riftco.nn.errors import PoolExhausted as CachePoolExhausted
 from riftco.tensor.errors import RiftcoError
 
 
@@ -18,8 +19,9 @@ class ServeError(RiftcoError):
     """Base class of every riftco-serve error."""
 
 
-class PoolExhausted(ServeError, CacheError):
-    """The paged key/value pool has no free page for a lease; nothing was changed."""
+class PoolExhausted(ServeError, CachePoolExhausted):
+    """The paged key/value pool has no free page for a lease; nothing was changed
+    (riftco-nn's ``PoolExhausted``, raised by the server's pool as a ``ServeError``)."""
 
 
 class RequestError(ServeError, ValueError):
