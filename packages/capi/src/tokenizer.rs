@@ -22,9 +22,18 @@ use riftco_tokenizer::{file, Decoder, ErrorKind, Tokenizer};
 use crate::error::{guard, in_slice, out_ptr, out_slice, Error, Result, Status};
 use crate::handle::{self, tag, Handle};
 
-/// A loaded tokenizer. Immutable: any number of threads may use one handle at the same time
-/// (all functions but `riftco_tokenizer_free` only read it). Decoders made from it keep it
-/// alive, so it may be freed before them.
+/// A loaded tokenizer (riftco-text's byte or byte-level BPE tokenizer, equal to it id for id).
+/// Immutable: any number of threads may use one handle at the same time (all functions but
+/// `riftco_tokenizer_free` only read it). Decoders made from it keep it alive, so it may be
+/// freed before them.
+///
+/// Output buffers of the `riftco_tokenizer_*` functions: the caller passes `out` with room for
+/// `cap` items, and `n_out`. With `cap == 0` nothing is written (`out` may be NULL) and
+/// `*n_out` is the number of items of the result: the size query. With `cap` at least that,
+/// the result is written and `*n_out` is its length. With a smaller nonzero `cap` nothing is
+/// written, `*n_out` is the size needed and the call returns `RIFTCO_STATUS_INVALID_ARGUMENT`.
+/// The decoder's push and flush change state, so for them `cap == 0` is no query: see
+/// `riftco_tokenizer_decoder_push`.
 pub struct RiftcoTokenizer {
     _opaque: [u8; 0],
 }
@@ -267,7 +276,7 @@ pub unsafe extern "C" fn riftco_tokenizer_base_vocab_size(
 /// recognised, the longest match first) or `RIFTCO_ENCODE_BYTES` (any bytes). Text that is not
 /// UTF-8 without `RIFTCO_ENCODE_BYTES`, or a byte a byte tokenizer lacks, is
 /// `RIFTCO_STATUS_INVALID_ARGUMENT` naming the byte offset. Ids go to `out_ids` under the
-/// module's buffer convention (`cap` 0: `*n_out` = the number of ids).
+/// buffer convention of `RiftcoTokenizer` (`cap` 0: `*n_out` = the number of ids).
 ///
 /// # Safety
 /// `tok` NULL or a live handle; `text` `len` readable bytes (NULL when `len` is 0);
@@ -313,8 +322,8 @@ pub unsafe extern "C" fn riftco_tokenizer_encode(
 /// (otherwise they are their text); `RIFTCO_DECODE_REPLACE_INVALID` writes valid UTF-8 with
 /// U+FFFD for invalid sequences (riftco-text's `decode`), otherwise the bytes are exact
 /// (`decode_bytes`). No NUL is appended. An id outside the vocabulary is
-/// `RIFTCO_STATUS_INVALID_ARGUMENT` naming its position. Bytes go to `out` under the module's
-/// buffer convention.
+/// `RIFTCO_STATUS_INVALID_ARGUMENT` naming its position. Bytes go to `out` under the buffer
+/// convention of `RiftcoTokenizer`.
 ///
 /// # Safety
 /// `tok` NULL or a live handle; `ids` `n_ids` readable ids; `out` NULL or `cap` writable bytes;
@@ -348,8 +357,8 @@ pub unsafe extern "C" fn riftco_tokenizer_decode(
     })
 }
 
-/// The bytes one id stands for (a special token as its UTF-8 text), under the module's buffer
-/// convention. At most 65,536 bytes for an ordinary id, 1,024 for a special one.
+/// The bytes one id stands for (a special token as its UTF-8 text), under the buffer convention
+/// of `RiftcoTokenizer`. At most 65,536 bytes for an ordinary id, 1,024 for a special one.
 ///
 /// # Safety
 /// `tok` NULL or a live handle; `out` NULL or `cap` writable bytes; `n_out` NULL or writable.
@@ -423,7 +432,7 @@ pub unsafe extern "C" fn riftco_tokenizer_eos_id(
 
 /// The ids that end generated text, as riftco-text's `stop_ids(chat)`: the end-of-text id (if
 /// any) and, with `chat` and a chat template, every special token the template writes (the
-/// assistant's end marker first, then the role markers). Under the module's buffer convention.
+/// assistant's end marker first, then the role markers). Under the buffer convention of `RiftcoTokenizer`.
 ///
 /// # Safety
 /// `tok` NULL or a live handle; `out_ids` NULL or `cap` writable ids; `n_out` NULL or writable.
@@ -454,7 +463,7 @@ pub unsafe extern "C" fn riftco_tokenizer_stop_ids(
 /// role has its content wrapped in the result markers. `roles[i]` is a NUL-terminated UTF-8
 /// role name; `contents[i]` is UTF-8 of `content_lens[i]` bytes, or NUL-terminated when
 /// `content_lens` is NULL. An unknown role, content that is not UTF-8, or a tokenizer without a
-/// template is `RIFTCO_STATUS_INVALID_ARGUMENT`. Under the module's buffer convention.
+/// template is `RIFTCO_STATUS_INVALID_ARGUMENT`. Under the buffer convention of `RiftcoTokenizer`.
 ///
 /// # Safety
 /// `tok` NULL or a live handle; `roles` and `contents` `n_messages` readable pointers each
@@ -544,7 +553,7 @@ pub unsafe extern "C" fn riftco_tokenizer_decoder_new(
 /// Add one id; the UTF-8 text it releases (often 0 bytes while a character is incomplete) goes
 /// to `out` when it fits in `cap` bytes, and the id is taken. When it does not fit, nothing is
 /// written, `*n_out` is the size needed, the id is not taken and the call returns
-/// `RIFTCO_STATUS_INVALID_ARGUMENT` (see the decoder's rule in the module notes; a buffer of
+/// `RIFTCO_STATUS_INVALID_ARGUMENT` (`cap == 0` is no query here; a buffer of
 /// `RIFTCO_TOKENIZER_MAX_PUSH_BYTES` always fits). An id outside the vocabulary is
 /// `RIFTCO_STATUS_INVALID_ARGUMENT` and changes nothing.
 ///
