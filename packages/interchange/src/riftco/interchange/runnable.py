@@ -114,7 +114,8 @@ class RunnableModel:
         logprobs: int | None = None,
     ) -> GenerationResult:
         """Continue ``ids`` (cropped to the context); the new tokens and why they ended
-        (and their log-probabilities with ``logprobs`` = k alternatives)."""
+        (and their log-probabilities with ``logprobs`` = k alternatives). Decodes with
+        ``riftco.nn.generate``: a ``DecodeSession`` over the paged key/value cache."""
         keep = self.config.context_length - 1
         prompt = list(ids)[-keep:] if len(ids) > keep else list(ids)
         sampling = SamplingConfig(

@@ -9,8 +9,9 @@ be made from a configuration alone, before any model exists
 
 Jobs: ``train`` (full training: forward, loss, backward, Adam), ``lora`` (the same
 kernels: the frozen base is float32), ``qlora`` (an NF4 base besides), ``generate``
-(in-process incremental decoding over riftco-nn's contiguous cache, prefill included)
-and ``serve`` (decoding over riftco-serve's paged cache, prefill included). The
+(in-process incremental decoding, prefill included; listed with the contiguous cache's
+kernels, which ``generate`` falls back to on a backend without ``paged_attention``)
+and ``serve`` (decoding over the paged cache, prefill included). The
 whole-step decoder (``decode_step``) is never required: a backend without it decodes
 op by op.
 """
