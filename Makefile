@@ -5,7 +5,7 @@ TOOLS  := .venv-tools
 VENV   := .venv
 export PATH := $(abspath $(TOOLS))/bin:$(PATH)
 
-.PHONY: demo test wheels dev lint bench bench-peers clean release-check
+.PHONY: demo test wheels dev lint bench bench-peers clean release-check capi capi-header capi-test
 
 $(TOOLS)/.ready: tools/requirements.txt
 	$(PYTHON) -m venv $(TOOLS)
@@ -78,3 +78,37 @@ docs: $(DOCS)/.ready
 
 docs-serve: $(DOCS)/.ready
 	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/mkdocs serve
+
+## libriftco, the C ABI: the shared and static library, riftco.h, riftco.pc and the C
+## examples, staged in build/capi/{lib,include,lib/pkgconfig,bin}.
+CAPI     := build/capi
+CC       ?= cc
+CXX      ?= c++
+CAPI_LIBS := -lpthread -ldl -lm
+capi:
+	cargo build --release -p riftco-capi
+	mkdir -p $(CAPI)/lib/pkgconfig $(CAPI)/include $(CAPI)/bin
+	cp target/release/libriftco.so target/release/libriftco.a $(CAPI)/lib/
+	cp packages/capi/include/riftco.h $(CAPI)/include/
+	v=$$(sed -n 's/^#define RIFTCO_ABI_VERSION_MAJOR \([0-9]*\)/\1/p' packages/capi/include/riftco.h).$$(sed -n 's/^#define RIFTCO_ABI_VERSION_MINOR \([0-9]*\)/\1/p' packages/capi/include/riftco.h).0; \
+	  sed "s/@VERSION@/$$v/" packages/capi/riftco.pc.in > $(CAPI)/lib/pkgconfig/riftco.pc
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CAPI)/include examples/c/chat.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/chat
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror -I$(CAPI)/include examples/c/hello.cpp $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/hello
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -I$(CAPI)/include bench/bench_capi.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/bench_capi
+
+## Rewrite packages/capi/include/riftco.h from the sources (cargo test checks it).
+capi-header:
+	RIFTCO_WRITE_HEADER=1 cargo test -q -p riftco-capi --test header
+
+## The C tests against the static library, once plain and once under AddressSanitizer
+## (LeakSanitizer included), then the header check and the ctypes parity tests.
+capi-test: capi
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CAPI)/include packages/capi/tests/c/test_capi.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/test_capi
+	$(CC) -std=c11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -I$(CAPI)/include packages/capi/tests/c/test_capi.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/test_capi_asan
+	mkdir -p $(CAPI)/scratch
+	for f in packages/capi/tests/fixtures/*.rift; do \
+	  $(CAPI)/bin/test_capi $$f $(CAPI)/scratch || exit 1; \
+	  ASAN_OPTIONS=detect_leaks=1 $(CAPI)/bin/test_capi_asan $$f $(CAPI)/scratch || exit 1; \
+	done
+	cargo test -q -p riftco-capi
+	RIFTCO_CAPI_REQUIRED=1 RIFTCO_CAPI_LIB=$(abspath $(CAPI))/lib/libriftco.so $(VENV)/bin/python -m pytest -q packages/capi/tests -p no:cacheprovider

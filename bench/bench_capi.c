@@ -1,0 +1,77 @@
+/* bench_capi: batch-1 greedy decode through libriftco's C ABI, no Python in the loop.
+ *
+ *   bench_capi MODEL [--prompt P] [--gen N] [--repeats R]
+ *
+ * Loads MODEL (.rift or GGUF), prefills P tokens, then decodes N tokens greedily (step +
+ * sample), R times; prints one JSON line per repeat: {"prefill_tok_s": ..., "decode_tok_s": ...}.
+ * bench/bench_capi.py runs it in alternating rounds beside llama-bench (or riftco's
+ * in-process decoder) and prints the ratios. The thread count is RAYON_NUM_THREADS. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "riftco.h"
+
+#define TRY(call)                                                                  \
+  do {                                                                             \
+    if ((call) != RIFTCO_STATUS_OK) {                                              \
+      fprintf(stderr, "bench_capi: %s: %s\n", #call, riftco_last_error());         \
+      return 1;                                                                    \
+    }                                                                              \
+  } while (0)
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s MODEL [--prompt P] [--gen N] [--repeats R]\n", argv[0]);
+    return 2;
+  }
+  int prompt_len = 1, gen = 128, repeats = 1;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--prompt")) prompt_len = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--gen")) gen = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+  }
+  RiftcoModel *model;
+  TRY(riftco_model_load(argv[1], &model));
+  RiftcoModelConfig cfg;
+  TRY(riftco_model_config(model, &cfg));
+  if (prompt_len < 1 || (size_t)prompt_len + (size_t)gen > cfg.context_length) {
+    fprintf(stderr, "bench_capi: prompt + gen must be within the context of %u\n", cfg.context_length);
+    return 2;
+  }
+  int32_t *prompt = malloc((size_t)prompt_len * sizeof *prompt);
+  for (int i = 0; i < prompt_len; i++) prompt[i] = (int32_t)((i * 7919 + 13) % cfg.vocab_size);
+  RiftcoSamplingParams params;
+  TRY(riftco_sampling_params_default(&params));
+  RiftcoSampler *greedy;
+  TRY(riftco_sampler_create(&params, &greedy));
+  RiftcoSession *s;
+  TRY(riftco_session_create(model, &s));
+  for (int r = 0; r < repeats; r++) {
+    TRY(riftco_session_reset(s));
+    double t0 = now();
+    TRY(riftco_session_prefill(s, prompt, (size_t)prompt_len));
+    double t1 = now();
+    for (int i = 0; i < gen; i++) {
+      int32_t token;
+      TRY(riftco_session_sample(s, greedy, &token));
+      TRY(riftco_session_step(s, token));
+    }
+    double t2 = now();
+    printf("{\"prefill_tok_s\": %.3f, \"decode_tok_s\": %.3f}\n", prompt_len / (t1 - t0),
+           gen / (t2 - t1));
+    fflush(stdout);
+  }
+  TRY(riftco_session_free(s));
+  TRY(riftco_sampler_free(greedy));
+  TRY(riftco_model_free(model));
+  free(prompt);
+  return 0;
+}
