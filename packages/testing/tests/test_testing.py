@@ -87,3 +87,18 @@ def test_the_scripted_engine_frees_a_slot_closed_before_its_task_ran():
 
     engine = asyncio.run(main())
     assert engine.active == 0 and engine.closed_early == 5 and engine.rejected == 0
+
+
+def test_ggml_gelu_is_a_table_of_halves():
+    from riftco.testing.llamacpp import ggml_gelu, llamacpp_logits
+
+    with pytest.raises(ValueError, match="gelu: expected 'exact' or 'ggml'"):
+        llamacpp_logits("unused.gguf", [0], gelu="erf")
+    x = np.array([-11.0, -10.0, 10.0, 11.0, 1.0, 0.1234567], np.float32)
+    got = ggml_gelu(x)
+    assert list(got[:4]) == [0.0, 0.0, 10.0, 11.0]
+    h = np.float32(np.float16(np.float32(0.1234567)))
+    c = np.float32(np.sqrt(2 / np.pi))
+    gelu_h = np.float32(0.5) * h * (1 + np.tanh(c * h * (1 + np.float32(0.044715) * h * h)))
+    assert got[5] == np.float16(gelu_h) and got[5] != 0.5 * 0.1234567 * (1 + np.tanh(0.1))
+    assert abs(got[4] - 0.841192) < 1e-3

@@ -22,9 +22,11 @@ computes on quantized weights rather than of the weights alone: Q8_0, Q4_0 and Q
 weights take the input quantized per block of 32 by ggml's ``quantize_row_q8_0`` as
 it runs on x86-64 (``a = max |x|`` in float32, the scale ``a / 127`` rounded to a
 half, the codes ``x * (127 / a)`` rounded to nearest with ties to even), F16 weights
-take it rounded to half, F32 weights as it is; other types are refused. This is
-written from ggml's definitions and shares no code with riftco's kernels. It models a
-float32 key/value cache (llama.cpp's default is F16, whose rounding it leaves out).
+take it rounded to half, F32 weights as it is; other types are refused. ``gelu="ggml"``
+computes ``gpt2``'s GELU through ggml's table of halves (:func:`ggml_gelu`) as
+llama.cpp's CPU backend does, where the default is the exact tanh form. This is
+written from ggml's definitions and shares no code with riftco's kernels. It models a float32 key/value cache (llama.cpp's default is F16,
+whose rounding it leaves out).
 """
 
 from __future__ import annotations
@@ -42,14 +44,21 @@ _Q8_0_INPUT = frozenset({"Q8_0", "Q4_0", "Q5_0"})
 
 
 def llamacpp_logits(
-    path: str | os.PathLike[str], tokens: Sequence[int], activations: Activations = "exact"
+    path: str | os.PathLike[str],
+    tokens: Sequence[int],
+    activations: Activations = "exact",
+    gelu: Activations = "exact",
 ) -> np.ndarray:
     """Logits ``[len(tokens), n_vocab]`` (float64) of one sequence at positions 0, 1, ...;
     ``activations="ggml"`` converts each product's input as llama.cpp's CPU backend does
-    for the weight's type (see the module docstring)."""
+    for the weight's type, ``gelu="ggml"`` takes GELU from ggml's table of halves (see
+    the module docstring)."""
     if activations not in ("exact", "ggml"):
         raise ValueError(f"activations: expected 'exact' or 'ggml'; found {activations!r}")
+    if gelu not in ("exact", "ggml"):
+        raise ValueError(f"gelu: expected 'exact' or 'ggml'; found {gelu!r}")
     file = _Gguf(path, activations)
+    file.gelu = gelu
     ids = np.asarray(tokens, dtype=np.int64)
     if file.arch == "gpt2":
         return _gpt2(file, ids)
@@ -101,6 +110,7 @@ class _Gguf:
         reader = gguf.GGUFReader(path)
         self.fields = {name: item.contents() for name, item in reader.fields.items()}
         self.arch = self.fields["general.architecture"]
+        self.gelu = "exact"
         self.tensors: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
         for t in reader.tensors:
             values = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type)
@@ -150,6 +160,19 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * x * (1.0 + 0.044715 * x * x)))
 
 
+def ggml_gelu(x: np.ndarray) -> np.ndarray:
+    """GELU as ggml's CPU backend computes it: 0 at or below -10, ``x`` at or above 10,
+    else ``x`` rounded to a half, looked up in a table of halves (the tanh form at each
+    half, computed in float32 and rounded to a half)."""
+    x32 = np.asarray(x, np.float32)
+    h = x32.astype(np.float16).astype(np.float32)
+    c, a = np.float32(math.sqrt(2.0 / math.pi)), np.float32(0.044715)
+    with np.errstate(over="ignore", invalid="ignore"):
+        g = np.float32(0.5) * h * (np.float32(1) + np.tanh(c * h * (np.float32(1) + a * h * h)))
+    table = g.astype(np.float32).astype(np.float16).astype(np.float64)
+    return np.where(x32 <= -10, 0.0, np.where(x32 >= 10, x32.astype(np.float64), table))
+
+
 def _attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``q [T, H, d]``, ``k``/``v`` ``[T, Hkv, d]``: causal, scaled by ``1/sqrt(d)``."""
     n_tokens, n_head, head_dim = q.shape
@@ -192,7 +215,8 @@ def _gpt2(f: _Gguf, tokens: np.ndarray) -> np.ndarray:
         cur = _mul_mat(t("attn_output.weight", n_embd, n_embd), _attention(q, k, v))
         ffn_inp = cur + t("attn_output.bias", n_embd) + x
         cur = _layer_norm(ffn_inp, t("ffn_norm.weight", n_embd), t("ffn_norm.bias", n_embd), eps)
-        cur = _gelu(_mul_mat(t("ffn_up.weight", n_embd, n_ff), cur) + t("ffn_up.bias", n_ff))
+        up = _mul_mat(t("ffn_up.weight", n_embd, n_ff), cur) + t("ffn_up.bias", n_ff)
+        cur = ggml_gelu(up) if f.gelu == "ggml" else _gelu(up)
         cur = _mul_mat(t("ffn_down.weight", n_ff, n_embd), cur) + t("ffn_down.bias", n_embd)
         x = cur + ffn_inp
     x = _layer_norm(
