@@ -217,7 +217,7 @@ impl Tokenizer {
                 encoder,
                 gpt2: false,
                 ..
-            } => encoder.encode_piece(data, out),
+            } => encoder.encode_whole(data, out),
             Method::Byte { vocab, to_id } => {
                 for (k, &b) in data.iter().enumerate() {
                     match to_id[b as usize] {

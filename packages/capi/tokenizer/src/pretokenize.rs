@@ -25,9 +25,31 @@ pub enum Class {
 /// The class of one code point.
 pub fn class_of(c: char) -> Class {
     let cp = c as u32;
+    if cp < 128 {
+        return ASCII[cp as usize];
+    }
     let k = RUNS.partition_point(|&(start, _)| start <= cp);
     RUNS[k - 1].1
 }
+
+static ASCII: [Class; 128] = {
+    let mut table = [Class::Other; 128];
+    let mut k = 0;
+    while k < RUNS.len() && RUNS[k].0 < 128 {
+        let end = if k + 1 < RUNS.len() && RUNS[k + 1].0 < 128 {
+            RUNS[k + 1].0
+        } else {
+            128
+        };
+        let mut cp = RUNS[k].0;
+        while cp < end {
+            table[cp as usize] = RUNS[k].1;
+            cp += 1;
+        }
+        k += 1;
+    }
+    table
+};
 
 #[derive(Clone, Copy)]
 struct Unit {
@@ -173,6 +195,11 @@ mod tests {
         assert_eq!(class_of('\u{3000}'), Class::Space);
         assert_eq!(class_of('\u{b2}'), Class::Letter); // superscript two: not a decimal digit
         assert_eq!(class_of('\u{663}'), Class::Number);
+        for cp in 0..128u32 {
+            let c = char::from_u32(cp).unwrap();
+            let k = RUNS.partition_point(|&(start, _)| start <= cp);
+            assert_eq!(class_of(c), RUNS[k - 1].1, "{cp}");
+        }
     }
 
     #[test]
