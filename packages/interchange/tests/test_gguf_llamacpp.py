@@ -182,3 +182,30 @@ def test_the_reference_computes_what_llamacpp_computes_on_quantized_gpt2(
     errors = np.concatenate(rows)
     assert (errors <= QUANT_PARITY).mean() >= 0.75, errors
     assert errors.max() <= QUANT_FLIP
+
+
+@pytest.mark.parametrize("dtype", ["q8_0", "q4_0"])
+def test_weights_in_process_decode_as_llamacpp_decodes_the_converted_file(
+    tmp_path, make_model, tokenizer, dtype
+):
+    """``generate --weights DTYPE`` (riftco's in-process quantization) and llama.cpp on
+    the file ``convert --dtype DTYPE`` writes choose the same greedy tokens."""
+    from riftco.interchange import RunnableModel
+    from riftco.interchange.quantization import quantize_model
+
+    model = make_model("llama", d_model=64, n_heads=4, d_ff=96, context_length=64)
+    path = export_gguf(tmp_path / "m.gguf", model.config, model_arrays(model), tokenizer, dtype)
+    quantize_model(model, dtype)
+    runnable = RunnableModel(model, tokenizer)
+    llm = _load(path, 64)
+    for prompt in ("the quick brown", "hello there", "lazy dog jumps"):
+        ids = tokenizer.encode(prompt)
+        ours = runnable.generate_ids(ids, max_new_tokens=24).tokens
+        llm.reset()
+        llm.eval(ids)
+        theirs = []
+        for _ in range(24):
+            # riftco samples only ids the tokenizer has (the vocabulary may be padded).
+            theirs.append(int(np.argmax(llm.scores[llm.n_tokens - 1][: tokenizer.vocab_size])))
+            llm.eval(theirs[-1:])
+        assert ours == theirs, prompt
