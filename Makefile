@@ -110,5 +110,8 @@ capi-test: capi
 	  $(CAPI)/bin/test_capi $$f $(CAPI)/scratch || exit 1; \
 	  ASAN_OPTIONS=detect_leaks=1 $(CAPI)/bin/test_capi_asan $$f $(CAPI)/scratch || exit 1; \
 	done
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Werror -I$(CAPI)/include packages/capi/tests/c/test_tokenizer.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/test_tokenizer
+	$(CC) -std=c11 -O1 -g -fsanitize=address -fno-omit-frame-pointer -I$(CAPI)/include packages/capi/tests/c/test_tokenizer.c $(CAPI)/lib/libriftco.a $(CAPI_LIBS) -o $(CAPI)/bin/test_tokenizer_asan
+	$(CAPI)/bin/test_tokenizer && ASAN_OPTIONS=detect_leaks=1 $(CAPI)/bin/test_tokenizer_asan
 	cargo test -q -p riftco-capi
 	RIFTCO_CAPI_REQUIRED=1 RIFTCO_CAPI_LIB=$(abspath $(CAPI))/lib/libriftco.so $(VENV)/bin/python -m pytest -q packages/capi/tests -p no:cacheprovider

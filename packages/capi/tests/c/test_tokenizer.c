@@ -1,10 +1,9 @@
 /* libriftco's tokenizer from C: create/use/free of every handle and every error path.
  *
  * Fixtures come from packages/capi/tokenizer/tests/fixtures (make_fixtures.py writes them
- * with riftco-text): the folder is argv[1], else $RIFTCO_TOKENIZER_FIXTURES, else found from
- * this file's path. c_cases.txt holds riftco-text's ids for the hard strings; everything else
- * is checked against the library's own contract (round trips, the buffer convention, typed
- * refusals). Exit status 0 when every check passes; run it under AddressSanitizer or valgrind
+ * with riftco-text; see find_fixtures). c_cases.txt holds riftco-text's ids for the hard
+ * strings; everything else is checked against the library's own contract (round trips, the
+ * buffer convention, typed refusals). Exit status 0 when every check passes; run it under AddressSanitizer or valgrind
  * to check for leaks and invalid accesses. */
 
 #include <stdio.h>
@@ -38,9 +37,19 @@ static const char *fixture(const char *name) {
     return path;
 }
 
+static int has_cases(const char *folder) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/c_cases.txt", folder);
+    FILE *f = fopen(path, "r");
+    if (f != NULL) fclose(f);
+    return f != NULL;
+}
+
+/* argv[1] when it is the fixtures folder (a harness may pass other arguments), else
+ * $RIFTCO_TOKENIZER_FIXTURES, else the folder found from this file's path. */
 static void find_fixtures(int argc, char **argv) {
     const char *env = getenv("RIFTCO_TOKENIZER_FIXTURES");
-    if (argc > 1) {
+    if (argc > 1 && has_cases(argv[1])) {
         snprintf(fixtures, sizeof fixtures, "%s", argv[1]);
     } else if (env != NULL) {
         snprintf(fixtures, sizeof fixtures, "%s", env);
