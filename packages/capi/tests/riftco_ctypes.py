@@ -28,14 +28,13 @@ STATUS = [
 
 
 def library_path() -> Path | None:
-    """$RIFTCO_CAPI_LIB, else the staged or the cargo-built shared library."""
+    """$RIFTCO_CAPI_LIB, else the newer of the staged and the cargo-built library."""
     env = os.environ.get("RIFTCO_CAPI_LIB")
-    candidates = [Path(env)] if env else []
-    candidates += [
-        ROOT / "build/capi/lib/libriftco.so",
-        ROOT / "target/release/libriftco.so",
-    ]
-    return next((p for p in candidates if p.is_file()), None)
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    candidates = [ROOT / "build/capi/lib/libriftco.so", ROOT / "target/release/libriftco.so"]
+    found = [p for p in candidates if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 
 class CapiError(Exception):
