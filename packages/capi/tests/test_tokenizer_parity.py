@@ -331,11 +331,10 @@ def test_encode_bytes_equals_riftco_text_on_random_bytes(pair):
 
 def test_encode_equals_riftco_text_on_documentation_and_every_code_point(pair):
     tok, ctok = pair
-    if isinstance(tok, ByteTokenizer):
-        pytest.skip("a byte tokenizer has no splitting to test here")
     text = documentation()[100_000:160_000]
-    assert ctok.encode(text.encode(), 0) == tok.encode(text)
-    if tok.pretokenize != "gpt2":
+    ours = outcome(lambda: ctok.encode(text.encode(), 0))
+    assert ours == outcome(lambda: tok.encode(text))  # a byte tokenizer refuses "\n" alike
+    if not isinstance(tok, BpeTokenizer) or tok.pretokenize != "gpt2":
         return
     rng = random.Random(3)
     points = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
