@@ -14,6 +14,7 @@ GPUs. Figures only; nothing is asserted about time.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -85,6 +86,7 @@ def main() -> None:
     print(
         f"{args.backend}: {info.description}; cpu: {rt.get_num_threads()} threads, {platform.machine()}"
     )
+    print(f"load average at start: {_load()}")
     for n in args.sizes:
         reps = max(2, min(20, int(4e9 / (2 * n**3))))
         rates: dict[str, list[float]] = {args.backend: [], "cpu": []}
@@ -116,6 +118,33 @@ def main() -> None:
         f"tiny training step (B={B}, T={T}): {args.backend} {mine:,.0f} tok/s | cpu {cpu:,.0f} "
         f"tok/s | ratio x{mine / cpu:.2f}"
     )
+    counters = _step_counters(rt.get_backend(args.backend), runs[args.backend])
+    if counters:
+        print("device traffic of one step: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(f"load average at end: {_load()}")
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def _step_counters(backend: rt.Backend, run: Trainer) -> dict[str, int]:
+    """The device's counters over one more training step (a wgpu backend's
+    ``device.stats()``), or nothing for a backend without them."""
+    device = getattr(backend, "device", None)
+    stats = getattr(device, "stats", None)
+    if stats is None:
+        return {}
+    synchronize(backend)
+    before = stats()
+    run.train_step()
+    synchronize(backend)
+    after = stats()
+    keys = ("dispatches", "submits", "waits", "uploads", "reads", "bind_groups", "pipelines")
+    return {k: after[k] - before[k] for k in keys if k in after}
 
 
 if __name__ == "__main__":

@@ -139,6 +139,40 @@ def _fake_find(api, enumerate_adapters):
 
 class _FakeDevice:
     name = LAVAPIPE["name"]
+    shader_f16 = False
+
+
+def test_the_matmul_path_follows_the_adapter_or_the_environment(monkeypatch):
+    from riftco.backends.metal.backend import MATMUL_VAR, choose_matmul_path, matmul_paths
+
+    lavapipe = discovery._as_adapters("vulkan", [LAVAPIPE])[0]
+    nvidia = discovery._as_adapters("vulkan", [{**NVIDIA, "shader_f16": True}])[0]
+    monkeypatch.delenv(MATMUL_VAR, raising=False)
+    assert choose_matmul_path(lavapipe) == "blocked"
+    assert choose_matmul_path(nvidia) == "tiled"
+    assert matmul_paths(lavapipe) == ["tiled", "blocked"]
+    assert matmul_paths(nvidia) == ["tiled", "blocked", "f16"]
+    assert matmul_paths(nvidia, _FakeDevice()) == ["tiled", "blocked"]  # opened without f16
+    monkeypatch.setenv(MATMUL_VAR, "tiled")
+    assert choose_matmul_path(lavapipe) == "tiled"
+    monkeypatch.setenv(MATMUL_VAR, "f16")
+    assert choose_matmul_path(nvidia) == "f16"
+    with pytest.raises(rt.BackendUnavailable, match="needs the SHADER_F16 feature"):
+        choose_matmul_path(lavapipe)
+    monkeypatch.setenv(MATMUL_VAR, "fast")
+    with pytest.raises(rt.BackendUnavailable, match="'fast' is not a matmul path; expected auto"):
+        choose_matmul_path(nvidia)
+
+
+def test_adapter_features_are_described():
+    full = {**NVIDIA, "shader_f16": True, "subgroup": True, "subgroup_sizes": (32, 32)}
+    (a,) = discovery._as_adapters("vulkan", [{**full, "cooperative_matrix": True}])
+    assert a.features() == "f16, subgroups of 32, cooperative matrices"
+    (b,) = discovery._as_adapters(
+        "vulkan", [{**INTEL, "subgroup": True, "subgroup_sizes": (8, 32)}]
+    )
+    assert b.features() == "subgroups of 8-32"
+    assert discovery._as_adapters("vulkan", [LAVAPIPE])[0].features() == "none"
 
 
 def test_a_device_that_fails_to_open_is_unavailable_with_the_reason(monkeypatch):

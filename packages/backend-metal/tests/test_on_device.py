@@ -28,7 +28,9 @@ def device_present():
         pytest.skip(f"{BACKEND} is unavailable: {reason}")
 
 
-@pytest.mark.parametrize("check", ["check_runtime.py", "check_model.py"])
+@pytest.mark.parametrize(
+    "check", ["check_runtime.py", "check_model.py", "check_matmul.py", "check_budget.py"]
+)
 def test_checks_of_this_package(check, record_property):
     run_checks(HERE / "device" / check, env=DEVICE_ENV, record=record_property)
 

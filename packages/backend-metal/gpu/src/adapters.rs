@@ -45,6 +45,11 @@ pub struct AdapterDescription {
     pub vendor: u32,
     pub device: u32,
     pub shader_f16: bool,
+    /// wgpu's `SUBGROUP` feature, with the subgroup sizes the adapter reports.
+    pub subgroup: bool,
+    pub subgroup_sizes: (u32, u32),
+    /// wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX` feature.
+    pub cooperative_matrix: bool,
 }
 
 fn instance(api: Api) -> wgpu::Instance {
@@ -72,6 +77,11 @@ fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
         vendor: info.vendor,
         device: info.device,
         shader_f16: adapter.features().contains(wgpu::Features::SHADER_F16),
+        subgroup: adapter.features().contains(wgpu::Features::SUBGROUP),
+        subgroup_sizes: (info.subgroup_min_size, info.subgroup_max_size),
+        cooperative_matrix: adapter
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
     }
 }
 
@@ -115,13 +125,17 @@ pub fn open(api: Api, index: usize, pool_bytes: u64) -> Result<Context> {
     limits.max_compute_workgroup_size_y = offered.max_compute_workgroup_size_y;
     limits.min_storage_buffer_offset_alignment = offered.min_storage_buffer_offset_alignment;
     limits.max_bind_groups = offered.max_bind_groups.min(4);
+    // f16 tiles on the f16 matmul path; nothing else the kernels use is optional.
+    let features = adapter.features() & wgpu::Features::SHADER_F16;
     let desc = wgpu::DeviceDescriptor {
         label: Some("riftco"),
-        required_features: wgpu::Features::empty(),
+        required_features: features,
         required_limits: limits,
         ..Default::default()
     };
     let (device, queue) = pollster::block_on(adapter.request_device(&desc))
         .map_err(|e| crate::Error(format!("opening {:?} failed: {e}", description.name)))?;
-    Ok(Context::new(device, queue, description, pool_bytes))
+    let mut ctx = Context::new(device, queue, description, pool_bytes);
+    ctx.shader_f16 = features.contains(wgpu::Features::SHADER_F16);
+    Ok(ctx)
 }

@@ -12,9 +12,14 @@
 //!
 //! Kernel arguments are a list of storage buffers (bindings 1..) and a small
 //! block of 32-bit parameters (binding 0, `var<storage, read>`), gathered for a
-//! whole batch into one arena buffer.
+//! whole batch into one arena buffer bound with a dynamic offset, so a bind
+//! group depends only on the kernel and its buffers and is cached. Uploads of
+//! a batch are gathered into one staging ring written once at submit; the
+//! arena and the ring are reused by every batch (queue writes are ordered
+//! after the work submitted before them).
 
 mod adapters;
+mod layout;
 mod pool;
 
 use std::collections::HashMap;
@@ -46,6 +51,13 @@ pub fn error<T>(msg: impl Into<String>) -> Result<T> {
 const BATCH_DISPATCHES: usize = 256;
 /// Bytes of kernel parameters gathered for one batch.
 const ARENA_BYTES: u64 = 1 << 16;
+/// Bytes of parameters one kernel may take (the window binding 0 shows it).
+const PARAM_WINDOW: u64 = 1 << 12;
+/// Bytes of uploads gathered into the staging ring of one batch; a larger
+/// upload gets a staging buffer of its own.
+const RING_BYTES: u64 = 1 << 23;
+/// Bind groups kept for reuse (the cache is emptied when it reaches this).
+const BIND_GROUPS: usize = 1024;
 /// Smallest buffer allocated: wgpu refuses empty bindings.
 const MIN_BUFFER: u64 = 16;
 
@@ -55,6 +67,13 @@ pub struct Stats {
     pub dispatches: u64,
     pub submits: u64,
     pub waits: u64,
+    /// Host-to-device writes (uploads and partial writes).
+    pub uploads: u64,
+    /// Device-to-host reads (each a wait).
+    pub reads: u64,
+    /// Bind groups created, and dispatches that reused a cached one.
+    pub bind_groups: u64,
+    pub bind_group_hits: u64,
     pub allocations: u64,
     pub reuses: u64,
     pub pipelines: u64,
@@ -63,15 +82,22 @@ pub struct Stats {
 
 struct Batch {
     encoder: wgpu::CommandEncoder,
-    arena: wgpu::Buffer,
     params: Vec<u8>,
+    uploads: Vec<u8>,
     dispatches: usize,
 }
+
+/// A cached bind group: the kernel and each buffer bound with its size.
+type GroupKey = (u64, Vec<(wgpu::Buffer, u64)>);
 
 struct State {
     batch: Option<Batch>,
     pipelines: HashMap<u64, Arc<Kernel>>,
     stats: Stats,
+    /// Parameters of every batch, bound at a dynamic offset (reused by each batch).
+    arena: wgpu::Buffer,
+    /// Uploads of every batch up to RING_BYTES (reused by each batch).
+    ring: wgpu::Buffer,
 }
 
 pub(crate) struct Shared {
@@ -80,6 +106,8 @@ pub(crate) struct Shared {
     pub pool: Mutex<Pool>,
     /// The first error wgpu reported outside an error scope (validation, device loss).
     pub failure: Arc<Mutex<Option<String>>>,
+    /// Bind groups by kernel and buffers; a buffer the pool releases is purged.
+    pub groups: Mutex<HashMap<GroupKey, wgpu::BindGroup>>,
 }
 
 /// One opened device.
@@ -90,6 +118,8 @@ pub struct Context {
     pub max_binding: u64,
     pub max_buffer: u64,
     pub max_groups: u32,
+    /// Whether the device was opened with SHADER_F16 (the f16 matmul path).
+    pub shader_f16: bool,
     param_align: u64,
 }
 
@@ -97,6 +127,9 @@ pub struct Context {
 pub struct Kernel {
     pipeline: wgpu::ComputePipeline,
     layout: wgpu::BindGroupLayout,
+    key: u64,
+    /// The storage bindings after the parameters (1..) the entry point uses.
+    pub bindings: usize,
     pub entry: String,
 }
 
@@ -126,8 +159,14 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
-            if let Ok(mut pool) = self.shared.pool.lock() {
-                pool.give_back(raw);
+            let released = match self.shared.pool.lock() {
+                Ok(mut pool) => pool.give_back(raw),
+                Err(_) => None,
+            };
+            if let Some(raw) = released {
+                // Cached bind groups would keep a released buffer alive.
+                lock(&self.shared.groups)
+                    .retain(|(_, bound), _| !bound.iter().any(|(b, _)| *b == raw));
             }
         }
     }
@@ -153,11 +192,24 @@ impl Context {
             }
         }));
         let limits = device.limits();
+        let arena = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("riftco parameters"),
+            size: ARENA_BYTES + PARAM_WINDOW,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let ring = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("riftco uploads"),
+            size: RING_BYTES,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
         let shared = Arc::new(Shared {
             device,
             queue,
             pool: Mutex::new(Pool::new(pool_bytes, limits.max_buffer_size)),
             failure,
+            groups: Mutex::new(HashMap::new()),
         });
         Context {
             shared,
@@ -165,6 +217,8 @@ impl Context {
                 batch: None,
                 pipelines: HashMap::new(),
                 stats: Stats::default(),
+                arena,
+                ring,
             }),
             description,
             max_binding: limits
@@ -172,6 +226,7 @@ impl Context {
                 .min(limits.max_buffer_size),
             max_buffer: limits.max_buffer_size,
             max_groups: limits.max_compute_workgroups_per_dimension,
+            shader_f16: false,
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         }
     }
@@ -211,13 +266,8 @@ impl Context {
         let device = &self.shared.device;
         state.batch.get_or_insert_with(|| Batch {
             encoder: device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default()),
-            arena: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("riftco parameters"),
-                size: ARENA_BYTES,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }),
             params: Vec::new(),
+            uploads: Vec::new(),
             dispatches: 0,
         })
     }
@@ -243,6 +293,24 @@ impl Context {
                 dst.size
             ));
         }
+        let mut state = lock(&self.state);
+        state.stats.uploads += 1;
+        if padded <= RING_BYTES {
+            let used = state.batch.as_ref().map_or(0, |b| b.uploads.len() as u64);
+            if used + padded > RING_BYTES {
+                self.submit_locked(&mut state)?;
+            }
+            let batch = self.batch(&mut state);
+            let at = batch.uploads.len() as u64;
+            batch.uploads.extend_from_slice(bytes);
+            batch.uploads.resize((at + padded) as usize, 0);
+            let st = &mut *state;
+            let (ring, batch) = (&st.ring, st.batch.as_mut().expect("a batch"));
+            batch
+                .encoder
+                .copy_buffer_to_buffer(ring, at, dst.raw(), offset, padded);
+            return Ok(());
+        }
         let staging = self.shared.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("riftco upload"),
             size: padded,
@@ -263,7 +331,6 @@ impl Context {
             }
         }
         staging.unmap();
-        let mut state = lock(&self.state);
         let batch = self.batch(&mut state);
         batch
             .encoder
@@ -310,27 +377,56 @@ impl Context {
         if let Some(k) = lock(&self.state).pipelines.get(&key) {
             return Ok(k.clone());
         }
+        let fail = |e: String| error(format!("WGSL kernel {entry:?} failed to compile: {e}"));
+        let bindings = match layout::storage_bindings(source, entry) {
+            Ok(b) => b,
+            Err(e) => return fail(e),
+        };
         let device = &self.shared.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = bindings
+            .iter()
+            .map(|&(binding, read_only)| wgpu::BindGroupLayoutEntry {
+                binding,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only },
+                    // The parameter block moves through the arena with each dispatch.
+                    has_dynamic_offset: binding == 0,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(entry),
+            entries: &entries,
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(entry),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(entry),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
-            layout: None,
+            layout: Some(&pipeline_layout),
             module: &module,
             entry_point: Some(entry),
             compilation_options: wgpu::PipelineCompilationOptions::default(),
             cache: None,
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return error(format!("WGSL kernel {entry:?} failed to compile: {e}"));
+            return fail(e.to_string());
         }
-        let layout = pipeline.get_bind_group_layout(0);
         let kernel = Arc::new(Kernel {
             pipeline,
             layout,
+            key,
+            bindings: bindings.iter().filter(|(b, _)| *b != 0).count(),
             entry: entry.to_string(),
         });
         let mut state = lock(&self.state);
@@ -357,14 +453,22 @@ impl Context {
                 kernel.entry, self.max_groups
             ));
         }
+        if buffers.len() != kernel.bindings {
+            return error(format!(
+                "kernel {:?} binds {} buffers after its parameters, {} were given",
+                kernel.entry,
+                kernel.bindings,
+                buffers.len()
+            ));
+        }
         let mut words: Vec<u8> = params.iter().flat_map(|w| w.to_le_bytes()).collect();
         if words.is_empty() {
             words.extend_from_slice(&[0; 4]);
         }
         let size = words.len() as u64;
-        if size > ARENA_BYTES {
+        if size > PARAM_WINDOW {
             return error(format!(
-                "kernel {:?}: {size} bytes of parameters (at most {ARENA_BYTES})",
+                "kernel {:?}: {size} bytes of parameters (at most {PARAM_WINDOW})",
                 kernel.entry
             ));
         }
@@ -377,7 +481,6 @@ impl Context {
         if start + size > ARENA_BYTES {
             self.submit_locked(&mut state)?;
         }
-        let device = &self.shared.device;
         let batch = self.batch(&mut state);
         let offset = batch
             .params
@@ -385,37 +488,63 @@ impl Context {
             .next_multiple_of(self.param_align as usize);
         batch.params.resize(offset, 0);
         batch.params.extend_from_slice(&words);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &batch.arena,
-                offset: offset as u64,
-                size: wgpu::BufferSize::new(size),
-            }),
-        }];
-        for (i, b) in buffers.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                // The bytes asked for, not the whole pooled buffer (whose class may
-                // exceed the device's largest binding).
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: b.raw(),
-                    offset: 0,
-                    size: wgpu::BufferSize::new(b.binding_size()),
-                }),
-            });
-        }
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &kernel.layout,
-            entries: &entries,
-        });
+        // The bytes asked for, not the whole pooled buffer (whose class may exceed
+        // the device's largest binding).
+        let bound: Vec<(wgpu::Buffer, u64)> = buffers
+            .iter()
+            .map(|b| (b.raw().clone(), b.binding_size()))
+            .collect();
+        let group_key = (kernel.key, bound);
+        let cached = lock(&self.shared.groups).get(&group_key).cloned();
+        let bind_group = match cached {
+            Some(g) => {
+                state.stats.bind_group_hits += 1;
+                g
+            }
+            None => {
+                let st = &mut *state;
+                let mut entries = vec![wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &st.arena,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(PARAM_WINDOW),
+                    }),
+                }];
+                for (i, (raw, size)) in group_key.1.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: i as u32 + 1,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: raw,
+                            offset: 0,
+                            size: wgpu::BufferSize::new(*size),
+                        }),
+                    });
+                }
+                let g = self
+                    .shared
+                    .device
+                    .create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: None,
+                        layout: &kernel.layout,
+                        entries: &entries,
+                    });
+                st.stats.bind_groups += 1;
+                let mut groups = lock(&self.shared.groups);
+                if groups.len() >= BIND_GROUPS {
+                    groups.clear();
+                }
+                groups.insert(group_key, g.clone());
+                g
+            }
+        };
+        let batch = state.batch.as_mut().expect("a batch");
         {
             let mut pass = batch
                 .encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
             pass.set_pipeline(&kernel.pipeline);
-            pass.set_bind_group(0, &bind_group, &[]);
+            pass.set_bind_group(0, &bind_group, &[offset as u32]);
             pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         }
         batch.dispatches += 1;
@@ -434,7 +563,12 @@ impl Context {
         if !batch.params.is_empty() {
             self.shared
                 .queue
-                .write_buffer(&batch.arena, 0, &batch.params);
+                .write_buffer(&state.arena, 0, &batch.params);
+        }
+        if !batch.uploads.is_empty() {
+            self.shared
+                .queue
+                .write_buffer(&state.ring, 0, &batch.uploads);
         }
         let index = self.shared.queue.submit([batch.encoder.finish()]);
         state.stats.submits += 1;
@@ -478,6 +612,7 @@ impl Context {
             return Ok(Vec::new());
         }
         let padded = size.div_ceil(4) * 4;
+        lock(&self.state).stats.reads += 1;
         let staging = self.shared.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("riftco readback"),
             size: padded,

@@ -88,13 +88,16 @@ impl Pool {
         })
     }
 
-    pub fn give_back(&mut self, buffer: wgpu::Buffer) {
+    /// Keep `buffer` for reuse, or hand it back (to be dropped: wgpu frees it once
+    /// the recorded work no longer needs it) when the pool is full.
+    pub fn give_back(&mut self, buffer: wgpu::Buffer) -> Option<wgpu::Buffer> {
         let class = buffer.size();
         if self.free_bytes + class > self.limit {
-            return; // dropped: wgpu frees it once the recorded work no longer needs it
+            return Some(buffer);
         }
         self.free_bytes += class;
         self.free.entry(class).or_default().push(buffer);
+        None
     }
 }
 

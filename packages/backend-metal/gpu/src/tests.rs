@@ -94,3 +94,43 @@ fn kernels_bind_the_requested_bytes_not_the_pooled_class() {
     let err = ctx.alloc(ctx.max_binding + 1).err().expect("refused");
     assert!(err.0.contains("largest storage binding"), "{err}");
 }
+
+#[test]
+fn bind_groups_are_cached_and_uploads_share_one_staging_ring() {
+    let Some(ctx) = any_context() else { return };
+    let kernel = ctx.kernel(ADD, "main").unwrap();
+    ctx.synchronize().unwrap();
+    let before = ctx.stats();
+    let x = ctx.upload(&bytes(&[1.0; 64])).unwrap();
+    let y = ctx.alloc(256).unwrap();
+    for step in 0..10u32 {
+        // Parameters differ each time: they move through the arena, not the bind group.
+        ctx.dispatch(
+            &kernel,
+            &[&x, &y],
+            &[64, (step as f32).to_bits()],
+            [1, 1, 1],
+        )
+        .unwrap();
+    }
+    let small: Vec<_> = (0..20)
+        .map(|i| ctx.upload(&bytes(&[i as f32; 3])).unwrap())
+        .collect();
+    let after = ctx.stats();
+    assert_eq!(after.bind_groups - before.bind_groups, 1, "{after:?}");
+    assert_eq!(after.bind_group_hits - before.bind_group_hits, 9);
+    assert_eq!(after.uploads - before.uploads, 21);
+    assert_eq!(
+        after.submits, before.submits,
+        "uploads did not submit: {after:?}"
+    );
+    assert_eq!(floats(&ctx.read(&y, 256).unwrap())[63], 10.0);
+    assert_eq!(floats(&ctx.read(&small[17], 12).unwrap()), [17.0; 3]);
+    let end = ctx.stats();
+    assert_eq!((end.reads - after.reads, end.waits - after.waits), (2, 2));
+    let err = ctx
+        .dispatch(&kernel, &[&x], &[1, 0], [1, 1, 1])
+        .err()
+        .expect("refused");
+    assert!(err.0.contains("binds 2 buffers"), "{err}");
+}

@@ -47,6 +47,9 @@ fn adapters<'py>(py: Python<'py>, api_name: &str) -> PyResult<Vec<Bound<'py, PyD
             d.set_item("vendor", a.vendor)?;
             d.set_item("device", a.device)?;
             d.set_item("shader_f16", a.shader_f16)?;
+            d.set_item("subgroup", a.subgroup)?;
+            d.set_item("subgroup_sizes", a.subgroup_sizes)?;
+            d.set_item("cooperative_matrix", a.cooperative_matrix)?;
             Ok(d)
         })
         .collect()
@@ -130,13 +133,24 @@ impl Device {
         self.ctx.max_groups
     }
 
-    /// Counters: dispatches, submits, waits, allocations, reuses, pipelines, pooled_bytes.
+    /// Whether the device was opened with SHADER_F16 (kernels may `enable f16;`).
+    #[getter]
+    fn shader_f16(&self) -> bool {
+        self.ctx.shader_f16
+    }
+
+    /// Counters: dispatches, submits, waits, uploads, reads, bind_groups,
+    /// bind_group_hits, allocations, reuses, pipelines, pooled_bytes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.ctx.stats();
         let d = PyDict::new(py);
         d.set_item("dispatches", s.dispatches)?;
         d.set_item("submits", s.submits)?;
         d.set_item("waits", s.waits)?;
+        d.set_item("uploads", s.uploads)?;
+        d.set_item("reads", s.reads)?;
+        d.set_item("bind_groups", s.bind_groups)?;
+        d.set_item("bind_group_hits", s.bind_group_hits)?;
         d.set_item("allocations", s.allocations)?;
         d.set_item("reuses", s.reuses)?;
         d.set_item("pipelines", s.pipelines)?;

@@ -6,6 +6,7 @@ result decides what the op returns (an index check, Adam's finite check).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +25,7 @@ from riftco.backends.metal import (
 )
 from riftco.backends.metal.discovery import Adapter, driver_messages
 from riftco.backends.metal.runtime import Runtime, Storage
-from riftco.tensor.plugin import Backend, DType, Shape, as_dtype
+from riftco.tensor.plugin import Backend, BackendUnavailable, DType, Shape, as_dtype
 
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: through 1.4 as WGSL kernels; 1.5 is bfloat16, which WGSL cannot hold (``dtypes``
@@ -32,6 +33,43 @@ from riftco.tensor.plugin import Backend, DType, Shape, as_dtype
 #: (riftco-tensor's op layer composes them from the kernels here, on the device); 1.7's
 #: whole-step decoding has no native kernel yet, so models decode op by op (riftco-nn).
 API_VERSION = (1, 7)
+
+
+#: Chooses the matmul kernel when a device opens (``auto`` unless set).
+MATMUL_VAR = "RIFTCO_WGPU_MATMUL"
+#: The matmul paths: what each is, and when ``auto`` takes it.
+MATMUL_PATHS = {
+    "tiled": "64 x 64 workgroup tiles through workgroup memory, 4 x 4 outputs a thread, "
+    "f32 (auto on a GPU)",
+    "blocked": "8 x 16 outputs a thread read as vec4s, no workgroup memory or barriers "
+    "(auto on a software adapter such as lavapipe)",
+    "f16": "the tiled kernel with f16 tiles: inputs rounded to f16, products summed in f32 "
+    "(needs SHADER_F16; never auto: about 1e-3 relative error)",
+}
+
+
+def choose_matmul_path(adapter: Adapter, device: _native.Device | None = None) -> str:
+    """The matmul path for ``adapter``: ``RIFTCO_WGPU_MATMUL`` if set (``tiled``,
+    ``blocked``, ``f16``), else ``blocked`` on a software adapter and ``tiled`` on a GPU."""
+    wanted = os.environ.get(MATMUL_VAR, "auto").strip().lower() or "auto"
+    if wanted == "auto":
+        return "blocked" if adapter.runs_on_host else "tiled"
+    if wanted not in MATMUL_PATHS:
+        raise BackendUnavailable(
+            f"{MATMUL_VAR}={wanted!r} is not a matmul path; expected auto, "
+            + ", ".join(MATMUL_PATHS)
+        )
+    if wanted not in matmul_paths(adapter, device):
+        raise BackendUnavailable(
+            f"{MATMUL_VAR}=f16 needs the SHADER_F16 feature, which {adapter.name} lacks"
+        )
+    return wanted
+
+
+def matmul_paths(adapter: Adapter, device: _native.Device | None = None) -> list[str]:
+    """The matmul paths this adapter (or the opened ``device``) can run."""
+    f16 = device.shader_f16 if device is not None else adapter.shader_f16
+    return [p for p in MATMUL_PATHS if p != "f16" or f16]
 
 
 class WgpuBackend(Backend):
@@ -45,12 +83,17 @@ class WgpuBackend(Backend):
         self.name = name
         self.device = device
         self.adapter = adapter
-        self.rt = Runtime(device)
+        self.matmul_path = choose_matmul_path(adapter, device)
+        self.rt = Runtime(device, self.matmul_path)
         # A software adapter computes on the host CPU: usable by name, never by `auto`.
         self.runs_on_host = adapter.runs_on_host
 
     def describe(self) -> str:
-        text = f"wgpu {self.name}: {self.adapter.describe()}"
+        offered = " ".join(matmul_paths(self.adapter, self.device))
+        text = (
+            f"wgpu {self.name}: {self.adapter.describe()}; matmul path {self.matmul_path} "
+            f"(offered here: {offered}); shader features: {self.adapter.features()}"
+        )
         said = driver_messages()
         if said:
             # What the driver wrote to stderr during discovery, kept off the terminal.
@@ -75,7 +118,7 @@ class WgpuBackend(Backend):
         return layout.to_numpy(self.rt, x, shape)
 
     def reshape(self, x: Storage, shape: Shape, new_shape: Shape) -> Storage:
-        return Storage(x.buffer, x.count, x.dtype)
+        return x.view()
 
     def assign(self, dst: Storage, src: Storage, shape: Shape, dtype: DType) -> None:
         if dst.buffer is not src.buffer:

@@ -51,6 +51,23 @@ class Adapter:
     driver: str
     driver_info: str
     shader_f16: bool
+    #: wgpu's SUBGROUP feature and the subgroup sizes (min, max) the adapter reports.
+    subgroup: bool = False
+    subgroup_sizes: tuple[int, int] = (0, 0)
+    #: wgpu's EXPERIMENTAL_COOPERATIVE_MATRIX feature.
+    cooperative_matrix: bool = False
+
+    def features(self) -> str:
+        """The optional shader features the adapter offers, as text."""
+        found = []
+        if self.shader_f16:
+            found.append("f16")
+        if self.subgroup:
+            lo, hi = self.subgroup_sizes
+            found.append(f"subgroups of {lo}" if lo == hi else f"subgroups of {lo}-{hi}")
+        if self.cooperative_matrix:
+            found.append("cooperative matrices")
+        return ", ".join(found) or "none"
 
     @property
     def runs_on_host(self) -> bool:
@@ -133,6 +150,9 @@ def _as_adapters(api: str, raw: Sequence[dict[str, Any]]) -> list[Adapter]:
             str(d["driver"]),
             str(d["driver_info"]),
             bool(d["shader_f16"]),
+            bool(d.get("subgroup", False)),
+            tuple(int(x) for x in d.get("subgroup_sizes", (0, 0)))[:2],  # type: ignore[arg-type]
+            bool(d.get("cooperative_matrix", False)),
         )
         for d in raw
     ]

@@ -63,6 +63,7 @@ def scatter_add(rt: Runtime, base, shape, axis, indices, index_shape, src):
 
 def write_rows(rt: Runtime, dst: Storage, shape, rows: Storage, src: Storage) -> None:
     rt.check_indices("write_rows", rows, int(shape[0]))
+    dst.written()
     row = shape_size(shape[1:])
     total = rows.count * row
     rt.run(rt.kernel("write_rows"), [src, rows, dst], [total, row], groups_for(total))

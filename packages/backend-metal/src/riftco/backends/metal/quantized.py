@@ -4,7 +4,7 @@ weight is never materialized)."""
 
 from __future__ import annotations
 
-from riftco.backends.metal import elementwise
+from riftco.backends.metal import elementwise, linalg
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for, snippet
 from riftco.tensor.plugin import DType
@@ -55,15 +55,15 @@ def _nf4_matmul(rt, x, m, codes, absmax, group_range, offset, n, k, b_k, b_n, bl
         f"@group(0) @binding(4) var<storage, read> absmax: array<{_scale_type(absmax)}>;\n"
         "@group(0) @binding(5) var<storage, read> group_range: array<f32>;\n" + snippet("nf4")
     )
-    kernel = rt.kernel(
-        "matmul",
-        BDECL="@group(0) @binding(2) var<storage, read> codes: array<u32>;",
-        EXTRA=extra,
-        LOADB="weight_at((k0 + r) * P[5] + (col0 + s) * P[6], P[8], P[9], pf(10u))",
+    kernel = linalg.matmul_kernel(
+        rt,
+        bdecl="@group(0) @binding(2) var<storage, read> codes: array<u32>;",
+        extra=extra,
+        loadb="weight_at((k0 + r) * P[5] + (col0 + s) * P[6], P[8], P[9], pf(10u))",
     )
     params = [m, n, k, k, 1, b_k, b_n, 0, block_size, int(group_range is not None), f32bits(offset)]
     gr = group_range if group_range is not None else absmax
-    rt.run(kernel, [x, codes, out, absmax, gr], params, (-(-n // 32), -(-m // 32), 1))
+    rt.run(kernel, [x, codes, out, absmax, gr], params, linalg.matmul_groups(m, n, 1))
     return out
 
 

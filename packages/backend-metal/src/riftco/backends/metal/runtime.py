@@ -38,16 +38,44 @@ WGSL_TYPE = {DType.float32: "f32", DType.int64: "i32", DType.bool: "u32", DType.
 _I32 = np.iinfo(np.int32)
 
 
+#: Integer uploads up to this many elements keep a host copy, so that index checks
+#: on them need no readback.
+HOST_COPY = 1 << 16
+
+
 class Storage:
     """A tensor's elements on the device: a pooled buffer read as ``count`` elements of
-    ``dtype``. Reshapes share the buffer, so in-place writes reach every view."""
+    ``dtype``. Reshapes share the buffer, so in-place writes reach every view.
 
-    __slots__ = ("buffer", "count", "dtype")
+    ``host`` is a one-element list shared by every view of the buffer: the values as
+    uploaded from the host (small integer uploads only), or None once anything may
+    have written the buffer on the device (``Runtime.copy`` into it, ``write_rows``)."""
 
-    def __init__(self, buffer: _native.Buffer, count: int, dtype: DType):
+    __slots__ = ("buffer", "count", "dtype", "host")
+
+    def __init__(
+        self,
+        buffer: _native.Buffer,
+        count: int,
+        dtype: DType,
+        host: list[np.ndarray | None] | None = None,
+    ):
         self.buffer = buffer
         self.count = count
         self.dtype = dtype
+        self.host = host
+
+    def view(self) -> Storage:
+        """Another storage of the same buffer (a reshape), sharing the host copy."""
+        return Storage(self.buffer, self.count, self.dtype, self.host)
+
+    def written(self) -> None:
+        """The buffer is being written on the device: the host copy no longer holds."""
+        if self.host is not None:
+            self.host[0] = None
+
+    def host_values(self) -> np.ndarray | None:
+        return None if self.host is None else self.host[0]
 
     def __repr__(self) -> str:
         return f"Storage({self.count} x {self.dtype.value})"
@@ -98,10 +126,14 @@ def groups_for(n: int, per_group: int = GROUP) -> tuple[int, int, int]:
 
 
 class Runtime:
-    """The device of one backend with its compiled kernels."""
+    """The device of one backend with its compiled kernels. ``matmul_path`` is the
+    matmul kernel chosen when the device opened (``tiled`` or ``f16``)."""
 
-    def __init__(self, device: _native.Device):
+    def __init__(self, device: _native.Device, matmul_path: str = "tiled"):
         self.device = device
+        self.matmul_path = matmul_path
+        #: Index checks answered from a host copy (no readback).
+        self.host_checks = 0
         self._kernels: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
 
     def kernel(self, file: str, entry: str = "main", **subs: str) -> Any:
@@ -114,6 +146,12 @@ class Runtime:
             if "{{" in text:
                 missing = text[text.index("{{") : text.index("}}", text.index("{{")) + 2]
                 raise GpuError(f"kernel {file}.wgsl: placeholder {missing} is not filled")
+            # `enable` directives must precede every declaration (common.wgsl's too).
+            lines = text.splitlines()
+            enables = [line for line in lines if line.startswith("enable ")]
+            if enables:
+                rest = [line for line in lines if not line.startswith("enable ")]
+                text = "\n".join(enables + rest)
             k = self._kernels[key] = self.device.kernel(text, entry)
         return k
 
@@ -140,7 +178,10 @@ class Runtime:
             )
         device_array = np.ascontiguousarray(flat.astype(DEVICE_DTYPE[dtype], copy=False))
         buffer = self.device.upload(device_array.view(np.uint8))
-        return Storage(buffer, int(flat.size), dtype)
+        host: list[np.ndarray | None] | None = None
+        if dtype is DType.int64 and flat.size <= HOST_COPY:
+            host = [flat.astype(np.int64)]
+        return Storage(buffer, int(flat.size), dtype, host)
 
     def upload_words(self, values: Sequence[int] | np.ndarray, dtype: DType) -> Storage:
         return self.upload(np.asarray(values, dtype=DEVICE_DTYPE[dtype]), dtype)
@@ -152,16 +193,26 @@ class Runtime:
     def copy(
         self, src: Storage, dst: Storage, count: int, src_at: int = 0, dst_at: int = 0
     ) -> None:
+        dst.written()
         self.device.copy(src.buffer, 4 * src_at, dst.buffer, 4 * dst_at, 4 * count)
 
     def first_out_of_range(
         self, indices: Storage, size: int, *, allow: int | None = None
     ) -> int | None:
         """The first position of ``indices`` holding a value outside ``[0, size)`` (``allow``:
-        one more accepted value, an ignore index), or None. Reads 4 bytes back: a
-        synchronization."""
+        one more accepted value, an ignore index), or None. Checked on the host when the
+        indices came from there unchanged; otherwise on the device, reading 4 bytes back
+        (a synchronization)."""
         if indices.count == 0:
             return None
+        known = indices.host_values()
+        if known is not None:
+            bad = (known < 0) | (known >= size)
+            if allow is not None:
+                bad &= known != allow
+            found = np.flatnonzero(bad)
+            self.host_checks += 1
+            return int(found[0]) if found.size else None
         flag = self.upload_words([0xFFFFFFFF], DType.bool)
         params = [indices.count, word(size), int(allow is not None), word(allow or 0)]
         self.run(self.kernel("check"), [indices, flag], params, groups_for(indices.count))
@@ -174,7 +225,8 @@ class Runtime:
         """Raise the CPU backend's error when an index is outside ``[0, size)``."""
         pos = self.first_out_of_range(indices, size, allow=allow)
         if pos is not None:
-            bad = int(self.download(indices)[pos])
+            known = indices.host_values()
+            bad = int(known[pos] if known is not None else self.download(indices)[pos])
             raise GpuError(
                 f"{op}: index {bad} at position {pos} is out of range for an axis of size {size}"
             )
