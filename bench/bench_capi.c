@@ -6,6 +6,7 @@
  * sample), R times; prints one JSON line per repeat: {"prefill_tok_s": ..., "decode_tok_s": ...}.
  * bench/bench_capi.py runs it in alternating rounds beside llama-bench (or riftco's
  * in-process decoder) and prints the ratios. The thread count is RAYON_NUM_THREADS. */
+#define _POSIX_C_SOURCE 199309L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -24,6 +24,30 @@
 // The minor version: bumped by an additive change (a new function, status or enum value).
 #define RIFTCO_ABI_VERSION_MINOR 0
 
+#define MAX_TENSORS (1 << 16)
+
+#define MAX_KEYS (1 << 16)
+
+#define MAX_KEY_BYTES (1 << 16)
+
+#define MAX_STRING_BYTES (64 << 20)
+
+#define MAX_ARRAY_ITEMS (1 << 24)
+
+#define MAX_GGUF_HEADER_BYTES (1 << 30)
+
+#define MAX_TENSOR_NAME_BYTES 63
+
+#define MAX_DIMS 4
+
+#define MAX_ALIGNMENT (1 << 20)
+
+// The most dimensions a tensor has.
+#define RIFTCO_TENSOR_MAX_DIMS 8
+
+// The most elements a tensor holds (2^40).
+#define RIFTCO_TENSOR_MAX_ELEMENTS (1 << 40)
+
 // `riftco_tokenizer_encode` flag: recognise special-token text (riftco-text's
 // `encode(text, allow_special=True)`); without it special-token text is ordinary text.
 #define RIFTCO_ENCODE_ALLOW_SPECIAL 1
@@ -72,6 +96,13 @@ typedef enum RiftcoStatus {
   RIFTCO_STATUS_INTERNAL = 11,
 } RiftcoStatus;
 
+// Element types of tensor buffers.
+typedef enum RiftcoDtype {
+  RIFTCO_DTYPE_F32 = 0,
+  RIFTCO_DTYPE_F16 = 1,
+  RIFTCO_DTYPE_BF16 = 2,
+} RiftcoDtype;
+
 // A loaded model (weights, configuration and the cache pool its sessions share).
 // Thread safety: a model may be used from any number of threads at once (it is
 // immutable; its cache pool is locked internally). Free it after its sessions or
@@ -87,6 +118,10 @@ typedef struct RiftcoSampler RiftcoSampler;
 // different sessions may be stepped from different threads (their steps take turns on
 // the model's cache pool).
 typedef struct RiftcoSession RiftcoSession;
+
+// A dense row-major tensor (held as float32). Thread safety: immutable once created;
+// any number of threads may read one tensor and use it as an op input at once.
+typedef struct RiftcoTensor RiftcoTensor;
 
 // A streaming decoder of one sequence. Not thread-safe: use one decoder from one thread at
 // a time (different decoders may run on different threads).
@@ -348,8 +383,127 @@ const char *riftco_last_error(void);
 // Unknown values give "unknown".
 const char *riftco_status_name(int32_t status);
 
+// Create a tensor of `shape` (`ndim` dimensions, each > 0 or 0 for an empty tensor) from
+// `data` in `dtype` (`RiftcoDtype` value), copied.
+//
+// # Safety
+// `data` holds the tensor's elements in `dtype`; `shape` holds `ndim` sizes.
+enum RiftcoStatus riftco_tensor_create(const void *data,
+                                       int32_t dtype,
+                                       const size_t *shape,
+                                       size_t ndim,
+                                       struct RiftcoTensor **out);
+
+// Free a tensor (NULL is a no-op).
+//
+// # Safety
+// `t` is NULL or a live tensor handle.
+enum RiftcoStatus riftco_tensor_free(struct RiftcoTensor *t);
+
+// The tensor's dimensions: `*ndim` gets their count; `shape` (room for `cap`) their
+// sizes (`cap` may be 0 with `shape` NULL to ask for the count).
+//
+// # Safety
+// `t` is a tensor handle; `shape` holds `cap` sizes; `ndim` points to a `size_t`.
+enum RiftcoStatus riftco_tensor_shape(const struct RiftcoTensor *t,
+                                      size_t *shape,
+                                      size_t cap,
+                                      size_t *ndim);
+
+// The dtype the tensor was created in (`RiftcoDtype`; op results are F32).
+//
+// # Safety
+// `t` is a tensor handle; `out` points to an `int32_t`.
+enum RiftcoStatus riftco_tensor_dtype(const struct RiftcoTensor *t, int32_t *out);
+
+// The number of elements.
+//
+// # Safety
+// `t` is a tensor handle; `out` points to a `size_t`.
+enum RiftcoStatus riftco_tensor_numel(const struct RiftcoTensor *t, size_t *out);
+
+// Copy the elements out in `dtype` (float16 and bfloat16 round to nearest, ties to
+// even); `bytes` must be exactly `numel * size of dtype`.
+//
+// # Safety
+// `t` is a tensor handle; `out` holds `bytes` bytes.
+enum RiftcoStatus riftco_tensor_read(const struct RiftcoTensor *t,
+                                     int32_t dtype,
+                                     void *out,
+                                     size_t bytes);
+
+// `out = a @ b`: `a` `[M, K]` and `b` `[K, N]`, or batched `[B, M, K]` and `[B, K, N]`
+// (a 2-d `b` is shared by every batch entry).
+//
+// # Safety
+// `a`, `b` are tensor handles; `out` points to storage for a pointer.
+enum RiftcoStatus riftco_tensor_matmul(const struct RiftcoTensor *a,
+                                       const struct RiftcoTensor *b,
+                                       struct RiftcoTensor **out);
+
+// `out = a + b`; `b` has `a`'s shape or its trailing dimensions (broadcast).
+//
+// # Safety
+// `a`, `b` are tensor handles; `out` points to storage for a pointer.
+enum RiftcoStatus riftco_tensor_add(const struct RiftcoTensor *a,
+                                    const struct RiftcoTensor *b,
+                                    struct RiftcoTensor **out);
+
+// `out = a * b` (elementwise); `b` has `a`'s shape or its trailing dimensions.
+//
+// # Safety
+// As `riftco_tensor_add`.
+enum RiftcoStatus riftco_tensor_mul(const struct RiftcoTensor *a,
+                                    const struct RiftcoTensor *b,
+                                    struct RiftcoTensor **out);
+
+// Softmax over the last dimension; `causal` nonzero masks row `i` of each block of
+// `causal` rows to its first `n - causal + i + 1` columns (queries last among the keys).
+//
+// # Safety
+// `x` is a tensor handle; `out` points to storage for a pointer.
+enum RiftcoStatus riftco_tensor_softmax(const struct RiftcoTensor *x,
+                                        size_t causal,
+                                        struct RiftcoTensor **out);
+
+// Layer norm over the last dimension; `weight` and `bias` (`[d]`) may be NULL.
+//
+// # Safety
+// `x` is a tensor handle, `weight` and `bias` NULL or tensor handles.
+enum RiftcoStatus riftco_tensor_layer_norm(const struct RiftcoTensor *x,
+                                           const struct RiftcoTensor *weight,
+                                           const struct RiftcoTensor *bias,
+                                           float eps,
+                                           struct RiftcoTensor **out);
+
+// RMS norm over the last dimension; `weight` (`[d]`) may be NULL.
+//
+// # Safety
+// `x` is a tensor handle, `weight` NULL or a tensor handle.
+enum RiftcoStatus riftco_tensor_rms_norm(const struct RiftcoTensor *x,
+                                         const struct RiftcoTensor *weight,
+                                         float eps,
+                                         struct RiftcoTensor **out);
+
+// Scaled dot-product attention of one sequence: `q` `[T, H, D]`, `k` and `v` `[S, KV, D]`
+// (`H` a multiple of `KV`: grouped-query heads), out `[T, H, D]`. `causal` nonzero: the
+// queries are the last `T` positions of the `S` keys; `window` nonzero hides keys
+// `window` or more positions back (causal only); `scale` 0 means `1 / sqrt(D)`.
+//
+// # Safety
+// `q`, `k`, `v` are tensor handles; `out` points to storage for a pointer.
+enum RiftcoStatus riftco_tensor_attention(const struct RiftcoTensor *q,
+                                          const struct RiftcoTensor *k,
+                                          const struct RiftcoTensor *v,
+                                          uint32_t causal,
+                                          size_t window,
+                                          float scale,
+                                          struct RiftcoTensor **out);
+
 // Load the tokenizer of a `.rift` bundle, or a tokenizer state file written by riftco-text's
-// `Tokenizer.save` (JSON), told apart by the file's first byte. Reads at most the bundle's
+// `Tokenizer.save` (JSON), told apart by the file's first byte. A bundle's manifest must
+// match its identity (`artifact_id`, else `RIFTCO_STATUS_CHECKSUM`), as riftco-interchange's
+// `read_manifest` requires; its weights are not read. Reads at most the bundle's
 // safetensors header (16 MiB) or the state file (256 MiB); FIFOs, devices and folders are
 // refused before a byte is read. The state is checked as riftco-text checks it: a malformed
 // field is `RIFTCO_STATUS_FORMAT`, a newer format version `RIFTCO_STATUS_UNSUPPORTED`, a size

@@ -9,6 +9,7 @@ pub mod model;
 pub mod rift;
 pub mod sampler;
 pub mod session;
+pub mod tensor;
 pub mod tokenizer;
 
 pub use error::{guard, set_last_error, Error, Status};

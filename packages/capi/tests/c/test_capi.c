@@ -270,6 +270,46 @@ static void test_model_and_sessions(const char *bundle) {
   free(logits);
 }
 
+static void test_tensors(void) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
+  size_t sa[2] = {2, 3}, sb[2] = {3, 2};
+  RiftcoTensor *ta = NULL, *tb = NULL, *tc = NULL, *bad = NULL;
+  OK(riftco_tensor_create(a, RIFTCO_DTYPE_F32, sa, 2, &ta));
+  OK(riftco_tensor_create(b, RIFTCO_DTYPE_F32, sb, 2, &tb));
+  OK(riftco_tensor_matmul(ta, tb, &tc));
+  size_t shape[4], ndim = 0;
+  OK(riftco_tensor_shape(tc, shape, 4, &ndim));
+  CHECK(ndim == 2 && shape[0] == 2 && shape[1] == 2);
+  float c[4];
+  OK(riftco_tensor_read(tc, RIFTCO_DTYPE_F32, c, sizeof c));
+  CHECK(c[0] == 4 && c[1] == 5 && c[2] == 10 && c[3] == 11);
+  FAILS(riftco_tensor_read(tc, RIFTCO_DTYPE_F32, c, 3), RIFTCO_STATUS_INVALID_ARGUMENT);
+  FAILS(riftco_tensor_matmul(ta, ta, &bad), RIFTCO_STATUS_INVALID_ARGUMENT);
+  FAILS(riftco_tensor_add(ta, tb, &bad), RIFTCO_STATUS_INVALID_ARGUMENT);
+  FAILS(riftco_tensor_create(a, 9, sa, 2, &bad), RIFTCO_STATUS_INVALID_ARGUMENT);
+  FAILS(riftco_tensor_create(NULL, RIFTCO_DTYPE_F32, sa, 2, &bad), RIFTCO_STATUS_NULL_HANDLE);
+  FAILS(riftco_tensor_softmax((RiftcoTensor *)&a[0], 0, &bad), RIFTCO_STATUS_WRONG_HANDLE);
+  CHECK(bad == NULL);
+  RiftcoTensor *outs[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+  OK(riftco_tensor_add(ta, ta, &outs[0]));
+  OK(riftco_tensor_mul(ta, ta, &outs[1]));
+  OK(riftco_tensor_softmax(ta, 0, &outs[2]));
+  OK(riftco_tensor_layer_norm(ta, NULL, NULL, 1e-5f, &outs[3]));
+  OK(riftco_tensor_rms_norm(ta, NULL, 1e-6f, &outs[4]));
+  size_t sq[3] = {2, 1, 3};
+  RiftcoTensor *q = NULL;
+  OK(riftco_tensor_create(a, RIFTCO_DTYPE_F32, sq, 3, &q));
+  OK(riftco_tensor_attention(q, q, q, 1, 0, 0.0f, &outs[5]));
+  uint16_t half[6];
+  OK(riftco_tensor_read(ta, RIFTCO_DTYPE_F16, half, sizeof half));
+  CHECK(half[0] == 0x3c00 && half[1] == 0x4000);
+  for (int i = 0; i < 6; i++) OK(riftco_tensor_free(outs[i]));
+  OK(riftco_tensor_free(q));
+  OK(riftco_tensor_free(ta));
+  OK(riftco_tensor_free(tb));
+  OK(riftco_tensor_free(tc));
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s BUNDLE.rift SCRATCH_DIR\n", argv[0]);
@@ -278,6 +318,7 @@ int main(int argc, char **argv) {
   test_version_and_errors();
   test_hostile_files(argv[1], argv[2]);
   test_model_and_sessions(argv[1]);
+  test_tensors();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
