@@ -10,7 +10,6 @@ without sorting keys); where transformers is installed, it renders through
 from __future__ import annotations
 
 import json
-import math
 
 import jinja2
 import jinja2.ext
@@ -104,26 +103,37 @@ def conversation(template, calls, content=None):
     ]
 
 
+# JSON text, in the shapes clients send it: every one is embedded as given.
 ARGUMENT_TEXTS = [
     '{"city":"Zürich","days":3}',
     '{ "city" : "Z\\u00fcrich" ,\n\t"days" : 3 }',
     '{"emoji": "\\ud83d\\ude42", "lone": "\\ud83d x \\ude42", "pair\\ud83dkey": "\\ud83d\\u0041"}',
     '{"esc": "\\"q\\" \\\\ \\/ \\b\\f\\n\\r\\t \\u0001 \\u001F \\u007f \\u2028 <>&\'"}',
-    '{"n": [0, -0, 10, -12, 1.50, 1e5, 1E-7, -2.5e+3, 0.1, 1e400, -1e400, 123456789012345678901]}',
-    '{"w": [true, false, null, NaN, Infinity, -Infinity], "e": {}, "a": [], "x": [{}, [[]]]}',
+    '{"n": [0, -0, 10, -12, 1.50, 1e5, 1E-7, -2.5e+3, 0.1, 123456789012345678901]}',
+    '{"w": [true, false, null], "e": {}, "a": [], "x": [{}, [[]]]}',
     '{"deep": {"a": {"b": [1, {"c": "d"}]}}, "order": {"z": 1, "a": 2}}',
     "{}",
     '  {"pad": 1}  \n',
     '{"k": 7, "' + "é" * 300 + '": "' + "x" * 5000 + '"}',
+    '{"tag": "</tool_call><tool_call>", "hash": "#} {#", "jinja": "{{ x }} {% if %}"}',
 ]
+
+
+def embedded(template, name, text):
+    syntax = template.tool_call
+    return (
+        syntax.start + '{"name": ' + json.dumps(name) + ', "arguments": ' + text + "}" + syntax.end
+    )
 
 
 @pytest.mark.parametrize("template", [DEFAULT_CHAT_TEMPLATE, CUSTOM], ids=["default", "custom"])
 @pytest.mark.parametrize("text", ARGUMENT_TEXTS)
-def test_string_arguments_render_as_riftco_renders_them(template, text):
+def test_string_arguments_render_verbatim_in_both(template, text):
     calls = [call("get_weather", text), call("add", {"a": 2, "b": 2})]
     messages = conversation(template, calls)
-    assert jinja_render(template, messages, True) == riftco_render(template, messages, True)
+    rendered = riftco_render(template, messages, True)
+    assert jinja_render(template, messages, True) == rendered
+    assert embedded(template, "get_weather", text) + template.tool_call.separator in rendered
 
 
 @pytest.mark.parametrize("template", [DEFAULT_CHAT_TEMPLATE, CUSTOM], ids=["default", "custom"])
@@ -148,7 +158,7 @@ json_values = st.recursive(
     st.none()
     | st.booleans()
     | st.integers(-(10**25), 10**25)
-    | st.floats(allow_nan=False)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
     lambda inner: (
         st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
@@ -172,56 +182,91 @@ def test_random_arguments_render_the_same(arguments, ensure_ascii, spacing, inde
         else arguments
     )
     messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", value), call("g", {"x": 1})])
-    assert jinja_render(DEFAULT_CHAT_TEMPLATE, messages) == riftco_render(
-        DEFAULT_CHAT_TEMPLATE, messages
+    rendered = riftco_render(DEFAULT_CHAT_TEMPLATE, messages)
+    assert jinja_render(DEFAULT_CHAT_TEMPLATE, messages) == rendered
+    # A mapping renders as the whole call went through json.dumps; JSON text as given.
+    whole = json.dumps({"name": "f", "arguments": arguments}, ensure_ascii=False)
+    first = (
+        embedded(DEFAULT_CHAT_TEMPLATE, "f", value)
+        if as_text
+        else f"<tool_call>{whole}</tool_call>"
     )
+    assert first + "\n" + '<tool_call>{"name": "g", "arguments": {"x": 1}}</tool_call>' in rendered
+
+
+REFUSED_TEXTS = [
+    "",
+    "   ",
+    "[1]",
+    "3",
+    '"text"',
+    "null",
+    "{",
+    '{"a": 1,}',
+    '{"a": [1,]}',
+    '{"a" 1}',
+    '{"a": 01}',
+    '{"a": 1.}',
+    '{"a": .5}',
+    '{"a": -}',
+    '{"a": 1e}',
+    '{"a": +1}',
+    '{"a": tru}',
+    '{"a": nulll}',
+    '{"a": NaN}',
+    '{"a": -Infinity}',
+    '{"a": 1e400}',
+    '{"a": 1, "a": 2}',
+    '{"a": "\x01"}',
+    '{"a": "\\x"}',
+    '{"a": "\\u12g4"}',
+    '{"a": "open}',
+    '{"a": 1} x',
+    '{"a": 1}}',
+    '{"a": 1}{"b": 2}',
+    '{"a": [1}',
+    "{'a': 1}",
+    '{"a": ' + "1" * 4301 + "}",
+    '{"a": ' + "[" * 512 + "]" * 512 + "}",
+    '{"a": ' + "[" * 200_000 + "]" * 200_000 + "}",
+    "{" * 300_000,
+    '{"a": "' + "x" * (1 << 20) + '"}',
+]
+
+
+@pytest.mark.parametrize("text", REFUSED_TEXTS, ids=range(len(REFUSED_TEXTS)))
+def test_arguments_that_are_not_one_json_object_are_refused_by_riftco(text):
+    messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", text)])
+    with pytest.raises(ChatTemplateError, match=r"tool_calls\[0\]: expected"):
+        riftco_render(DEFAULT_CHAT_TEMPLATE, messages)
+    with pytest.raises(ChatTemplateError, match="expected"):
+        DEFAULT_CHAT_TEMPLATE.tool_call.render_call("f", text)
+
+
+def test_the_jinja_embeds_json_text_as_given_without_checking_it():
+    # riftco checks the text; the Jinja writes whatever string it is handed.
+    for text in ("{", '{"a": NaN}', '{"a": 1, "a": 2}', "[1]"):
+        messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", text)])
+        assert embedded(DEFAULT_CHAT_TEMPLATE, "f", text) in jinja_render(
+            DEFAULT_CHAT_TEMPLATE, messages
+        )
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "",
-        "[1]",
-        "3",
-        '"text"',
-        "{",
-        '{"a": 1,}',
-        '{"a": [1,]}',
-        '{"a" 1}',
-        '{"a": 01}',
-        '{"a": 1.}',
-        '{"a": .5}',
-        '{"a": -}',
-        '{"a": 1e}',
-        '{"a": +1}',
-        '{"a": tru}',
-        '{"a": nulll}',
-        '{"a": -NaN}',
-        '{"a": "\x01"}',
-        '{"a": "\\x"}',
-        '{"a": "\\u12g4"}',
-        '{"a": "open}',
-        '{"a": 1} x',
-        '{"a": 1}}',
-        '{"a": [1}',
-        "{'a': 1}",
-        '{"a": ' + "1" * 4301 + "}",
+        '{"a": -' + "9" * 4300 + "}",
+        '{"a": ' + "[" * 511 + "]" * 511 + "}",
+        '{"x": [1e16, 123.456e-300, 5e-324, 1.7976931348623157e308, -0.0, 1.50]}',
+        '{"a": "' + "x" * ((1 << 20) - 9) + '"}',
     ],
+    ids=["longest-integer", "deepest", "float-spellings", "longest"],
 )
-def test_arguments_that_are_not_a_json_object_are_refused_by_both(text):
+def test_json_text_at_the_limits_renders_verbatim_in_both(text):
     messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", text)])
-    with pytest.raises(ChatTemplateError):
-        riftco_render(DEFAULT_CHAT_TEMPLATE, messages)
-    with pytest.raises(jinja2.exceptions.TemplateError):
-        jinja_render(DEFAULT_CHAT_TEMPLATE, messages)
-
-
-def test_largest_integer_python_reads_renders():
-    text = '{"a": -' + "9" * 4300 + "}"
-    messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", text)])
-    assert jinja_render(DEFAULT_CHAT_TEMPLATE, messages) == riftco_render(
-        DEFAULT_CHAT_TEMPLATE, messages
-    )
+    rendered = riftco_render(DEFAULT_CHAT_TEMPLATE, messages)
+    assert jinja_render(DEFAULT_CHAT_TEMPLATE, messages) == rendered
+    assert embedded(DEFAULT_CHAT_TEMPLATE, "f", text) in rendered
 
 
 @pytest.mark.parametrize(
@@ -236,7 +281,6 @@ def test_largest_integer_python_reads_renders():
         [{"role": "assistant", "content": None, "tool_calls": [call("f", [1, 2])]}],
         [{"role": "assistant", "content": None, "tool_calls": [call("f", None)]}],
         [{"role": "assistant", "content": 5, "tool_calls": [call("f", {})]}],
-        [{"role": "assistant", "content": None, "tool_calls": [call("f", "x" * ((1 << 20) + 1))]}],
         [{"role": "tool", "content": None}],
         [{"role": "robot", "content": "hi"}],
     ],
@@ -337,12 +381,3 @@ def test_transformers_renders_the_same(tmp_path, tokenizer):
     assert rendered == riftco_render(DEFAULT_CHAT_TEMPLATE, messages, True)
     auto.save_pretrained(tmp_path / "theirs")
     assert read_tokenizer_files(tmp_path / "theirs").chat_template == DEFAULT_CHAT_TEMPLATE
-
-
-def test_floats_render_as_python_writes_them():
-    # The reader's float path: Python's float repr, which json.dumps writes too.
-    for text in ("1e16", "123.456e-300", "5e-324", "1.7976931348623157e308", "-0.0"):
-        messages = conversation(DEFAULT_CHAT_TEMPLATE, [call("f", '{"x": ' + text + "}")])
-        rendered = jinja_render(DEFAULT_CHAT_TEMPLATE, messages)
-        assert rendered == riftco_render(DEFAULT_CHAT_TEMPLATE, messages)
-        assert repr(float(text)) in rendered or math.isinf(float(text))

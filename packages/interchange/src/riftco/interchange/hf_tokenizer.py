@@ -37,7 +37,6 @@ from riftco.text import (
     to_hf_tokenizer_json,
     tokenizer_from_state,
 )
-from riftco.text.chat import MAX_TOOL_CALL_CHARS
 
 MAX_TOKENIZER_JSON_BYTES = 64 << 20
 STATE_KEY = "riftco_tokenizer"
@@ -271,8 +270,8 @@ def jinja_chat_template(template: ChatTemplate) -> str:
 
     It renders what riftco-text renders, byte for byte, tool calls included: an assistant
     message's ``tool_calls`` (``function.arguments`` a mapping, written with transformers'
-    ``tojson``, or JSON text, re-serialized by a JSON reader written in Jinja) in the
-    template's syntax, and ``tool_role`` messages inside the result markers. It opens
+    ``tojson``, or JSON text, embedded as given) in the template's syntax, and
+    ``tool_role`` messages inside the result markers. It opens
     with a comment holding the template's state, which ``chat_template_from_jinja``
     reads back (and checks by writing the Jinja again).
     """
@@ -318,137 +317,17 @@ def jinja_chat_template(template: ChatTemplate) -> str:
     return "".join(parts)
 
 
-# Nesting deeper than this in a tool call's JSON text is refused by the exported Jinja
-# (Python's JSON reader, which riftco-text uses, stops near the recursion limit).
-MAX_JINJA_JSON_DEPTH = 512
-# The most digits Python reads as an integer (sys.int_max_str_digits' default).
-MAX_JSON_INT_DIGITS = 4300
-
-
 def _tool_call_macros(syntax: ToolCallSyntax) -> str:
-    """The Jinja macros that write an assistant message's tool calls as riftco-text does.
+    """The Jinja macro that writes an assistant message's tool calls as riftco-text does.
 
-    ``riftco_json(text)`` reads JSON text (one object) and writes it as Python's
-    ``json.dumps(json.loads(text), ensure_ascii=False)`` does: separators ``", "`` and
-    ``": "``, no other whitespace, ``\\u`` escapes decoded (surrogate pairs joined) except
-    where JSON must escape, ``\\/`` as ``/``, integers as written (``-0`` as ``0``),
-    other numbers as Python's ``repr`` of the float, ``NaN`` and ``Infinity`` kept.
-    Text that is not a JSON object raises, as riftco-text does.
+    ``riftco_tool_calls(message)`` writes the content (when there is any), then each
+    call as ``start + '{"name": ' + name|tojson + ', "arguments": ' + arguments + '}' +
+    end``, joined by the separator: arguments given as a string (JSON text) are embedded
+    as given, a mapping goes through ``tojson``. The Jinja checks the shape of the
+    calls but not the JSON text (riftco-text does).
     """
-
-    def fail(message: str) -> str:
-        return f"{{{{ raise_exception({_literal('tool call arguments: ' + message)}) }}}}"
-
     sep = _literal(syntax.separator)
-    hex_digits = "expected four hex digits in a \\u escape"
     opening = _literal(syntax.start + '{"name": ')
-    numbers = (
-        "{'b': {'-': 'm', '0': 'z', 'd': 'i'}, 'm': {'0': 'z', 'd': 'i'}, "
-        "'z': {'.': 'p', 'e': 'x'}, 'i': {'0': 'i', 'd': 'i', '.': 'p', 'e': 'x'}, "
-        "'p': {'0': 'f', 'd': 'f'}, 'f': {'0': 'f', 'd': 'f', 'e': 'x'}, "
-        "'x': {'+': 'y', '-': 'y', '0': 'g', 'd': 'g'}, 'y': {'0': 'g', 'd': 'g'}, "
-        "'g': {'0': 'g', 'd': 'g'}, 'bad': {}}"
-    )
-    char = (
-        "{% macro riftco_char(n) %}"
-        "{% if n == 34 %}{{ '\\\\\"' }}{% elif n == 92 %}{{ '\\\\\\\\' }}"
-        "{% elif n == 8 %}{{ '\\\\b' }}{% elif n == 9 %}{{ '\\\\t' }}"
-        "{% elif n == 10 %}{{ '\\\\n' }}{% elif n == 12 %}{{ '\\\\f' }}"
-        "{% elif n == 13 %}{{ '\\\\r' }}{% elif n < 32 %}{{ '\\\\u%04x'|format(n) }}"
-        "{% else %}{{ '%c'|format(n) }}{% endif %}{% endmacro %}"
-    )
-    number = (
-        "{% macro riftco_number(word) %}"
-        f"{{% set table = {numbers} %}}{{% set ns = namespace(s='b') %}}"
-        "{% for c in word %}"
-        "{% set k = 'd' if c in '123456789' else ('e' if c in 'eE' else c) %}"
-        "{% set ns.s = table[ns.s][k] if k in table[ns.s] else 'bad' %}"
-        "{% endfor %}"
-        "{% if ns.s in ('z', 'i') %}"
-        f"{{% if word|length - (1 if word[0] == '-' else 0) > {MAX_JSON_INT_DIGITS} %}}"
-        f"{fail(f'expected integers of at most {MAX_JSON_INT_DIGITS} digits')}{{% endif %}}"
-        "{{ '0' if word == '-0' else word }}"
-        "{% elif ns.s in ('f', 'g') %}{% set x = word|float|string %}"
-        "{{ 'Infinity' if x == 'inf' else ('-Infinity' if x == '-inf' else x) }}"
-        f"{{% else %}}{fail('expected a JSON number')}{{% endif %}}"
-        "{% endmacro %}"
-    )
-    word = (
-        "{% macro riftco_word(word) %}"
-        "{% if word in ('true', 'false', 'null', 'NaN', 'Infinity', '-Infinity') %}{{ word }}"
-        f"{{% else %}}{fail('expected true, false or null')}{{% endif %}}{{% endmacro %}}"
-    )
-    push = (
-        f"{{% if ns.st|length >= {MAX_JINJA_JSON_DEPTH} %}}"
-        f"{fail(f'expected nesting at most {MAX_JINJA_JSON_DEPTH} deep')}{{% endif %}}"
-        "{{ c }}{% set ns.st = ns.st + c %}"
-    )
-    flush = "{% if ns.hi %}{{ riftco_char(ns.hi) }}{% set ns.hi = 0 %}{% endif %}"
-    reader = (
-        "{% macro riftco_json(text) %}"
-        "{% set ns = namespace(m='t', st='', key=false, b=0, hi=0) %}"
-        "{% for c in text %}"
-        # A number or a word ends at the first character that cannot continue it.
-        "{% if ns.m == 'n' and c not in '0123456789+-.eE' %}"
-        "{% if c == 'I' and loop.index0 == ns.b + 1 and text[ns.b] == '-' %}{% set ns.m = 'l' %}"
-        "{% else %}{{ riftco_number(text[ns.b:loop.index0]) }}{% set ns.m = 'a' %}{% endif %}"
-        "{% elif ns.m == 'l' and c not in 'truefalsnNIiy' %}"
-        "{{ riftco_word(text[ns.b:loop.index0]) }}{% set ns.m = 'a' %}{% endif %}"
-        "{% if ns.m == 'n' or ns.m == 'l' %}"
-        # In a string.
-        "{% elif ns.m == 's' %}"
-        f"{{% if c != '\\\\' %}}{flush}{{% endif %}}"
-        "{% if c == '\"' %}{{ c }}{% set ns.m = 'c' if ns.key else 'a' %}"
-        "{% elif c == '\\\\' %}{% set ns.m = 'e' %}"
-        f"{{% elif c < ' ' %}}{fail('expected no control character in a string')}"
-        "{% else %}{{ c }}{% endif %}"
-        # After a backslash.
-        "{% elif ns.m == 'e' %}"
-        f"{{% if c != 'u' %}}{flush}{{% endif %}}"
-        "{% if c == 'u' %}{% set ns.m = 'u' %}{% set ns.b = loop.index0 + 1 %}"
-        "{% elif c == '/' %}{{ c }}{% set ns.m = 's' %}"
-        "{% elif c in '\"\\\\bfnrt' %}{{ '\\\\' + c }}{% set ns.m = 's' %}"
-        f"{{% else %}}{fail('expected a JSON escape')}{{% endif %}}"
-        # In the four hex digits of \\u.
-        "{% elif ns.m == 'u' %}"
-        "{% if c not in '0123456789abcdefABCDEF' %}"
-        f"{fail(hex_digits)}{{% endif %}}"
-        "{% if loop.index0 == ns.b + 3 %}{% set n = text[ns.b:ns.b + 4]|int(base=16) %}"
-        "{% if ns.hi and n >= 56320 and n < 57344 %}"
-        "{{ riftco_char(65536 + (ns.hi - 55296) * 1024 + n - 56320) }}{% set ns.hi = 0 %}"
-        f"{{% else %}}{flush}"
-        "{% if n >= 55296 and n < 56320 %}{% set ns.hi = n %}"
-        "{% else %}{{ riftco_char(n) }}{% endif %}{% endif %}"
-        "{% set ns.m = 's' %}{% endif %}"
-        # Between tokens.
-        "{% elif c in ' \\t\\n\\r' %}"
-        "{% elif ns.m == 'c' %}"
-        f"{{% if c != ':' %}}{fail('expected a colon after a key')}{{% endif %}}"
-        "{{ ': ' }}{% set ns.m = 'v' %}"
-        "{% elif ns.m == 'a' %}"
-        "{% if c == ',' and ns.st %}{{ ', ' }}"
-        "{% set ns.m = 'k' if ns.st[-1] == '{' else 'v' %}"
-        "{% elif ns.st and c == ('}' if ns.st[-1] == '{' else ']') %}"
-        "{{ c }}{% set ns.st = ns.st[:-1] %}"
-        f"{{% else %}}{fail('expected a comma or the end of an object or array')}{{% endif %}}"
-        "{% elif (ns.m == 'k0' and c == '}') or (ns.m == 'v0' and c == ']') %}"
-        "{{ c }}{% set ns.st = ns.st[:-1] %}{% set ns.m = 'a' %}"
-        "{% elif ns.m == 'k' or ns.m == 'k0' %}"
-        f"{{% if c != '\"' %}}{fail('expected a string key')}{{% endif %}}"
-        "{{ c }}{% set ns.m = 's' %}{% set ns.key = true %}"
-        f"{{% elif c == '{{' %}}{push}{{% set ns.m = 'k0' %}}"
-        f"{{% elif ns.m == 't' %}}{fail('expected a JSON object')}"
-        f"{{% elif c == '[' %}}{push}{{% set ns.m = 'v0' %}}"
-        "{% elif c == '\"' %}{{ c }}{% set ns.m = 's' %}{% set ns.key = false %}"
-        "{% elif c in '-0123456789' %}{% set ns.m = 'n' %}{% set ns.b = loop.index0 %}"
-        "{% elif c in 'tfnNI' %}{% set ns.m = 'l' %}{% set ns.b = loop.index0 %}"
-        f"{{% else %}}{fail('expected a JSON value')}{{% endif %}}"
-        "{% endfor %}"
-        "{% if ns.m == 'n' %}{{ riftco_number(text[ns.b:]) }}{% set ns.m = 'a' %}"
-        "{% elif ns.m == 'l' %}{{ riftco_word(text[ns.b:]) }}{% set ns.m = 'a' %}{% endif %}"
-        f"{{% if ns.m != 'a' or ns.st %}}{fail('expected one complete JSON object')}{{% endif %}}"
-        "{% endmacro %}"
-    )
     calls = (
         "{% macro riftco_tool_calls(message) %}"
         "{% set calls = message['tool_calls'] %}"
@@ -472,16 +351,14 @@ def _tool_call_macros(syntax: ToolCallSyntax) -> str:
         "{% set arguments = function['arguments'] %}"
         f"{{{{ {opening} + function['name']|tojson + "
         "', \"arguments\": ' }}"
-        "{% if arguments is string %}"
-        f"{{% if arguments|length > {MAX_TOOL_CALL_CHARS} %}}"
-        f"{fail(f'expected at most {MAX_TOOL_CALL_CHARS} characters')}{{% endif %}}"
-        "{{ riftco_json(arguments) }}"
+        "{% if arguments is string %}{{ arguments }}"
         "{% elif arguments is mapping %}{{ arguments|tojson }}"
-        f"{{% else %}}{fail('expected a JSON object')}{{% endif %}}"
+        "{% else %}{{ raise_exception('tool_calls: expected function.arguments to be JSON "
+        "text or a mapping') }}{% endif %}"
         f"{{{{ {_literal('}' + syntax.end)} }}}}"
         "{% endfor %}{% endmacro %}"
     )
-    return char + number + word + reader + calls
+    return calls
 
 
 def write_json(path: Path, document: Any) -> None:

@@ -15,7 +15,9 @@ assistant calls a tool by writing ``start + {"name": ..., "arguments": {...}} + 
 of ``tool_role``, their content wrapped in ``result_start`` and ``result_end``.
 Assistant messages with ``tool_calls`` render in that syntax, as assistant
 content (so post-training learns to write it); a template without a syntax
-refuses them. The markers are content, not template strings, so a byte
+refuses them. Arguments given as JSON text are checked (one strict JSON object)
+and embedded as given; a mapping is written with ``json.dumps(...,
+ensure_ascii=False)``. The markers are content, not template strings, so a byte
 tokenizer need not hold their bytes unless tools are used. A template with a
 role named ``tool`` speaks the default syntax unless it says otherwise
 (``tool_call=None`` or another syntax), so a template rebuilt from its roles
@@ -30,21 +32,27 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from riftco.core import JSONError, loads_strict
 from riftco.text.errors import ChatTemplateError
 from riftco.text.special import ASSISTANT, END, SYSTEM, USER
 
-# Bounds on one tool call in a message (its JSON text, in characters).
+# Bounds on one tool call's arguments given as JSON text: its length in characters, the
+# nesting of its arrays and objects, and the digits of one integer (Python's own limit).
 MAX_TOOL_CALL_CHARS = 1 << 20
+MAX_TOOL_CALL_DEPTH = 512
+MAX_TOOL_CALL_INT_DIGITS = 4300
 
 
 @dataclass(frozen=True)
 class ToolCallSyntax:
     """How the assistant writes tool calls: ``start + JSON + end``, joined by ``separator``.
 
-    The JSON is ``{"name": <function name>, "arguments": <object>}`` written with
-    ``json.dumps(..., ensure_ascii=False)``; ``tool_role`` is the role of the messages
-    that carry results back (it must be one of the template's roles), rendered as
-    ``result_start + content + result_end``.
+    The JSON is ``'{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
+    + arguments + '}'``: arguments given as JSON text are embedded as given (once checked
+    to be one JSON object), a mapping is written with ``json.dumps(..., ensure_ascii=False)``
+    (for a mapping, the same text as ``json.dumps`` of the whole call). ``tool_role`` is
+    the role of the messages that carry results back (it must be one of the template's
+    roles), rendered as ``result_start + content + result_end``.
     """
 
     start: str = "<tool_call>"
@@ -84,15 +92,66 @@ class ToolCallSyntax:
         return cls(**{name: state[name] for name in cls.FIELDS})
 
     def render_call(self, name: str, arguments: Any) -> str:
-        """One call as the assistant writes it; ``arguments`` a mapping or its JSON text."""
-        return (
-            self.start
-            + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-            + self.end
-        )
+        """One call as the assistant writes it; ``arguments`` a mapping or its JSON text
+        (embedded as given). Raises `ChatTemplateError` for arguments that are neither."""
+        return _write_call(self, name, _arguments_text(arguments, "arguments"))
 
     def render_calls(self, calls: Sequence[tuple[str, Any]]) -> str:
         return self.separator.join(self.render_call(name, args) for name, args in calls)
+
+
+def _write_call(syntax: ToolCallSyntax, name: str, arguments: str) -> str:
+    """``arguments`` is checked JSON text (`_arguments_text`)."""
+    named = json.dumps(name, ensure_ascii=False)
+    return syntax.start + '{"name": ' + named + ', "arguments": ' + arguments + "}" + syntax.end
+
+
+def _arguments_text(arguments: Any, where: str) -> str:
+    """A tool call's arguments as the JSON text its call embeds.
+
+    JSON text comes back as given once checked: at most `MAX_TOOL_CALL_CHARS`
+    characters of strict JSON (no duplicate keys, no ``NaN`` or infinity, nesting at
+    most `MAX_TOOL_CALL_DEPTH`, integers of at most `MAX_TOOL_CALL_INT_DIGITS` digits)
+    whose value is an object. A mapping is written with ``json.dumps(...,
+    ensure_ascii=False)`` (transformers' ``tojson``). Anything else raises
+    `ChatTemplateError` naming ``where``.
+    """
+    if isinstance(arguments, str):
+        if len(arguments) > MAX_TOOL_CALL_CHARS:
+            raise ChatTemplateError(
+                f"{where}: expected arguments of at most {MAX_TOOL_CALL_CHARS} characters; "
+                f"found {len(arguments)}"
+            )
+        try:
+            value = loads_strict(
+                arguments, max_depth=MAX_TOOL_CALL_DEPTH, max_int_digits=MAX_TOOL_CALL_INT_DIGITS
+            )
+        except (JSONError, RecursionError) as exc:
+            reason = "nesting too deep" if isinstance(exc, RecursionError) else str(exc)
+            raise ChatTemplateError(
+                f"{where}: expected function.arguments to be JSON text ({reason}); "
+                f"found {arguments!r:.60}"
+            ) from None
+        if not isinstance(value, dict):
+            raise ChatTemplateError(
+                f"{where}: expected function.arguments to be a JSON object; found JSON text "
+                f"of a {type(value).__name__}"
+            )
+        return arguments
+    if not isinstance(arguments, Mapping):
+        raise ChatTemplateError(
+            f"{where}: expected function.arguments to be a JSON object; found "
+            f"{type(arguments).__name__}"
+        )
+    try:
+        return json.dumps(
+            arguments if isinstance(arguments, dict) else dict(arguments), ensure_ascii=False
+        )
+    except (TypeError, ValueError, RecursionError) as exc:
+        reason = "nesting too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise ChatTemplateError(
+            f"{where}: expected function.arguments to be a mapping of JSON values ({reason})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -293,14 +352,17 @@ def _check_message(
                 f"{where}: this chat template declares no tool-call syntax, so it cannot "
                 "render tool_calls"
             )
-        rendered = template.tool_call.render_calls(_tool_calls(where, calls))
+        speaks = template.tool_call
+        rendered = speaks.separator.join(
+            _write_call(speaks, name, arguments) for name, arguments in _tool_calls(where, calls)
+        )
         if content is None or content == "":
             return role, rendered
         if not isinstance(content, str):
             raise ChatTemplateError(
                 f"{where}: expected content to be a string or null; found {type(content).__name__}"
             )
-        return role, content + template.tool_call.separator + rendered
+        return role, content + speaks.separator + rendered
     if not isinstance(content, str):
         raise ChatTemplateError(
             f"{where}: expected content to be a string; found {type(content).__name__}"
@@ -311,11 +373,11 @@ def _check_message(
     return role, content
 
 
-def _tool_calls(where: str, calls: Any) -> list[tuple[str, Any]]:
-    """OpenAI ``tool_calls`` entries as ``(name, arguments object)`` pairs."""
+def _tool_calls(where: str, calls: Any) -> list[tuple[str, str]]:
+    """OpenAI ``tool_calls`` entries as ``(name, arguments JSON text)`` pairs, checked."""
     if not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)) or not calls:
         raise ChatTemplateError(f"{where}: tool_calls: expected a non-empty list")
-    out: list[tuple[str, Any]] = []
+    out: list[tuple[str, str]] = []
     for k, call in enumerate(calls):
         at = f"{where}: tool_calls[{k}]"
         function = call.get("function") if isinstance(call, Mapping) else None
@@ -324,21 +386,5 @@ def _tool_calls(where: str, calls: Any) -> list[tuple[str, Any]]:
         name, arguments = function.get("name"), function.get("arguments")
         if not isinstance(name, str) or not name:
             raise ChatTemplateError(f"{at}: expected function.name to be a non-empty string")
-        if isinstance(arguments, str):
-            if len(arguments) > MAX_TOOL_CALL_CHARS:
-                raise ChatTemplateError(
-                    f"{at}: expected arguments of at most {MAX_TOOL_CALL_CHARS} characters"
-                )
-            try:
-                arguments = json.loads(arguments)
-            except ValueError:
-                raise ChatTemplateError(
-                    f"{at}: expected function.arguments to be JSON text; found {arguments!r:.60}"
-                ) from None
-        if not isinstance(arguments, Mapping):
-            raise ChatTemplateError(
-                f"{at}: expected function.arguments to be a JSON object; found "
-                f"{type(arguments).__name__}"
-            )
-        out.append((name, arguments))
+        out.append((name, _arguments_text(arguments, at)))
     return out
