@@ -252,9 +252,10 @@ def test_generate_on_reduced_precision_weights(tmp_path, make_model, tokenizer, 
     args = [str(path), "--prompt", "the quick", "--max-new-tokens", "8", "--weights", weights]
     assert generate_main(args) == 0
     assert capsys.readouterr().out == runnable.generate("the quick", max_new_tokens=8) + "\n"
-    # --keep-float token_embd,output: only the linears, as riftco-nn's quantize_for_inference.
+    # --keep-float token_embd,output: only the linears, by riftco-nn's one quantizer.
     linears_only = load_bundle(path)
-    assert len(linears_only.model.quantize_for_inference(weights)) == 12
+    kept = linears_only.model.quantize_for_inference(weights, ("token_embd", "output"))
+    assert [k for k in kept.values() if k != "F32"] == [weights.upper()] * 12
     assert generate_main([*args, "--keep-float", "token_embd,output"]) == 0
     want = linears_only.generate("the quick", max_new_tokens=8) + "\n"
     assert capsys.readouterr().out == want

@@ -51,16 +51,18 @@ def test_whole_step_decoding_equals_the_op_by_op_forward(name):
 
 
 @pytest.mark.parametrize("fmt", ["f16", "q8_0", "q4_0", "nf4"])
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "llama-tied"])
 def test_reduced_precision_weights_decode_as_their_linears_compute(name, fmt):
-    config = PRESETS[name]
-    config = type(config)(**{**config.__dict__, "d_model": 64, "d_ff": 96})
+    config = PRESETS[name.removesuffix("-tied")]
+    tied = name.endswith("-tied")
+    config = type(config)(**{**config.__dict__, "d_model": 64, "d_ff": 96, "tie_embeddings": tied})
     model = nn.DecoderOnlyTransformer(config, seed=2)
     strengthen(model, 1)
     if fmt == "nf4":
         nn.quantize_model(model, block_size=64)
     else:
-        model.quantize_for_inference(fmt)
+        model.quantize_for_inference(fmt)  # the head too: a BlockHead
+        assert isinstance(model.language_model_head, nn.BlockHead)
     assert decoder_for(model) is not None
     assert_close(decode(model, True), decode(model, False))
 

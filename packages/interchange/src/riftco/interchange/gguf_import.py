@@ -231,8 +231,7 @@ def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
     """Swap each linear of ``model`` whose GGUF tensor is Q8_0, Q4_0 or F16 for a
     ``BlockLinear`` over the stored bytes, and the head for a ``BlockHead`` likewise;
     returns the layers swapped."""
-    from riftco.interchange.quantization import BlockHead
-    from riftco.nn import BlockLinear
+    from riftco.nn import BlockHead, BlockLinear
     from riftco.tensor import BlockWeight
 
     modules = dict(model.named_modules())
@@ -256,7 +255,8 @@ def use_stored_weights(model: Any, imported: GgufModel) -> list[str]:
         backend = model.token_embedding.weight.value.backend
         fmt = imported.types[source].lower()
         weight = BlockWeight.from_bytes(raw, fmt, (c.vocab_size, c.d_model), backend=backend)
-        model.replace_child("language_model_head", BlockHead(weight, head.bias))
+        block_head = BlockHead(weight, head.bias, of_tied_embedding=c.tie_embeddings)
+        model.replace_child("language_model_head", block_head)
         swapped.append("language_model_head")
     return swapped
 

@@ -95,7 +95,8 @@ def open_runnable(
     """The model at ``path`` ready to generate, its linear weights as ``weights``:
     ``float32``, ``stored`` (a GGUF file's own blocks; the default for GGUF), or
     ``f16`` / ``q8_0`` / ``q4_0`` quantized in process by
-    :func:`~riftco.interchange.quantization.quantize_model` (``keep_float`` as there)."""
+    :func:`~riftco.interchange.quantization.quantize_model` (riftco-nn's
+    ``quantize_for_inference``; ``keep_float`` as there)."""
     from riftco.interchange.gguf_file import is_gguf
     from riftco.interchange.gguf_import import import_gguf_model
     from riftco.interchange.models import load_bundle

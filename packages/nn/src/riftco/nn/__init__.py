@@ -35,9 +35,13 @@ from riftco.nn.generation import (
 )
 from riftco.nn.inference_weights import (
     INFERENCE_FORMATS,
+    KEEPABLE,
+    BlockHead,
     BlockLinear,
+    check_keep_float,
     dequantize_for_training,
     inference_formats,
+    matrix_type,
     quantize_for_inference,
 )
 from riftco.nn.layers import GELU, Dropout, Embedding, LayerNorm, Linear, RMSNorm, SiLU
@@ -156,8 +160,12 @@ __all__ += [
 ]
 __all__ += [
     "INFERENCE_FORMATS",
+    "KEEPABLE",
+    "BlockHead",
     "BlockLinear",
+    "check_keep_float",
     "dequantize_for_training",
     "inference_formats",
+    "matrix_type",
     "quantize_for_inference",
 ]

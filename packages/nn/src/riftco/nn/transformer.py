@@ -175,12 +175,15 @@ class DecoderOnlyTransformer(Module):
 
         return required_capabilities_for(config, job, weights=weights)
 
-    def quantize_for_inference(self, fmt: str) -> list[str]:
-        """Hold the linear weights in llama.cpp's ``q8_0``, ``q4_0`` or ``f16`` layout
-        for inference (see riftco.nn.inference_weights); returns the layers changed."""
+    def quantize_for_inference(
+        self, fmt: str, keep_float: Sequence[str] | None = None
+    ) -> dict[str, str]:
+        """Hold the weight matrices (linears, token embedding, head; ``keep_float`` as
+        there) in llama.cpp's ``q8_0``, ``q4_0`` or ``f16`` layout for inference (see
+        riftco.nn.inference_weights); returns each matrix's ggml type by name."""
         from riftco.nn.inference_weights import quantize_for_inference
 
-        return quantize_for_inference(self, fmt)
+        return quantize_for_inference(self, fmt, keep_float)
 
     # -- dense forward ------------------------------------------------------------
     def _tokens(self, tokens: Any) -> Tensor:
