@@ -7,13 +7,16 @@ random weights and a BPE tokenizer trained on the embedded corpus) is measured:
 - the same after a ``--prompt``-token context;
 - prefill of a ``--prompt``-token prompt (one forward);
 - greedy decode with F16, Q8_0 and Q4_0 weights in llama.cpp's block layouts
-  (``model.quantize_for_inference``), each beside llama.cpp at the same type, and
-  with NF4 weights (``riftco.nn.quantize_model``) beside its Q4_0.
+  (``model.quantize_for_inference``: every matrix, embedding and head included), each
+  beside llama.cpp at the same type, and with NF4 weights (``riftco.nn.quantize_model``)
+  beside its Q4_0.
 
 With llama.cpp built in the cache folder (``--build-peer`` builds it once from the
 vendored source of the ``llama-cpp-python`` sdist; a few minutes of compiling), the
-model is exported with ``riftco.interchange.export_gguf_model`` (F32 and F16),
-quantized by ``llama-quantize`` (Q8_0, Q4_0), and ``llama-bench -p P -n N`` runs
+model is exported with ``riftco.interchange.export_gguf_model`` at each type (F32, F16,
+Q8_0, Q4_0: by the same rule as ``quantize_for_inference``, the blocks of
+``llama-quantize --pure``; llama-quantize's default would give a Q4_0 head Q8_0 or
+Q6_K), so each file holds the matrices riftco runs, and ``llama-bench -p P -n N`` runs
 alternately with riftco for ``--rounds`` rounds; each figure is the median over
 rounds and is printed with its ratio. Without the peer it prints riftco's figures
 alone. Serving throughput is ``bench/bench_serve.py``'s. Nothing asserts on time.
@@ -107,15 +110,9 @@ def riftco_round(models: dict, prompt: list[int], gen: int) -> dict[str, float]:
 def peer_files(args, model, tokenizer, folder: Path) -> dict[str, Path]:
     from riftco.interchange import export_gguf_model
 
-    files = {
-        "f32": export_gguf_model(model, folder / "model-f32.gguf", tokenizer, "f32"),
-        "f16": export_gguf_model(model, folder / "model-f16.gguf", tokenizer, "f16"),
-    }
-    for kind in ("q8_0", "q4_0"):
-        files[kind] = peer.quantize(
-            args.peer_dir, files["f32"], folder / f"model-{kind}.gguf", kind
-        )
-    return files
+    # The file of each type is the model quantize_for_inference makes (the same rule).
+    kinds = ("f32", "f16", "q8_0", "q4_0")
+    return {k: export_gguf_model(model, folder / f"model-{k}.gguf", tokenizer, k) for k in kinds}
 
 
 def peer_round(args, files: dict[str, Path]) -> dict[str, float]:
