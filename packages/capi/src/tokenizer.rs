@@ -197,10 +197,54 @@ pub unsafe extern "C" fn riftco_tokenizer_load(
         let out = out_ptr(out, "out")?;
         *out = std::ptr::null_mut();
         let path = in_path(path)?;
-        let tok = file::load(&path).map_err(typed)?;
+        let what = path.display().to_string();
+        let tok = match file::read(&path).map_err(typed)? {
+            file::Source::State(raw) => file::from_json(&raw),
+            file::Source::Manifest(text) => {
+                verify_identity(&text, &what)?;
+                file::from_manifest(&text)
+            }
+        }
+        .map_err(|e| typed(e.context(&what)))?;
         *out = handle::new(Arc::new(tok));
         Ok(())
     })
+}
+
+/// A bundle manifest's `artifact_id` against the SHA-256 of its canonical JSON without it,
+/// as riftco-interchange's `read_manifest` checks it (and the model loader, with the same
+/// canonical JSON).
+fn verify_identity(text: &str, what: &str) -> Result<()> {
+    use sha2::{Digest, Sha256};
+
+    let manifest = crate::json::parse(text.as_bytes(), &format!("{what}: manifest"))?;
+    let crate::json::Json::Object(mut fields) = manifest else {
+        return Err(Error::format(format!(
+            "{what}: manifest: expected an object; found {}",
+            manifest.kind()
+        )));
+    };
+    let claimed = match fields.remove("artifact_id") {
+        Some(crate::json::Json::Str(s))
+            if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+        {
+            s
+        }
+        _ => {
+            return Err(Error::format(format!(
+                "{what}: manifest: artifact_id: expected 64 lowercase hex digits"
+            )))
+        }
+    };
+    let canonical = crate::rift::canonical_string(&crate::json::Json::Object(fields));
+    let id = crate::rift::hex(&Sha256::digest(canonical.as_bytes()));
+    if id != claimed {
+        return Err(Error::checksum(format!(
+            "{what}: artifact_id: the manifest hashes to {id}; the file claims {claimed} \
+             (the manifest was changed after it was written)"
+        )));
+    }
+    Ok(())
 }
 
 /// Load a tokenizer from a tokenizer state document in memory (`len` bytes of JSON, as
@@ -844,5 +888,31 @@ mod tests {
         assert_eq!((st, n), (Status::Ok, 0));
         unsafe { riftco_tokenizer_decoder_free(dec) };
         unsafe { riftco_tokenizer_free(tok) };
+    }
+
+    #[test]
+    fn a_bundle_must_match_its_identity() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tokenizer/tests/fixtures");
+        let good = std::fs::read(dir.join("bpe_gpt2.rift")).unwrap();
+        let load_path = |p: &std::path::Path| {
+            let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+            let mut tok = std::ptr::null_mut();
+            let status = unsafe { riftco_tokenizer_load(c.as_ptr(), &mut tok) };
+            let message = last_error_message();
+            unsafe { riftco_tokenizer_free(tok) };
+            (status, message)
+        };
+        let (status, message) = load_path(&dir.join("bpe_gpt2.rift"));
+        assert_eq!(status, Status::Ok, "{message}");
+        // the same length, one letter of the manifest changed: the identity no longer holds
+        let at = good.windows(11).position(|w| w == b"pretraining").unwrap();
+        let mut bad = good.clone();
+        bad[at + 10] = b'a';
+        let tmp = std::env::temp_dir().join(format!("riftco-capi-tok-{}.rift", std::process::id()));
+        std::fs::write(&tmp, &bad).unwrap();
+        let (status, message) = load_path(&tmp);
+        assert_eq!(status, Status::Checksum, "{message}");
+        assert!(message.contains("the manifest hashes to"), "{message}");
+        std::fs::remove_file(&tmp).unwrap();
     }
 }

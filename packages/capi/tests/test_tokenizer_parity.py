@@ -458,6 +458,25 @@ def test_hostile_files_are_refused_typed(tok_lib, tmp_path):
         assert info.value.status == status, (path, info.value)
 
 
+def test_a_bundle_whose_manifest_was_changed_is_refused(tok_lib, tmp_path):
+    from riftco.interchange import read_manifest, write_bundle
+    from riftco.interchange.errors import IntegrityError
+
+    tok = BpeTokenizer.train("hello there, general kenobi " * 20, 300)
+    path = tmp_path / "model.rift"
+    write_bundle(path, {"preset": "x"}, {"w": np.zeros(2, np.float32)}, tok.to_state())
+    CTokenizer.load(tok_lib, path).close()
+    data = path.read_bytes()
+    at = data.index(b"<|user|>")  # inside the tokenizer state: same length, other text
+    path.write_bytes(data[:at] + b"<|usor|>" + data[at + 8 :])
+    with pytest.raises(IntegrityError):
+        read_manifest(path)
+    with pytest.raises(CError) as info:
+        CTokenizer.load(tok_lib, path)
+    assert info.value.status == "checksum", info.value
+    assert "the manifest hashes to" in info.value.message
+
+
 def test_null_and_wrong_handles_are_errors(tok_lib, pair):
     lib, (_, ctok) = tok_lib, pair
     n = ctypes.c_uint32()

@@ -69,6 +69,24 @@ fn read_exact_bounded(file: &mut File, path: &Path, n: u64) -> Result<Vec<u8>> {
 /// Load the tokenizer of a `.rift` bundle or of a tokenizer state file (told apart by
 /// their first byte: a state file is JSON, an object).
 pub fn load(path: &Path) -> Result<Tokenizer> {
+    let prefix = path.display().to_string();
+    match read(path)? {
+        Source::State(raw) => from_json(&raw),
+        Source::Manifest(text) => from_manifest(&text),
+    }
+    .map_err(|e| e.context(&prefix))
+}
+
+/// What a tokenizer file holds, read in bounded memory.
+pub enum Source {
+    /// A tokenizer state document (JSON bytes).
+    State(Vec<u8>),
+    /// The manifest text of a `.rift` bundle (from its safetensors header).
+    Manifest(String),
+}
+
+/// Read a tokenizer state file whole, or a `.rift` bundle's header and its manifest text.
+pub fn read(path: &Path) -> Result<Source> {
     let (mut file, size) = open_regular(path)?;
     let mut head = [0u8; 1];
     let n = file.read(&mut head).map_err(|e| io(path, e))?;
@@ -81,7 +99,7 @@ pub fn load(path: &Path) -> Result<Tokenizer> {
         }
         let mut raw = head[..n].to_vec();
         raw.extend(read_exact_bounded(&mut file, path, size - 1)?);
-        return from_json(&raw).map_err(|e| e.context(&prefix));
+        return Ok(Source::State(raw));
     }
     let mut rest = [0u8; 7];
     let got = file.read(&mut rest).map_err(|e| io(path, e))?;
@@ -106,7 +124,9 @@ pub fn load(path: &Path) -> Result<Tokenizer> {
         )));
     }
     let header = read_exact_bounded(&mut file, path, header_size)?;
-    from_safetensors_header(&header).map_err(|e| e.context(&prefix))
+    manifest_text(&header)
+        .map(Source::Manifest)
+        .map_err(|e| e.context(&prefix))
 }
 
 /// The tokenizer of a tokenizer state document.
@@ -115,10 +135,13 @@ pub fn from_json(raw: &[u8]) -> Result<Tokenizer> {
 }
 
 /// The tokenizer in the manifest of a `.rift` bundle's safetensors header (the JSON
-/// after the 8-byte length). The manifest's format and version are checked and its
-/// tokenizer state is checked in full; the bundle's identity and weights are the model
-/// loader's to verify.
+/// after the 8-byte length): [`manifest_text`] then [`from_manifest`].
 pub fn from_safetensors_header(header: &[u8]) -> Result<Tokenizer> {
+    from_manifest(&manifest_text(header)?)
+}
+
+/// The manifest text stored in a safetensors header's `__metadata__`.
+pub fn manifest_text(header: &[u8]) -> Result<String> {
     let header = json::parse(header).map_err(|e| e.context("header"))?;
     let Value::Object(_) = header else {
         return Err(Error::format(format!(
@@ -135,15 +158,23 @@ pub fn from_safetensors_header(header: &[u8]) -> Result<Tokenizer> {
             )))
         }
     };
-    let text = match metadata.get(MANIFEST_KEY) {
-        Some(Value::Str(s)) => s,
-        Some(other) => return Err(Error::format(format!("{MANIFEST_KEY}: expected a string; found {}", other.kind()))),
-        None => {
-            return Err(Error::format(format!(
-                "expected a {MANIFEST_KEY:?} metadata entry; found none (a plain safetensors file, not a .rift bundle?)"
-            )))
-        }
-    };
+    match metadata.get(MANIFEST_KEY) {
+        Some(Value::Str(s)) => Ok(s.clone()),
+        Some(other) => Err(Error::format(format!(
+            "{MANIFEST_KEY}: expected a string; found {}",
+            other.kind()
+        ))),
+        None => Err(Error::format(format!(
+            "expected a {MANIFEST_KEY:?} metadata entry; found none (a plain safetensors file, not a .rift bundle?)"
+        ))),
+    }
+}
+
+/// The tokenizer of a bundle's manifest text. The manifest's format and version are
+/// checked and its tokenizer state is checked in full; the manifest's identity
+/// (`artifact_id`) is libriftco's to verify (with the canonical JSON its model loader uses)
+/// and the weights are the model loader's.
+pub fn from_manifest(text: &str) -> Result<Tokenizer> {
     let manifest = json::parse(text.as_bytes()).map_err(|e| e.context("manifest"))?;
     match manifest.get("format") {
         Some(Value::Str(f)) if f == BUNDLE_FORMAT => {}
