@@ -145,3 +145,23 @@ def test_a_file_without_riftco_keys_loads_the_same(lib, gguf_file, tmp_path):
     np.testing.assert_array_equal(a.logits(), b.logits())
     for m in (a, b, ours, theirs):
         m.close()
+
+
+def test_gguf_single_steps_bit_equal_riftco_nn_native_step(lib, gguf_file):
+    import riftco.nn as nn
+
+    _, path = gguf_file
+    model = import_gguf_model(path, weights="stored").model
+    cache = nn.ContiguousKVCache(model.config, max_sequences=1, backend=model.backend)
+    sid = cache.add_sequence()
+    ours = Model(lib, path)
+    session = ours.session()
+    for i, token in enumerate([*PROMPT, 11, 12, 13, 200, 1]):
+        want = model.forward_incremental([[token]], cache, [sid]).numpy()[0]
+        if i == 0:
+            session.prefill([token])
+        else:
+            session.step(token)
+        np.testing.assert_array_equal(session.logits(), want)
+    session.close()
+    ours.close()

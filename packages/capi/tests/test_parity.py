@@ -145,3 +145,24 @@ def test_rollback_gives_the_same_logits_again(lib, bundle):
     s.rollback(0)
     s.close()
     model.close()
+
+
+def test_single_steps_bit_equal_riftco_nn_native_step(lib, bundle):
+    """Fed one token at a time, both run the kernels' whole-step decoder (riftco-nn over
+    a contiguous cache, the C ABI over pages): the logits are bit-equal."""
+    import riftco.nn as nn
+
+    model = load_bundle(bundle).model
+    cache = nn.ContiguousKVCache(model.config, max_sequences=1, backend=model.backend)
+    sid = cache.add_sequence()
+    ours = Model(lib, bundle)
+    session = ours.session()
+    for i, token in enumerate([*PROMPT, 11, 12, 13, 200, 1, 9, 9, 9, 4, 250, 17, 16]):
+        want = model.forward_incremental([[token]], cache, [sid]).numpy()[0]
+        if i == 0:
+            session.prefill([token])
+        else:
+            session.step(token)
+        np.testing.assert_array_equal(session.logits(), want)
+    session.close()
+    ours.close()
