@@ -63,7 +63,7 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
         return None  # the program has one kind of norm, with one epsilon
     norm, eps, final_norm = final
     head = model.language_model_head
-    joins = getattr(head, "decode_linear", None)  # a head on block-layout weights
+    joins = getattr(head, "decode_linear", None)  # a BlockHead (quantize_for_inference)
     if joins is not None:
         head_linear = joins(read)
         if head_linear is None:
