@@ -354,6 +354,13 @@ impl Tokenizer {
     }
 }
 
+/// A tokenizer is immutable after loading, so one may be shared by threads.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Tokenizer>();
+    shareable::<Decoder>();
+};
+
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

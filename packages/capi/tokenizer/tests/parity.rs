@@ -300,3 +300,58 @@ fn chat_errors_and_queries() {
     assert_eq!(tok.token_bytes(97), Some(&b"a"[..]));
     assert_eq!(tok.token_bytes(tok.vocab_size() as u32), None);
 }
+
+/// Random corruptions of a state file and of a bundle's header: every one is loaded or
+/// refused with a typed error, never a panic.
+#[test]
+fn corrupted_files_never_panic() {
+    let state = std::fs::read(fixtures().join("bpe_gpt2.json")).unwrap();
+    let bundle = std::fs::read(fixtures().join("bpe_gpt2.rift")).unwrap();
+    let header_end = 8 + u64::from_le_bytes(bundle[..8].try_into().unwrap()) as usize;
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let interesting = b"0123456789[]{}\",:-.eE\\u \x00\xff";
+    let (mut refused, mut loaded) = (0, 0);
+    for round in 0..3000 {
+        let mut data = if round % 2 == 0 {
+            state.clone()
+        } else {
+            bundle[8..header_end].to_vec()
+        };
+        for _ in 0..1 + next(4) {
+            let at = next(data.len());
+            match next(3) {
+                0 => data[at] = interesting[next(interesting.len())],
+                1 => {
+                    data.remove(at);
+                }
+                _ => data.insert(at, interesting[next(interesting.len())]),
+            }
+        }
+        let result = if round % 2 == 0 {
+            file::from_json(&data)
+        } else {
+            file::from_safetensors_header(&data)
+        };
+        match result {
+            Ok(tok) => {
+                loaded += 1;
+                let ids = tok.encode("hello world <|end|>", true).unwrap_or_default();
+                let _ = tok.decode(&ids, false);
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(!e.message.is_empty());
+            }
+        }
+    }
+    assert!(
+        refused > 2000 && loaded > 50,
+        "refused {refused}, loaded {loaded}"
+    );
+}
