@@ -307,7 +307,7 @@ pub fn scan(path: &Path) -> Result<GgufFile> {
         let Some(&(_, type_name, block, size)) = GGML_TYPES.iter().find(|t| t.0 == kind) else {
             return Err(r.fail(format!("{name}: unknown ggml type {kind}")));
         };
-        if ne.iter().any(|&d| d == 0) || ne[0] % block != 0 {
+        if ne.contains(&0) || ne[0] % block != 0 {
             return Err(r.fail(format!("{name}: expected positive dimensions, the first a multiple of {block} for {type_name}; found ne={ne:?}")));
         }
         let elements = ne.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128));
@@ -561,7 +561,7 @@ fn number(f: &GgufFile, key: &str, default: f64) -> Result<f64> {
             )))
         }
     };
-    if !(v > 0.0) || !v.is_finite() {
+    if v.is_nan() || v <= 0.0 || !v.is_finite() {
         return Err(Error::format(format!(
             "{key}: expected a positive number; found {v}"
         )));
