@@ -84,7 +84,7 @@ docs-serve: $(DOCS)/.ready
 CAPI     := build/capi
 CC       ?= cc
 CXX      ?= c++
-CAPI_LIBS := -lpthread -ldl -lm
+CAPI_LIBS := -pthread -ldl -lm
 capi:
 	cargo build --release -p riftco-capi
 	mkdir -p $(CAPI)/lib/pkgconfig $(CAPI)/include $(CAPI)/bin

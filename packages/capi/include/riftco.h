@@ -501,9 +501,7 @@ enum RiftcoStatus riftco_tensor_attention(const struct RiftcoTensor *q,
                                           struct RiftcoTensor **out);
 
 // Load the tokenizer of a `.rift` bundle, or a tokenizer state file written by riftco-text's
-// `Tokenizer.save` (JSON), told apart by the file's first byte. A bundle's manifest must
-// match its identity (`artifact_id`, else `RIFTCO_STATUS_CHECKSUM`), as riftco-interchange's
-// `read_manifest` requires; its weights are not read. Reads at most the bundle's
+// `Tokenizer.save` (JSON), told apart by the file's first byte. Reads at most the bundle's
 // safetensors header (16 MiB) or the state file (256 MiB); FIFOs, devices and folders are
 // refused before a byte is read. The state is checked as riftco-text checks it: a malformed
 // field is `RIFTCO_STATUS_FORMAT`, a newer format version `RIFTCO_STATUS_UNSUPPORTED`, a size

@@ -1,7 +1,9 @@
 /* C tests of libriftco: every handle created, used and freed; every error path of the
  * model, session and sampler functions; NULL and wrong-handle arguments. Run as
  * `test_capi <bundle.rift> <scratch-dir>` (make capi-test runs it, once under ASan). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +312,50 @@ static void test_tensors(void) {
   OK(riftco_tensor_free(tc));
 }
 
+/* Sessions of one model stepped from several threads at once equal the same steps run
+ * one after another (the model is shared; each session is used by one thread). */
+#define THREADS 4
+#define STEPS 24
+struct job {
+  const RiftcoModel *model;
+  int seed;
+  float last[260];
+  int ok;
+};
+
+static void *run_job(void *arg) {
+  struct job *j = arg;
+  RiftcoSession *s = NULL;
+  j->ok = riftco_session_create(j->model, &s) == RIFTCO_STATUS_OK;
+  int32_t first = (int32_t)(j->seed * 31 % 260);
+  j->ok &= riftco_session_prefill(s, &first, 1) == RIFTCO_STATUS_OK;
+  for (int i = 0; i < STEPS; i++)
+    j->ok &= riftco_session_step(s, (int32_t)((j->seed * 7 + i * 13) % 260)) == RIFTCO_STATUS_OK;
+  j->ok &= riftco_session_logits(s, j->last, 260) == RIFTCO_STATUS_OK;
+  j->ok &= riftco_session_free(s) == RIFTCO_STATUS_OK;
+  return NULL;
+}
+
+static void test_threads(const char *bundle) {
+  RiftcoModel *model = NULL;
+  OK(riftco_model_load(bundle, &model));
+  struct job alone[THREADS], together[THREADS];
+  pthread_t threads[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    alone[i] = (struct job){.model = model, .seed = i + 1};
+    together[i] = alone[i];
+    run_job(&alone[i]);
+  }
+  for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&threads[i], NULL, run_job, &together[i]) == 0);
+  for (int i = 0; i < THREADS; i++) {
+    CHECK(pthread_join(threads[i], NULL) == 0);
+    CHECK(alone[i].ok && together[i].ok);
+    CHECK(memcmp(alone[i].last, together[i].last, sizeof alone[i].last) == 0);
+  }
+  /* The last error is per thread: a failure here leaves the other threads' alone. */
+  OK(riftco_model_free(model));
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s BUNDLE.rift SCRATCH_DIR\n", argv[0]);
@@ -319,6 +365,7 @@ int main(int argc, char **argv) {
   test_hostile_files(argv[1], argv[2]);
   test_model_and_sessions(argv[1]);
   test_tensors();
+  test_threads(argv[1]);
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
