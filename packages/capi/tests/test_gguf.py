@@ -165,3 +165,34 @@ def test_gguf_single_steps_bit_equal_riftco_nn_native_step(lib, gguf_file):
         np.testing.assert_array_equal(session.logits(), want)
     session.close()
     ours.close()
+
+
+def test_gguf_truncations_and_bit_flips_are_typed(lib, gguf_file, tmp_path):
+    """riftco-interchange's damaged-GGUF cases: each is loaded or refused with a typed
+    status (never internal), and where import_gguf refuses the file, so does the C ABI."""
+    from riftco.interchange import import_gguf
+
+    _, path = gguf_file
+    raw = path.read_bytes()
+    rng = np.random.default_rng(0)
+    variants = [raw[:offset] for offset in np.linspace(0, len(raw) - 1, 60).astype(int)]
+    for position in rng.integers(0, len(raw), 60):
+        flipped = bytearray(raw)
+        flipped[position] ^= 1 << int(rng.integers(0, 8))
+        variants.append(bytes(flipped))
+    damaged = tmp_path / "damaged.gguf"
+    for i, variant in enumerate(variants):
+        damaged.write_bytes(variant)
+        try:
+            import_gguf(damaged, require_tokenizer=False)
+            python_refuses = False
+        except ValueError:
+            python_refuses = True
+        try:
+            Model(lib, damaged).close()
+            status = None
+        except CapiError as exc:
+            status = exc.status
+        assert status != "internal", i
+        if python_refuses:
+            assert status is not None, i
