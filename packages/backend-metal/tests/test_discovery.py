@@ -223,3 +223,17 @@ def test_riftco_commands_print_nothing_on_stderr_on_a_headless_machine(argv):
     assert done.stderr == ""
     if argv == ["backends"]:
         assert re.search(r"^vulkan ", done.stdout, re.M), done.stdout
+
+
+def test_the_attention_path_follows_the_adapter_or_the_environment(monkeypatch):
+    from riftco.backends.metal.backend import ATTENTION_VAR, choose_attention_path
+
+    lavapipe = discovery._as_adapters("vulkan", [LAVAPIPE])[0]
+    nvidia = discovery._as_adapters("vulkan", [NVIDIA])[0]
+    monkeypatch.delenv(ATTENTION_VAR, raising=False)
+    assert (choose_attention_path(lavapipe), choose_attention_path(nvidia)) == ("rows", "tiled")
+    monkeypatch.setenv(ATTENTION_VAR, "tiled")
+    assert choose_attention_path(lavapipe) == "tiled"
+    monkeypatch.setenv(ATTENTION_VAR, "flash")
+    with pytest.raises(rt.BackendUnavailable, match="'flash' is not an attention path"):
+        choose_attention_path(nvidia)

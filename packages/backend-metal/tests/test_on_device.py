@@ -29,7 +29,14 @@ def device_present():
 
 
 @pytest.mark.parametrize(
-    "check", ["check_runtime.py", "check_model.py", "check_matmul.py", "check_budget.py"]
+    "check",
+    [
+        "check_runtime.py",
+        "check_model.py",
+        "check_matmul.py",
+        "check_budget.py",
+        "check_attention.py",
+    ],
 )
 def test_checks_of_this_package(check, record_property):
     run_checks(HERE / "device" / check, env=DEVICE_ENV, record=record_property)

@@ -3,7 +3,9 @@ sequences (varlen) and decoding over a paged key/value cache.
 
 Kernels run one thread per (query row, head) with an online softmax, so no
 ``[T, S]`` block is ever held (the materialized variant then writes its
-probabilities from the row statistics). Head sizes up to 256 are supported.
+probabilities from the row statistics). Head sizes up to 256 are supported. On the
+``tiled`` attention path the dense forward shares each tile of keys and values
+among 64 query rows through workgroup memory (the same arithmetic per row).
 """
 
 from __future__ import annotations
@@ -39,12 +41,22 @@ def _dims(q_shape, kv_shape):
     return b, t, h, dh, s, hkv
 
 
+#: Floats of one key (or value) tile in workgroup memory (2 x 7.75 KiB in all).
+_TILE_FLOATS = 1984
+
+
 def forward(rt: Runtime, q, k, v, q_shape, kv_shape, scale, causal, window):
     b, t, h, dh, s, hkv = _dims(q_shape, kv_shape)
     rows = b * t * h
     out = rt.empty(q.count, _F32)
     row_max, row_sum = rt.empty(rows, _F32), rt.empty(rows, _F32)
     params = _params(rows, b, t, s, h, hkv, dh, scale, causal, window)
+    if rt.attention_path == "tiled" and rows and dh:
+        keys = max(1, min(32, _TILE_FLOATS // dh))
+        kernel = rt.kernel("attn_forward_tiled", KT=str(keys), TD=str(keys * dh))
+        groups = (-(-t // 64), b * h, 1)
+        rt.run(kernel, [q, k, v, out, row_max, row_sum], params, groups)
+        return out, row_max, row_sum, params
     kernel = rt.kernel("attn_forward", MODE="0")
     rt.run(kernel, [q, k, v, q, q, out, row_max, row_sum], params, groups_for(rows, 64))
     return out, row_max, row_sum, params

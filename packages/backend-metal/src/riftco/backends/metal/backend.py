@@ -72,6 +72,25 @@ def matmul_paths(adapter: Adapter, device: _native.Device | None = None) -> list
     return [p for p in MATMUL_PATHS if p != "f16" or f16]
 
 
+#: Chooses the attention kernels when a device opens (``auto`` unless set).
+ATTENTION_VAR = "RIFTCO_WGPU_ATTENTION"
+ATTENTION_PATHS = ("rows", "tiled")
+
+
+def choose_attention_path(adapter: Adapter) -> str:
+    """``RIFTCO_WGPU_ATTENTION`` if set (``rows``, ``tiled``), else ``tiled`` on a GPU
+    and ``rows`` on a software adapter (whose workgroup memory and barriers cost more
+    than the loads they save)."""
+    wanted = os.environ.get(ATTENTION_VAR, "auto").strip().lower() or "auto"
+    if wanted == "auto":
+        return "rows" if adapter.runs_on_host else "tiled"
+    if wanted not in ATTENTION_PATHS:
+        raise BackendUnavailable(
+            f"{ATTENTION_VAR}={wanted!r} is not an attention path; expected auto, rows, tiled"
+        )
+    return wanted
+
+
 class WgpuBackend(Backend):
     """One wgpu device: an Apple GPU (``metal``) or a Vulkan adapter (``vulkan``)."""
 
@@ -84,7 +103,8 @@ class WgpuBackend(Backend):
         self.device = device
         self.adapter = adapter
         self.matmul_path = choose_matmul_path(adapter, device)
-        self.rt = Runtime(device, self.matmul_path)
+        self.attention_path = choose_attention_path(adapter)
+        self.rt = Runtime(device, self.matmul_path, self.attention_path)
         # A software adapter computes on the host CPU: usable by name, never by `auto`.
         self.runs_on_host = adapter.runs_on_host
 
@@ -92,7 +112,8 @@ class WgpuBackend(Backend):
         offered = " ".join(matmul_paths(self.adapter, self.device))
         text = (
             f"wgpu {self.name}: {self.adapter.describe()}; matmul path {self.matmul_path} "
-            f"(offered here: {offered}); shader features: {self.adapter.features()}"
+            f"(offered here: {offered}); attention path {self.attention_path}; "
+            f"shader features: {self.adapter.features()}"
         )
         said = driver_messages()
         if said:

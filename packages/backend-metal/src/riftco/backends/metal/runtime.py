@@ -126,12 +126,17 @@ def groups_for(n: int, per_group: int = GROUP) -> tuple[int, int, int]:
 
 
 class Runtime:
-    """The device of one backend with its compiled kernels. ``matmul_path`` is the
-    matmul kernel chosen when the device opened (``tiled`` or ``f16``)."""
+    """The device of one backend with its compiled kernels. ``matmul_path`` and
+    ``attention_path`` are the kernels chosen when the device opened."""
 
-    def __init__(self, device: _native.Device, matmul_path: str = "tiled"):
+    def __init__(
+        self, device: _native.Device, matmul_path: str = "tiled", attention_path: str = "rows"
+    ):
         self.device = device
         self.matmul_path = matmul_path
+        #: ``rows`` (a thread per query row, keys read from the buffers) or ``tiled``
+        #: (the dense forward shares key/value tiles through workgroup memory).
+        self.attention_path = attention_path
         #: Index checks answered from a host copy (no readback).
         self.host_checks = 0
         self._kernels: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
