@@ -244,6 +244,16 @@ enum RiftcoStatus riftco_model_tokenizer_state(const struct RiftcoModel *model,
                                                size_t capacity,
                                                size_t *needed);
 
+// The model's key/value cache pool: pages (of 16 positions) held by sessions now, and
+// pages allocated in all. Pages freed by a session, a rollback or a reset are kept for
+// reuse, so the pool stays at its high-water mark until the model is freed.
+//
+// # Safety
+// `model` is a model handle; `in_use` and `total` point to `size_t`s.
+enum RiftcoStatus riftco_model_cache_pages(const struct RiftcoModel *model,
+                                           size_t *in_use,
+                                           size_t *total);
+
 // A new, empty session of `model` (which it keeps alive).
 //
 // # Safety

@@ -285,6 +285,27 @@ pub unsafe extern "C" fn riftco_model_tokenizer_state(
     })
 }
 
+/// The model's key/value cache pool: pages (of 16 positions) held by sessions now, and
+/// pages allocated in all. Pages freed by a session, a rollback or a reset are kept for
+/// reuse, so the pool stays at its high-water mark until the model is freed.
+///
+/// # Safety
+/// `model` is a model handle; `in_use` and `total` point to `size_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn riftco_model_cache_pages(
+    model: *const RiftcoModel,
+    in_use: *mut usize,
+    total: *mut usize,
+) -> Status {
+    guard(|| {
+        let m = model_ref(model)?;
+        let (used, all) = m.pool.lock().unwrap_or_else(|e| e.into_inner()).usage();
+        *out_ptr(in_use, "in_use")? = used;
+        *out_ptr(total, "total")? = all;
+        Ok(())
+    })
+}
+
 // -- sessions ---------------------------------------------------------------------------
 
 /// A new, empty session of `model` (which it keeps alive).

@@ -257,6 +257,15 @@ static void test_model_and_sessions(const char *bundle) {
   FAILS(riftco_session_step_batch(batch, next, 0, NULL), RIFTCO_STATUS_INVALID_ARGUMENT);
   FAILS(riftco_session_step_batch(NULL, next, 2, NULL), RIFTCO_STATUS_NULL_HANDLE);
 
+  size_t used = 0, total = 0;
+  OK(riftco_model_cache_pages(model, &used, &total));
+  CHECK(used >= 6 && total >= used);
+  FAILS(riftco_model_cache_pages(model, NULL, &total), RIFTCO_STATUS_NULL_HANDLE);
+  OK(riftco_session_free(single[2]));
+  single[2] = NULL;
+  size_t after = 0;
+  OK(riftco_model_cache_pages(model, &after, &total));
+  CHECK(after < used);
   /* Freeing the model first: its sessions keep it alive. */
   OK(riftco_model_free(model));
   OK(riftco_session_step(batch[0], 7));
