@@ -84,9 +84,19 @@ def backward(
     mx = row_max if row_max is not None else q
     sm = row_sum if row_sum is not None else q
     buffers = [q, k, v, dout, p, mx, sm, dq, delta]
-    rt.run(rt.kernel("attn_backward_q"), buffers, params, groups_for(rows, 64))
+    tiled = rt.attention_path == "tiled" and rows > 0 and dh > 0 and s > 0
+    if tiled:
+        keys = max(1, min(32, _TILE_FLOATS // dh))
+        tile = {"KT": str(keys), "TD": str(keys * dh)}
+        rt.run(rt.kernel("attn_backward_q_tiled", **tile), buffers, params, (-(-t // 64), b * h, 1))
+    else:
+        rt.run(rt.kernel("attn_backward_q"), buffers, params, groups_for(rows, 64))
     buffers = [q, k, v, dout, p, mx, sm, delta, dk, dv]
-    rt.run(rt.kernel("attn_backward_kv"), buffers, params, groups_for(b * s * hkv, 64))
+    if tiled:
+        groups = (-(-s // 64), b * hkv, 1)
+        rt.run(rt.kernel("attn_backward_kv_tiled", **tile), buffers, params, groups)
+    else:
+        rt.run(rt.kernel("attn_backward_kv"), buffers, params, groups_for(b * s * hkv, 64))
     return dq, dk, dv
 
 
