@@ -52,6 +52,53 @@ pub fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Open a regular file (FIFOs, devices, sockets and folders refused before a byte is read).
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(format!("{shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(Error::io(format!(
+            "{shown}: expected a regular file; found {}",
+            kind_of(&meta)
+        )));
+    }
+    let file = std::fs::File::open(path).map_err(|e| Error::io(format!("{shown}: {e}")))?;
+    Ok((file, meta.len()))
+}
+
+/// The length field and, when it is within bounds, the header of a safetensors file.
+fn read_head(file: &mut std::fs::File, file_len: u64, what: &str) -> Result<Vec<u8>> {
+    let mut head = vec![0u8; file_len.min(8) as usize];
+    read_at(file, 0, &mut head, what)?;
+    if head.len() == 8 {
+        let n = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+        if n <= MAX_HEADER_BYTES && 8 + n <= file_len {
+            head.resize(8 + n as usize, 0);
+            read_at(file, 8, &mut head[8..], what)?;
+        }
+    }
+    Ok(head)
+}
+
+fn read_at(file: &mut std::fs::File, at: u64, buf: &mut [u8], what: &str) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    file.seek(SeekFrom::Start(at))
+        .and_then(|_| file.read_exact(buf))
+        .map_err(|e| Error::io(format!("{what}: reading {} bytes at {at}: {e}", buf.len())))
+}
+
+fn alloc_f32(n: usize, what: &str) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::new(
+            Status::OutOfMemory,
+            format!("{what}: cannot allocate {n} floats"),
+        )
+    })?;
+    v.resize(n, 0.0);
+    Ok(v)
+}
+
 fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
@@ -186,12 +233,12 @@ fn dtype_size(dtype: &str) -> Option<usize> {
     })
 }
 
-/// Parse and check a safetensors container held in `bytes`.
-pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
-    if bytes.len() < 8 {
+/// Parse and check a safetensors container of `file_len` bytes whose first bytes are
+/// `bytes` (at least the length field and the header, when the file holds them).
+pub fn parse_container(bytes: &[u8], file_len: u64, what: &str) -> Result<Container> {
+    if file_len < 8 || bytes.len() < 8 {
         return Err(Error::format(format!(
-            "{what}: truncated: {} bytes, no header length",
-            bytes.len()
+            "{what}: truncated: {file_len} bytes, no header length"
         )));
     }
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
@@ -200,10 +247,10 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
             "{what}: header of {n} bytes, past the limit of {MAX_HEADER_BYTES}"
         )));
     }
-    if 8 + n > bytes.len() as u64 {
+    if 8 + n > file_len || 8 + n > bytes.len() as u64 {
         return Err(Error::format(format!(
             "{what}: truncated: the header claims {n} bytes, the file holds {}",
-            bytes.len() - 8
+            file_len - 8
         )));
     }
     let data_start = 8 + n as usize;
@@ -214,7 +261,7 @@ pub fn parse_container(bytes: &[u8], what: &str) -> Result<Container> {
             header.kind()
         )));
     };
-    let data_len = bytes.len() - data_start;
+    let data_len = (file_len - data_start as u64) as usize;
     let mut tensors = BTreeMap::new();
     let mut metadata = BTreeMap::new();
     for (name, entry) in entries {
@@ -343,8 +390,10 @@ fn manifest_err(m: String) -> Error {
 /// Load and fully verify a `.rift` bundle.
 pub fn load(path: &Path) -> Result<ModelData> {
     let what = path.display().to_string();
-    let bytes = read_regular(path, u64::MAX)?;
-    let container = parse_container(&bytes, &what)?;
+    let (mut file, file_len) = open_regular(path)?;
+    let head = read_head(&mut file, file_len, &what)?;
+    let container = parse_container(&head, file_len, &what)?;
+    drop(head);
     let raw = container.metadata.get("riftco.manifest").ok_or_else(|| {
         Error::format(format!(
             "{what}: no riftco.manifest in the header's __metadata__ (not a .rift bundle)"
@@ -470,9 +519,11 @@ pub fn load(path: &Path) -> Result<ModelData> {
             container.tensors.len()
         )));
     }
-    // The weights' digest, in sorted name order.
-    let data = &bytes[container.data_start..];
+    // The weights' digest, in sorted name order, each tensor read once from the file
+    // (float32 tensors straight into their arrays: the model is held once in memory).
     let mut h = Sha256::new();
+    let mut arrays: BTreeMap<String, Vec<f32>> = BTreeMap::new();
+    let mut other_dtype: Option<(&str, &str)> = None;
     let mut parameters: u128 = 0;
     for (name, t) in &container.tensors {
         let mut head = String::from("[");
@@ -488,7 +539,24 @@ pub fn load(path: &Path) -> Result<ModelData> {
         }
         head.push_str("]]");
         h.update(head.as_bytes());
-        h.update(&data[t.begin..t.end]);
+        let at = (container.data_start + t.begin) as u64;
+        let nbytes = t.end - t.begin;
+        if t.dtype == "F32" {
+            let mut v = alloc_f32(nbytes / 4, &what)?;
+            // SAFETY: a float32 vector's memory viewed as its bytes, for reading into.
+            let raw = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, nbytes) };
+            read_at(&mut file, at, raw, &what)?;
+            h.update(&*raw);
+            for x in v.iter_mut() {
+                *x = f32::from_bits(u32::from_le(x.to_bits()));
+            }
+            arrays.insert(name.clone(), v);
+        } else {
+            let mut raw = vec![0u8; nbytes];
+            read_at(&mut file, at, &mut raw, &what)?;
+            h.update(&raw);
+            other_dtype.get_or_insert((name.as_str(), t.dtype.as_str()));
+        }
         parameters += t.shape.iter().map(|&d| d as u128).product::<u128>();
     }
     let digest = hex(&h.finalize());
@@ -530,25 +598,18 @@ pub fn load(path: &Path) -> Result<ModelData> {
             problems.join("; ")
         )));
     }
-    let mut arrays: BTreeMap<String, Vec<f32>> = BTreeMap::new();
-    for (name, t) in &container.tensors {
-        if t.dtype != "F32" {
-            return Err(Error::format(format!(
-                "{what}: tensor {name} is {}, a bundle holds F32 only",
-                t.dtype
-            )));
-        }
-        let v: Vec<f32> = data[t.begin..t.end]
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
-            .collect();
+    if let Some((name, dtype)) = other_dtype {
+        return Err(Error::format(format!(
+            "{what}: tensor {name} is {dtype}, a bundle holds F32 only"
+        )));
+    }
+    for (name, v) in &arrays {
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             return Err(Error::format(format!(
                 "{what}: tensor {name} holds {} at element {i} (weights must be finite)",
                 v[i]
             )));
         }
-        arrays.insert(name.clone(), v);
     }
     let tokenizer = &fields["tokenizer"];
     if tokenizer.as_object().is_none() {
