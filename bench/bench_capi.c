@@ -1,9 +1,11 @@
 /* bench_capi: batch-1 greedy decode through libriftco's C ABI, no Python in the loop.
  *
- *   bench_capi MODEL [--prompt P] [--gen N] [--repeats R]
+ *   bench_capi MODEL [--prompt P] [--gen N] [--repeats R] [--batch B]
  *
  * Loads MODEL (.rift or GGUF), prefills P tokens, then decodes N tokens greedily (step +
  * sample), R times; prints one JSON line per repeat: {"prefill_tok_s": ..., "decode_tok_s": ...}.
+ * With --batch B > 1, B sessions decode together through riftco_session_step_batch (the
+ * continuous-batching call) and decode_tok_s counts the tokens of all of them.
  * bench/bench_capi.py runs it in alternating rounds beside llama-bench (or riftco's
  * in-process decoder) and prints the ratios. The thread count is RAYON_NUM_THREADS. */
 #define _POSIX_C_SOURCE 199309L
@@ -33,11 +35,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s MODEL [--prompt P] [--gen N] [--repeats R]\n", argv[0]);
     return 2;
   }
-  int prompt_len = 1, gen = 128, repeats = 1;
+  int prompt_len = 1, gen = 128, repeats = 1, batch = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--prompt")) prompt_len = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--gen")) gen = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--repeats")) repeats = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
   }
   RiftcoModel *model;
   TRY(riftco_model_load(argv[1], &model));
@@ -53,9 +56,32 @@ int main(int argc, char **argv) {
   TRY(riftco_sampling_params_default(&params));
   RiftcoSampler *greedy;
   TRY(riftco_sampler_create(&params, &greedy));
+  if (batch > 1) {
+    RiftcoSession **ss = calloc((size_t)batch, sizeof *ss);
+    int32_t *next = malloc((size_t)batch * sizeof *next);
+    for (int j = 0; j < batch; j++) TRY(riftco_session_create(model, &ss[j]));
+    for (int r = 0; r < repeats; r++) {
+      for (int j = 0; j < batch; j++) {
+        TRY(riftco_session_reset(ss[j]));
+        prompt[0] = (int32_t)((j * 31 + 7) % cfg.vocab_size);
+        TRY(riftco_session_prefill(ss[j], prompt, (size_t)prompt_len));
+      }
+      double t1 = now();
+      for (int i = 0; i < gen; i++) {
+        for (int j = 0; j < batch; j++) TRY(riftco_session_sample(ss[j], greedy, &next[j]));
+        TRY(riftco_session_step_batch(ss, next, (size_t)batch, NULL));
+      }
+      double t2 = now();
+      printf("{\"batch\": %d, \"decode_tok_s\": %.3f}\n", batch, (double)batch * gen / (t2 - t1));
+      fflush(stdout);
+    }
+    for (int j = 0; j < batch; j++) TRY(riftco_session_free(ss[j]));
+    free(ss);
+    free(next);
+  }
   RiftcoSession *s;
   TRY(riftco_session_create(model, &s));
-  for (int r = 0; r < repeats; r++) {
+  for (int r = 0; r < repeats && batch <= 1; r++) {
     TRY(riftco_session_reset(s));
     double t0 = now();
     TRY(riftco_session_prefill(s, prompt, (size_t)prompt_len));

@@ -8,7 +8,8 @@ H=6, V=512; random weights), written as a ``.rift`` bundle and exported as GGUF 
 (``export_gguf_model``), Q8_0 and Q4_0 (riftco's export, byte for byte what
 ``llama-quantize --pure`` makes). Each round runs every figure of every side once,
 alternating sides; each figure is the median over ``--rounds`` and is printed with its
-ratio. Nothing asserts on time.
+ratio; then the same files through ``riftco_session_step_batch`` with ``--batch``
+sessions (continuous batching), against batch 1. Nothing asserts on time.
 
     make capi && python bench/bench_capi.py [--threads 2] [--rounds 3] [--gen 128]
                                             [--peer-dir ~/.cache/riftco/llamacpp]
@@ -39,6 +40,21 @@ def capi_round(binary: Path, files: dict[str, Path], gen: int, threads: int) -> 
     for kind, path in files.items():
         run = subprocess.run(
             [str(binary), str(path), "--prompt", "1", "--gen", str(gen)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        out[kind] = json.loads(run.stdout.strip().splitlines()[-1])["decode_tok_s"]
+    return out
+
+
+def batch_round(binary: Path, files: dict[str, Path], gen: int, threads: int, batch: int) -> dict:
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    out = {}
+    for kind, path in files.items():
+        run = subprocess.run(
+            [str(binary), str(path), "--prompt", "1", "--gen", str(gen), "--batch", str(batch)],
             check=True,
             capture_output=True,
             text=True,
@@ -81,6 +97,7 @@ def main() -> int:
     parser.add_argument("--corpus-bytes", type=int, default=60_000)
     parser.add_argument("--peer-dir", type=Path, default=peer.DEFAULT_CACHE)
     parser.add_argument("--no-peer", action="store_true", help="compare with in-process riftco")
+    parser.add_argument("--batch", type=int, default=8, help="sessions of the batched step")
     parser.add_argument("--binary", type=Path, default=ROOT / "build/capi/bin/bench_capi")
     args = parser.parse_args()
     if not args.binary.is_file():
@@ -103,8 +120,9 @@ def main() -> int:
         else:
             models = inprocess_models(files)
             name = "in-process"
-        ours, theirs = [], []
+        ours, theirs, batched = [], [], []
         for r in range(args.rounds):
+            batched.append(batch_round(args.binary, files, args.gen, args.threads, args.batch))
             sides = [("c", None), ("peer", None)]
             for side, _ in sides if r % 2 == 0 else sides[::-1]:
                 if side == "c":
@@ -125,6 +143,11 @@ def main() -> int:
         a = statistics.median(r[kind] for r in ours)
         b = statistics.median(r[kind] for r in theirs)
         print(f"{kind:<8}  {a:9.0f}  {b:10.0f}  {a / b:5.2f}x")
+    print(f"\n{args.batch} sessions in riftco_session_step_batch (tok/s, all sessions):")
+    for kind in KINDS:
+        a = statistics.median(r[kind] for r in batched)
+        one = statistics.median(r[kind] for r in ours)
+        print(f"{kind:<8}  {a:9.0f}  ({a / one:4.2f}x batch 1)")
     if not use_peer:
         print(f"(llama.cpp not built in {args.peer_dir}: bench_decode.py --build-peer builds it)")
     return 0
