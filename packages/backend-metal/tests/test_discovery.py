@@ -140,6 +140,7 @@ def _fake_find(api, enumerate_adapters):
 class _FakeDevice:
     name = LAVAPIPE["name"]
     shader_f16 = False
+    subgroup_sizes = (0, 0)
 
 
 def test_the_matmul_path_follows_the_adapter_or_the_environment(monkeypatch):
@@ -159,6 +160,14 @@ def test_the_matmul_path_follows_the_adapter_or_the_environment(monkeypatch):
     assert choose_matmul_path(nvidia) == "f16"
     with pytest.raises(rt.BackendUnavailable, match="needs the SHADER_F16 feature"):
         choose_matmul_path(lavapipe)
+    monkeypatch.setenv(MATMUL_VAR, "subgroup")
+    with pytest.raises(rt.BackendUnavailable, match="needs subgroups of at least 8 lanes"):
+        choose_matmul_path(nvidia)
+    intel = discovery._as_adapters(
+        "vulkan", [{**INTEL, "subgroup": True, "subgroup_sizes": (8, 32)}]
+    )[0]
+    assert choose_matmul_path(intel) == "subgroup"
+    assert "subgroup" not in matmul_paths(intel, _FakeDevice())
     monkeypatch.setenv(MATMUL_VAR, "fast")
     with pytest.raises(rt.BackendUnavailable, match="'fast' is not a matmul path; expected auto"):
         choose_matmul_path(nvidia)

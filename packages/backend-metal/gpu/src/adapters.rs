@@ -125,8 +125,9 @@ pub fn open(api: Api, index: usize, pool_bytes: u64) -> Result<Context> {
     limits.max_compute_workgroup_size_y = offered.max_compute_workgroup_size_y;
     limits.min_storage_buffer_offset_alignment = offered.min_storage_buffer_offset_alignment;
     limits.max_bind_groups = offered.max_bind_groups.min(4);
-    // f16 tiles on the f16 matmul path; nothing else the kernels use is optional.
-    let features = adapter.features() & wgpu::Features::SHADER_F16;
+    // f16 tiles on the f16 matmul path, subgroup shuffles on the subgroup one;
+    // nothing else the kernels use is optional.
+    let features = adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP);
     let desc = wgpu::DeviceDescriptor {
         label: Some("riftco"),
         required_features: features,
@@ -135,7 +136,10 @@ pub fn open(api: Api, index: usize, pool_bytes: u64) -> Result<Context> {
     };
     let (device, queue) = pollster::block_on(adapter.request_device(&desc))
         .map_err(|e| crate::Error(format!("opening {:?} failed: {e}", description.name)))?;
-    let mut ctx = Context::new(device, queue, description, pool_bytes);
+    let mut ctx = Context::new(device, queue, description.clone(), pool_bytes);
     ctx.shader_f16 = features.contains(wgpu::Features::SHADER_F16);
+    if features.contains(wgpu::Features::SUBGROUP) {
+        ctx.subgroup_sizes = description.subgroup_sizes;
+    }
     Ok(ctx)
 }

@@ -120,6 +120,8 @@ pub struct Context {
     pub max_groups: u32,
     /// Whether the device was opened with SHADER_F16 (the f16 matmul path).
     pub shader_f16: bool,
+    /// The subgroup sizes (min, max) where the device was opened with SUBGROUP, else (0, 0).
+    pub subgroup_sizes: (u32, u32),
     param_align: u64,
 }
 
@@ -227,6 +229,7 @@ impl Context {
             max_buffer: limits.max_buffer_size,
             max_groups: limits.max_compute_workgroups_per_dimension,
             shader_f16: false,
+            subgroup_sizes: (0, 0),
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         }
     }

@@ -139,6 +139,12 @@ impl Device {
         self.ctx.shader_f16
     }
 
+    /// The subgroup sizes (min, max) where the device was opened with subgroups, else (0, 0).
+    #[getter]
+    fn subgroup_sizes(&self) -> (u32, u32) {
+        self.ctx.subgroup_sizes
+    }
+
     /// Counters: dispatches, submits, waits, uploads, reads, bind_groups,
     /// bind_group_hits, allocations, reuses, pipelines, pooled_bytes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

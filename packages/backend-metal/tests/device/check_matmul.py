@@ -45,6 +45,11 @@ def _bound(path: str, k: int, scale: np.ndarray) -> np.ndarray:
 def test_every_path_matches_float64_within_its_bound(gpu, path):
     if path == "f16" and not gpu.device.shader_f16:
         pytest.skip(f"{gpu.device.name} does not offer SHADER_F16: no f16 path here")
+    if path == "subgroup" and gpu.device.subgroup_sizes[0] < 8:
+        pytest.skip(
+            f"{gpu.device.name} offers no subgroups of 8 lanes or more "
+            f"({gpu.device.subgroup_sizes}): no subgroup path here"
+        )
     rt_path = Runtime(gpu.device, path)
     rng = np.random.default_rng(7)
     for a_shape, b_shape, ta, tb in CASES:
@@ -70,7 +75,9 @@ def test_paths_are_deterministic(gpu):
     rng = np.random.default_rng(3)
     a = rng.standard_normal((96, 200)).astype(np.float32)
     b = rng.standard_normal((200, 72)).astype(np.float32)
-    for path in ("tiled", "blocked"):
+    for path in ("tiled", "blocked", "subgroup"):
+        if path == "subgroup" and gpu.device.subgroup_sizes[0] < 8:
+            continue
         rt_path = Runtime(gpu.device, path)
         a_dev, b_dev = rt_path.upload(a, DType.float32), rt_path.upload(b, DType.float32)
         first = rt_path.download(

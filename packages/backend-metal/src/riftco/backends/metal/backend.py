@@ -45,7 +45,11 @@ MATMUL_PATHS = {
     "(auto on a software adapter such as lavapipe)",
     "f16": "the tiled kernel with f16 tiles: inputs rounded to f16, products summed in f32 "
     "(needs SHADER_F16; never auto: about 1e-3 relative error)",
+    "subgroup": "the blocked kernel with A shared through subgroup shuffles "
+    "(needs subgroups of at least 8 lanes)",
 }
+#: Lanes a subgroup needs for the subgroup path (linalg.BLOCK_ROWS).
+SUBGROUP_LANES = 8
 
 
 def choose_matmul_path(adapter: Adapter, device: _native.Device | None = None) -> str:
@@ -60,16 +64,22 @@ def choose_matmul_path(adapter: Adapter, device: _native.Device | None = None) -
             + ", ".join(MATMUL_PATHS)
         )
     if wanted not in matmul_paths(adapter, device):
-        raise BackendUnavailable(
-            f"{MATMUL_VAR}=f16 needs the SHADER_F16 feature, which {adapter.name} lacks"
-        )
+        need = {
+            "f16": "the SHADER_F16 feature",
+            "subgroup": f"subgroups of at least {SUBGROUP_LANES} lanes",
+        }[wanted]
+        raise BackendUnavailable(f"{MATMUL_VAR}={wanted} needs {need}, which {adapter.name} lacks")
     return wanted
 
 
 def matmul_paths(adapter: Adapter, device: _native.Device | None = None) -> list[str]:
     """The matmul paths this adapter (or the opened ``device``) can run."""
-    f16 = device.shader_f16 if device is not None else adapter.shader_f16
-    return [p for p in MATMUL_PATHS if p != "f16" or f16]
+    if device is not None:
+        f16, lanes = device.shader_f16, device.subgroup_sizes[0]
+    else:
+        f16, lanes = adapter.shader_f16, adapter.subgroup_sizes[0] if adapter.subgroup else 0
+    offered = {"f16": f16, "subgroup": lanes >= SUBGROUP_LANES}
+    return [p for p in MATMUL_PATHS if offered.get(p, True)]
 
 
 #: Chooses the attention kernels when a device opens (``auto`` unless set).

@@ -35,7 +35,7 @@ def matmul(rt: Runtime, a: Storage, a_shape, b: Storage, b_shape, ta: bool, tb: 
     if k == 0:
         rt.run(rt.kernel("fill"), [out], [out.count, 0], groups_for(out.count))
         return out
-    if rt.matmul_path == "blocked":
+    if rt.matmul_path in ("blocked", "subgroup"):
         return _blocked(rt, a, b, out, m, n, k, count, nd, batch, a_batch, b_batch, params)
     rt.run(dense_matmul(rt), [a, b, out], params, matmul_groups(m, n, count))
     return out
@@ -45,14 +45,19 @@ def matmul(rt: Runtime, a: Storage, a_shape, b: Storage, b_shape, ta: bool, tb: 
 BLOCK_ROWS, BLOCK_COLS = 8, 4
 
 
-def _blocked_text() -> dict[str, str]:
+def _blocked_text(shuffle: bool = False) -> dict[str, str]:
+    """matmul_blocked.wgsl's unrolled body, or matmul_subgroup.wgsl's (``shuffle``: row
+    r of A from lane r of the subgroup)."""
     rows, cols = range(BLOCK_ROWS), range(BLOCK_COLS)
-    setup = [f"    let ra{r} = a0 + min(r0 + {r}u, M - 1u) * k4;" for r in rows]
+    setup = [] if shuffle else [f"    let ra{r} = a0 + min(r0 + {r}u, M - 1u) * k4;" for r in rows]
     setup += [f"    let cb{j} = b0 + min(j0 + {j}u, n4 - 1u);" for j in cols]
     setup += [f"    var acc{r}_{j} = vec4<f32>(0.0);" for r in rows for j in cols]
     step = [f"        let y{i}_{j} = b[cb{j} + kb + {i}u * n4];" for i in range(4) for j in cols]
     for r in rows:
-        step.append(f"        let x{r} = a[ra{r} + q];")
+        if shuffle:
+            step.append(f"        let x{r} = subgroupShuffle(xa, {r}u);")
+        else:
+            step.append(f"        let x{r} = a[ra{r} + q];")
         step += [
             f"        acc{r}_{j} = acc{r}_{j} + x{r}.x * y0_{j} + x{r}.y * y1_{j}"
             f" + x{r}.z * y2_{j} + x{r}.w * y3_{j};"
@@ -96,10 +101,14 @@ def _blocked(rt, a, b, out, m, n, k, count, nd, batch, a_batch, b_batch, params)
     a_steps = [s * m * k4 for s in broadcast_strides(a_batch, batch)]
     b_steps = [s * 4 * k4 * n4 for s in broadcast_strides(b_batch, batch)]
     cp = out if n4 * 4 == n else rt.empty(count * m * 4 * n4, DType.float32)
-    groups = (-(-n4 // (8 * BLOCK_COLS)), -(-m // (8 * BLOCK_ROWS)), count)
+    if rt.matmul_path == "subgroup":
+        groups = (-(-n4 // (16 * BLOCK_COLS)), -(-m // BLOCK_ROWS), count)
+        kernel = rt.kernel("matmul_subgroup", **_blocked_text(shuffle=True))
+    else:
+        groups = (-(-n4 // (8 * BLOCK_COLS)), -(-m // (8 * BLOCK_ROWS)), count)
+        kernel = rt.kernel("matmul_blocked", **_blocked_text())
     if max(groups) > 65535:
         raise GpuError(f"matmul: {m} x {n} outputs ({count} batch entries) exceed one dispatch")
-    kernel = rt.kernel("matmul_blocked", **_blocked_text())
     rt.run(kernel, [ap, bp, cp], [m, n4, k4, nd, *batch, *a_steps, *b_steps], groups)
     if cp is not out:
         rt.run(
