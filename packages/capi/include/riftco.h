@@ -187,6 +187,11 @@ typedef struct RiftcoSamplingParams {
   double repetition_penalty;
   // 0: off; else draw only ids below it.
   uint32_t vocab_limit;
+  // OpenAI's presence penalty in [-2, 2] (0 off): subtracted once from the logit of each
+  // id generated so far (the prompt is not counted).
+  double presence_penalty;
+  // OpenAI's frequency penalty in [-2, 2] (0 off): subtracted per generation of an id.
+  double frequency_penalty;
   // The generator is riftco-nn's `sequence_rng(seed, index)`:
   // PCG64(SeedSequence([seed, index])).
   uint64_t seed;
@@ -375,6 +380,18 @@ enum RiftcoStatus riftco_sampler_observe(struct RiftcoSampler *sampler,
 // # Safety
 // `sampler` is a sampler handle.
 enum RiftcoStatus riftco_sampler_accept(struct RiftcoSampler *sampler, int32_t token);
+
+// Set the sampler's logit bias (riftco-nn's `SamplingConfig.logit_bias`, OpenAI's): `n`
+// pairs of a token id and a bias in [-100, 100] added to that id's logit after the
+// penalties, before the temperature (an id given twice: the later bias). Replaces any
+// bias set before; `n` 0 clears it. A draw over fewer ids than a biased id is an error.
+//
+// # Safety
+// `sampler` is a sampler handle; `ids` and `biases` hold `n` values each.
+enum RiftcoStatus riftco_sampler_set_logit_bias(struct RiftcoSampler *sampler,
+                                                const int32_t *ids,
+                                                const double *biases,
+                                                size_t n);
 
 // Draw a token from a row of `n` logits, as riftco-nn's `sample_next` does.
 //

@@ -112,6 +112,11 @@ pub struct RiftcoSamplingParams {
     pub repetition_penalty: f64,
     /// 0: off; else draw only ids below it.
     pub vocab_limit: u32,
+    /// OpenAI's presence penalty in [-2, 2] (0 off): subtracted once from the logit of each
+    /// id generated so far (the prompt is not counted).
+    pub presence_penalty: f64,
+    /// OpenAI's frequency penalty in [-2, 2] (0 off): subtracted per generation of an id.
+    pub frequency_penalty: f64,
     /// The generator is riftco-nn's `sequence_rng(seed, index)`:
     /// PCG64(SeedSequence([seed, index])).
     pub seed: u64,
@@ -525,6 +530,8 @@ pub unsafe extern "C" fn riftco_sampling_params_default(out: *mut RiftcoSampling
             top_p: 0.0,
             repetition_penalty: 1.0,
             vocab_limit: 0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
             seed: 0,
             index: 0,
         };
@@ -554,6 +561,9 @@ pub unsafe extern "C" fn riftco_sampler_create(
             top_p: (p.top_p != 0.0).then_some(p.top_p),
             repetition_penalty: p.repetition_penalty,
             vocab_limit: (p.vocab_limit != 0).then_some(p.vocab_limit as usize),
+            presence_penalty: p.presence_penalty,
+            frequency_penalty: p.frequency_penalty,
+            logit_bias: Vec::new(),
         };
         *out = handle::new::<RiftcoSampler>(Sampler::new(config, p.seed, p.index)?);
         Ok(())
@@ -593,7 +603,42 @@ pub unsafe extern "C" fn riftco_sampler_observe(
 #[no_mangle]
 pub unsafe extern "C" fn riftco_sampler_accept(sampler: *mut RiftcoSampler, token: i32) -> Status {
     guard(|| {
-        handle::get_mut::<RiftcoSampler>(sampler)?.observe(&[token as i64]);
+        handle::get_mut::<RiftcoSampler>(sampler)?.accept(token as i64);
+        Ok(())
+    })
+}
+
+/// Set the sampler's logit bias (riftco-nn's `SamplingConfig.logit_bias`, OpenAI's): `n`
+/// pairs of a token id and a bias in [-100, 100] added to that id's logit after the
+/// penalties, before the temperature (an id given twice: the later bias). Replaces any
+/// bias set before; `n` 0 clears it. A draw over fewer ids than a biased id is an error.
+///
+/// # Safety
+/// `sampler` is a sampler handle; `ids` and `biases` hold `n` values each.
+#[no_mangle]
+pub unsafe extern "C" fn riftco_sampler_set_logit_bias(
+    sampler: *mut RiftcoSampler,
+    ids: *const i32,
+    biases: *const f64,
+    n: usize,
+) -> Status {
+    guard(|| {
+        let s = handle::get_mut::<RiftcoSampler>(sampler)?;
+        let ids = in_slice(ids, n, "ids")?;
+        let biases = in_slice(biases, n, "biases")?;
+        let mut map = std::collections::BTreeMap::new();
+        for (&id, &b) in ids.iter().zip(biases) {
+            if id < 0 {
+                return Err(Error::invalid(format!(
+                    "logit_bias: token ids must be non-negative, found {id}"
+                )));
+            }
+            map.insert(id as usize, b);
+        }
+        let mut config = s.config.clone();
+        config.logit_bias = map.into_iter().collect();
+        config.check()?;
+        s.config = config;
         Ok(())
     })
 }

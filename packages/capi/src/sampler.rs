@@ -7,7 +7,7 @@
 //! which can differ in the last bit; a draw changes only if `u` falls within that
 //! rounding of a boundary).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::error::{Error, Result};
 
@@ -197,6 +197,17 @@ pub struct SamplingConfig {
     pub top_p: Option<f64>,
     pub repetition_penalty: f64,
     pub vocab_limit: Option<usize>,
+    /// OpenAI's presence and frequency penalties over the generated tokens, in [-2, 2].
+    pub presence_penalty: f64,
+    pub frequency_penalty: f64,
+    /// `(id, bias)` pairs sorted by id, each bias in [-100, 100].
+    pub logit_bias: Vec<(usize, f64)>,
+}
+
+impl SamplingConfig {
+    pub fn counts_tokens(&self) -> bool {
+        self.presence_penalty != 0.0 || self.frequency_penalty != 0.0
+    }
 }
 
 impl SamplingConfig {
@@ -230,6 +241,33 @@ impl SamplingConfig {
                 "sampling: vocab_limit must be None or positive, found 0",
             ));
         }
+        for (name, v) in [
+            ("presence_penalty", self.presence_penalty),
+            ("frequency_penalty", self.frequency_penalty),
+        ] {
+            if !(-2.0..=2.0).contains(&v) {
+                return Err(Error::invalid(format!(
+                    "sampling: {name} must be a number in [-2.0, 2.0], found {v}"
+                )));
+            }
+        }
+        for w in self.logit_bias.windows(2) {
+            if w[0].0 >= w[1].0 {
+                return Err(Error::invalid(
+                    "sampling: logit_bias ids must be distinct and sorted",
+                ));
+            }
+        }
+        if let Some(&(id, b)) = self
+            .logit_bias
+            .iter()
+            .find(|(_, b)| !(-100.0..=100.0).contains(b))
+        {
+            return Err(Error::invalid(format!(
+                "sampling: logit_bias[{id}] must be a number in [-100.0, 100.0], found {b}"
+            )));
+        }
+
         Ok(())
     }
 }
@@ -240,6 +278,7 @@ pub fn sample_next(
     config: &SamplingConfig,
     rng: &mut Pcg64,
     seen: &BTreeSet<i64>,
+    counts: &BTreeMap<i64, u64>,
 ) -> Result<usize> {
     let width = match config.vocab_limit {
         Some(l) if l < logits.len() => l,
@@ -256,7 +295,21 @@ pub fn sample_next(
             *v = if *v > 0.0 { *v / p } else { *v * p };
         }
     }
-    let row: Vec<f64> = row32.iter().map(|&v| v as f64).collect();
+    let mut row: Vec<f64> = row32.iter().map(|&v| v as f64).collect();
+    if !counts.is_empty() && config.counts_tokens() {
+        for (&t, &n) in counts.range(0..width as i64) {
+            let n = n as f64;
+            row[t as usize] -= config.presence_penalty * 1.0 + config.frequency_penalty * n;
+        }
+    }
+    for &(token, bias) in &config.logit_bias {
+        if token >= width {
+            return Err(Error::invalid(format!(
+                "sampling: logit_bias names token {token}; the vocabulary has {width} ids"
+            )));
+        }
+        row[token] += bias;
+    }
     if config.temperature == 0.0 {
         // np.argmax: the first maximum (a NaN counts as the maximum).
         let mut best = 0;
@@ -310,6 +363,8 @@ pub struct Sampler {
     pub config: SamplingConfig,
     pub rng: Pcg64,
     pub seen: BTreeSet<i64>,
+    /// Generated tokens kept, by id (the presence and frequency penalties see them).
+    pub counts: BTreeMap<i64, u64>,
 }
 
 impl Sampler {
@@ -319,6 +374,7 @@ impl Sampler {
             config,
             rng: Pcg64::sequence(seed, index),
             seen: BTreeSet::new(),
+            counts: BTreeMap::new(),
         })
     }
 
@@ -329,8 +385,22 @@ impl Sampler {
         }
     }
 
+    /// A drawn token the sequence keeps.
+    pub fn accept(&mut self, token: i64) {
+        self.observe(&[token]);
+        if self.config.counts_tokens() {
+            *self.counts.entry(token).or_insert(0) += 1;
+        }
+    }
+
     pub fn draw(&mut self, logits: &[f32]) -> Result<usize> {
-        sample_next(logits, &self.config, &mut self.rng, &self.seen)
+        sample_next(
+            logits,
+            &self.config,
+            &mut self.rng,
+            &self.seen,
+            &self.counts,
+        )
     }
 }
 

@@ -66,6 +66,8 @@ class SamplingParams(ctypes.Structure):
         ("top_p", ctypes.c_double),
         ("repetition_penalty", ctypes.c_double),
         ("vocab_limit", ctypes.c_uint32),
+        ("presence_penalty", ctypes.c_double),
+        ("frequency_penalty", ctypes.c_double),
         ("seed", ctypes.c_uint64),
         ("index", ctypes.c_uint64),
     ]
@@ -177,13 +179,33 @@ class Sampler:
         vocab_limit: int | None = None,
         seed: int = 0,
         index: int = 0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        logit_bias: dict[int, float] | None = None,
     ) -> None:
         self.lib = lib
         p = SamplingParams(
-            temperature, top_k or 0, top_p or 0.0, repetition_penalty, vocab_limit or 0, seed, index
+            temperature,
+            top_k or 0,
+            top_p or 0.0,
+            repetition_penalty,
+            vocab_limit or 0,
+            presence_penalty,
+            frequency_penalty,
+            seed,
+            index,
         )
         self.ptr = ctypes.c_void_p()
         lib("sampler_create", ctypes.byref(p), ctypes.byref(self.ptr))
+        if logit_bias:
+            ids, biases = zip(*logit_bias.items())
+            lib(
+                "sampler_set_logit_bias",
+                self.ptr,
+                (ctypes.c_int32 * len(ids))(*ids),
+                (ctypes.c_double * len(ids))(*biases),
+                ctypes.c_size_t(len(ids)),
+            )
 
     def observe(self, tokens: list[int]) -> None:
         self.lib("sampler_observe", self.ptr, _ids(tokens), ctypes.c_size_t(len(tokens)))

@@ -66,6 +66,9 @@ CASES = [
     dict(temperature=0.9, top_p=0.8, seed=5),
     dict(temperature=1.0, top_k=40, top_p=0.95, repetition_penalty=1.3, seed=2**40 + 1),
     dict(temperature=0.0, repetition_penalty=1.5),
+    dict(temperature=0.8, presence_penalty=1.5, frequency_penalty=0.5, seed=9),
+    dict(temperature=0.0, frequency_penalty=2.0, logit_bias={7: 3.0, 250: -100.0}),
+    dict(temperature=1.1, top_p=0.9, logit_bias={3: 2.5}, presence_penalty=-0.5, seed=4),
 ]
 
 
@@ -91,6 +94,9 @@ def test_sampler_draws_equal_sample_next(lib):
         dict(temperature=0.9, vocab_limit=150),
         dict(temperature=0.0, repetition_penalty=2.0),
         dict(temperature=2.0, top_p=1.0),
+        dict(temperature=0.8, top_k=30, presence_penalty=1.2, frequency_penalty=-0.7),
+        dict(temperature=1.0, logit_bias={0: 5.0, 1: -3.5}, frequency_penalty=0.3),
+        dict(temperature=0.0, presence_penalty=2.0, logit_bias={1: 1.0}),
     ]
     for seed in range(40):
         for case in configs:
@@ -100,13 +106,19 @@ def test_sampler_draws_equal_sample_next(lib):
             sampler = Sampler(lib, seed=seed, index=index, **case)
             seen = [int(t) for t in rng.integers(0, 200, 10)]
             sampler.observe(seen)
+            counts: dict[int, int] = {}
             for _ in range(8):
                 width = int(rng.integers(2, 700))
                 logits = (rng.standard_normal(width) * rng.uniform(0.1, 6)).astype(np.float32)
                 if rng.random() < 0.3:
                     logits[rng.integers(0, width, 4)] = logits.max()  # ties
-                want = sample_next(logits, config, generator, set(seen))
+                want = sample_next(logits, config, generator, set(seen), counts)
                 assert sampler.draw(logits) == want, (seed, case, width)
+                kept = int(rng.integers(0, 300))  # a generated token the sequence keeps
+                sampler.accept(kept)
+                seen.append(kept)
+                if config.counts_tokens:
+                    counts[kept] = counts.get(kept, 0) + 1
             sampler.close()
 
 

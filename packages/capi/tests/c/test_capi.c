@@ -215,6 +215,35 @@ static void test_model_and_sessions(const char *bundle) {
     OK(riftco_sampler_accept(b, tb));
   }
 
+  /* Logit bias and the presence / frequency penalties. */
+  int32_t bias_ids[2] = {7, 7};
+  double biases[2] = {50.0, 100.0};
+  OK(riftco_sampler_set_logit_bias(greedy, bias_ids, biases, 2));
+  OK(riftco_sampler_draw(greedy, logits, vocab, &token));
+  CHECK(token == 7);
+  biases[1] = 101.0;
+  FAILS(riftco_sampler_set_logit_bias(greedy, bias_ids, biases, 2), RIFTCO_STATUS_INVALID_ARGUMENT);
+  bias_ids[0] = -1;
+  FAILS(riftco_sampler_set_logit_bias(greedy, bias_ids, biases, 1), RIFTCO_STATUS_INVALID_ARGUMENT);
+  bias_ids[0] = 5000;
+  biases[0] = 1.0;
+  OK(riftco_sampler_set_logit_bias(greedy, bias_ids, biases, 1));
+  FAILS(riftco_sampler_draw(greedy, logits, vocab, &token), RIFTCO_STATUS_INVALID_ARGUMENT);
+  OK(riftco_sampler_set_logit_bias(greedy, NULL, NULL, 0));
+  RiftcoSamplingParams pen;
+  OK(riftco_sampling_params_default(&pen));
+  pen.presence_penalty = 2.5;
+  FAILS(riftco_sampler_create(&pen, &bad_sampler), RIFTCO_STATUS_INVALID_ARGUMENT);
+  pen.presence_penalty = 2.0;
+  RiftcoSampler *penalized = NULL;
+  OK(riftco_sampler_create(&pen, &penalized));
+  int32_t first = -1, second = -1;
+  OK(riftco_sampler_draw(penalized, logits, vocab, &first));
+  OK(riftco_sampler_accept(penalized, first));
+  OK(riftco_sampler_draw(penalized, logits, vocab, &second));
+  CHECK(first == argmax(logits, vocab));
+  OK(riftco_sampler_free(penalized));
+
   /* Steps up to and past the context (the window slides), then rollback. */
   for (int i = 0; i < 30; i++) {
     OK(riftco_session_sample(s, a, &token));
