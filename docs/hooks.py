@@ -28,6 +28,7 @@ import logging
 import posixpath
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,11 @@ def _read_packages(root: Path) -> dict[str, dict[str, Any]]:
         if not (folder / "README.md").is_file():
             continue
         if not pyproject.is_file():
-            raise PluginError(f"packages/{folder.name}: a README.md but no pyproject.toml")
+            if (folder / "Cargo.toml").is_file():
+                continue  # a crate-only package (libriftco): its README by _crate_readmes
+            raise PluginError(
+                f"packages/{folder.name}: a README.md but neither a pyproject.toml nor a Cargo.toml"
+            )
         try:
             project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
         except (tomllib.TOMLDecodeError, KeyError) as error:
@@ -150,10 +155,24 @@ def _nav_paths(nav: Any) -> set[str]:
     return found
 
 
-def check_nav(nav: Any, packages: dict[str, dict[str, Any]]) -> None:
-    """Fail unless the nav names each package's README page and API reference page."""
+def _crate_readmes(root: Path) -> list[str]:
+    """The READMEs of the crate-only packages (a Cargo.toml and no pyproject.toml, such as
+    packages/capi) and of the crates inside them: pages with no API reference page."""
+    found: list[str] = []
+    for folder in sorted((root / "packages").iterdir()):
+        if (folder / "pyproject.toml").is_file() or not (folder / "Cargo.toml").is_file():
+            continue
+        for readme in sorted(folder.glob("**/README.md")):
+            if (readme.parent / "Cargo.toml").is_file():
+                found.append(readme.relative_to(root).as_posix())
+    return found
+
+
+def check_nav(nav: Any, packages: dict[str, dict[str, Any]], crates: Iterable[str] = ()) -> None:
+    """Fail unless the nav names each package's README page and API reference page, and
+    each crate-only package's README."""
     named = _nav_paths(nav)
-    missing: list[str] = []
+    missing: list[str] = [f"under Packages:      - <title>: {c}" for c in crates if c not in named]
     for folder, project in packages.items():
         if f"packages/{folder}/README.md" not in named:
             missing.append(f"under Packages:      - {project['name']}: packages/{folder}/README.md")
@@ -290,7 +309,7 @@ def on_config(config: Any) -> Any:
     global _site
     root = Path(config.config_file_path).resolve().parent
     site = Site(root=root, packages=_read_packages(root))
-    check_nav(config.nav, site.packages)
+    check_nav(config.nav, site.packages, _crate_readmes(root))
     _site = site
     return config
 
@@ -322,6 +341,8 @@ def on_files(files: Files, config: Any) -> Files:
         if files.get_file_from_path(reference) is None:
             files.append(File.generated(config, reference, content=_reference_page(site, folder)))
             site.site_paths["docs/" + reference] = reference
+    for crate_readme in _crate_readmes(root):
+        _add(site, files, config, crate_readme)
     if (root / "labs" / "README.md").is_file():
         _add(site, files, config, "labs/README.md")
     for readme in sorted(root.glob("labs/*/README.md")):

@@ -137,3 +137,31 @@ def test_a_package_missing_from_the_nav_fails_the_build(tree: Path) -> None:
     assert result.returncode != 0
     assert "- riftco-gamma: packages/gamma/README.md" in result.stderr
     assert "- riftco-gamma: reference/gamma.md" in result.stderr
+
+
+def test_a_crate_only_package_needs_its_readme_in_the_nav_and_no_api_page(tree: Path) -> None:
+    """A package with a Cargo.toml and no pyproject.toml (the C ABI's) is a page in the
+    nav, with its inner crates' READMEs, but has no API reference page."""
+    write(
+        tree,
+        {
+            "packages/capi/README.md": "# capi\n",
+            "packages/capi/Cargo.toml": '[package]\nname = "capi"\n',
+            "packages/capi/inner/README.md": "# inner\n",
+            "packages/capi/inner/Cargo.toml": '[package]\nname = "inner"\n',
+        },
+    )
+    result = build(tree)
+    assert result.returncode != 0
+    assert "<title>: packages/capi/README.md" in result.stderr
+    assert "<title>: packages/capi/inner/README.md" in result.stderr
+    assert "reference/capi.md" not in result.stderr
+    config = (tree / "mkdocs.yml").read_text(encoding="utf-8")
+    config = config.replace(
+        "      - beta: packages/beta/README.md\n",
+        "      - beta: packages/beta/README.md\n"
+        "      - capi: packages/capi/README.md\n"
+        "      - inner: packages/capi/inner/README.md\n",
+    )
+    (tree / "mkdocs.yml").write_text(config, encoding="utf-8")
+    assert build(tree).returncode == 0, build(tree).stderr
