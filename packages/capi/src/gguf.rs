@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use riftco_kernels::blockq::{self, BlockFormat, BlockWeight};
+use riftco_kernels::blockq::{self, f16_to_f32, BlockFormat, BlockWeight};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -732,31 +732,6 @@ fn config_of(f: &GgufFile) -> Result<Config> {
         return Err(Error::format(format!("riftco.config: {name} disagrees with llama.cpp's keys and tensors (the file was changed after export?)")));
     }
     Ok(stored)
-}
-
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let man = (h & 0x3ff) as u32;
-    let bits = if exp == 0 {
-        if man == 0 {
-            sign
-        } else {
-            // Subnormal: normalize.
-            let mut e = 127 - 15 + 1;
-            let mut m = man;
-            while m & 0x400 == 0 {
-                m <<= 1;
-                e -= 1;
-            }
-            sign | (e << 23) | ((m & 0x3ff) << 13)
-        }
-    } else if exp == 0x1f {
-        sign | 0x7f80_0000 | (man << 13)
-    } else {
-        sign | ((exp + 127 - 15) << 23) | (man << 13)
-    };
-    f32::from_bits(bits)
 }
 
 pub fn f16_bits_to_f32(h: u16) -> f32 {

@@ -71,33 +71,7 @@ unsafe impl Handle for RiftcoTensor {
     const NAME: &'static str = "RiftcoTensor";
 }
 
-/// `x` rounded to the nearest IEEE half (ties to even), as bits.
-pub fn f32_to_f16(x: f32) -> u16 {
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let abs = bits & 0x7fff_ffff;
-    if abs > 0x7f80_0000 {
-        return sign | 0x7e00;
-    }
-    if abs >= 0x4780_0000 {
-        // |x| >= 65536 rounds to infinity (65520 and above do too, below).
-        return sign | 0x7c00;
-    }
-    if abs < 0x3880_0000 {
-        // A subnormal half (or zero): round |x| * 2^24 to an integer, ties to even.
-        let v = f32::from_bits(abs) * 16_777_216.0;
-        let r = v.round_ties_even();
-        return sign | r as u16;
-    }
-    let exp = (abs >> 23) as i32 - 127 + 15;
-    let mant = abs & 0x7f_ffff;
-    let mut h = ((exp as u32) << 10) | (mant >> 13);
-    let rest = mant & 0x1fff;
-    if rest > 0x1000 || (rest == 0x1000 && h & 1 == 1) {
-        h += 1; // may carry into the exponent, up to infinity: correct
-    }
-    sign | h as u16
-}
+use riftco_kernels::blockq::f32_to_f16;
 
 fn bf16_from_f32(x: f32) -> u16 {
     riftco_kernels::bf16::from_f32(x)

@@ -29,7 +29,7 @@ mod quantize;
 #[cfg(test)]
 mod test_weights;
 
-use dot::f16_to_f32;
+pub use dot::{f16_to_f32, f32_to_f16};
 pub use linear::{linear, linear_row_by_row};
 pub(crate) use linear::{piece_rows, ROWS};
 pub(crate) use quantize::{quantize_rows, QuantizedRows};
