@@ -130,7 +130,6 @@ fn bind_groups_are_cached_and_uploads_share_one_staging_ring() {
     assert_eq!((end.reads - after.reads, end.waits - after.waits), (2, 2));
     let err = ctx
         .dispatch(&kernel, &[&x], &[1, 0], [1, 1, 1])
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(err.0.contains("binds 2 buffers"), "{err}");
 }
