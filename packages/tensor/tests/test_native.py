@@ -76,6 +76,44 @@ def test_set_num_threads_validates():
         rt.set_num_threads(0)
 
 
+LEVELS = ["portable", "avx2", "avx512", "avx512-vnni"]
+
+
+def test_cpu_isa_is_capped_never_raised():
+    detected = rt.cpu_isa_detected()
+    assert detected in LEVELS
+    before = rt.cpu_isa()
+    try:
+        for name in LEVELS:
+            used = rt.set_cpu_isa(name)
+            assert used == LEVELS[min(LEVELS.index(name), LEVELS.index(detected))]
+            assert rt.cpu_isa() == used
+        assert rt.set_cpu_isa("portable") == "portable"
+        assert "portable kernels" in rt.get_backend("cpu").describe()
+    finally:
+        rt.set_cpu_isa(before)
+    with pytest.raises(ValueError, match="expected one of portable, avx2, avx512, avx512-vnni"):
+        rt.set_cpu_isa("sse9")
+
+
+def test_cpu_isa_env_cap_and_bad_name(tmp_path):
+    import subprocess
+    import sys
+
+    code = "import riftco.tensor as rt, riftco.tensor._native as n; print(rt.cpu_isa(), n.cpu_isa_env_error())"
+    env = {**__import__("os").environ, "RIFTCO_CPU_ISA": "portable"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split()[0] == "portable" and out.stdout.split()[1] == "None"
+    env["RIFTCO_CPU_ISA"] = "sse9"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split()[0] == rt.cpu_isa_detected()
+    assert 'RIFTCO_CPU_ISA="sse9" is not one of portable' in out.stdout
+
+
 def _glibc() -> bool:
     import platform
 

@@ -16,6 +16,7 @@ pub mod decode;
 mod f32_rows;
 pub mod flash;
 pub mod index;
+pub mod isa;
 mod lanes;
 pub mod layout;
 pub mod loss;

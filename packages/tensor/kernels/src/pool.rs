@@ -55,20 +55,10 @@ pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     current().install(f)
 }
 
-/// Whether the AVX2 + FMA kernel versions may run here.
+/// Whether the AVX2 + FMA kernel versions may run here (see [`crate::isa`]).
 #[inline]
 pub fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static FLAG: OnceLock<bool> = OnceLock::new();
-        *FLAG.get_or_init(|| {
-            std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::isa::current() >= crate::isa::Isa::Avx2
 }
 
 /// Whether `work` (of a kernel that needs at least `threshold` of it to gain

@@ -483,6 +483,37 @@ fn num_threads() -> usize {
     pool::num_threads()
 }
 
+/// The vector level kernels use now (`portable`, `avx2`, `avx512`, `avx512-vnni`).
+#[pyfunction]
+fn cpu_isa() -> &'static str {
+    riftco_kernels::isa::current().name()
+}
+
+/// The widest vector level this CPU has.
+#[pyfunction]
+fn cpu_isa_detected() -> &'static str {
+    riftco_kernels::isa::detected().name()
+}
+
+/// Cap the vector level at `name` (lowered to what the CPU has); returns the level in use.
+#[pyfunction]
+fn set_cpu_isa(name: &str) -> PyResult<&'static str> {
+    let isa = riftco_kernels::isa::Isa::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = riftco_kernels::isa::Isa::ALL.iter().map(|i| i.name()).collect();
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "set_cpu_isa: expected one of {}, found {name:?}",
+            names.join(", ")
+        ))
+    })?;
+    Ok(riftco_kernels::isa::set_cap(isa).name())
+}
+
+/// Why `RIFTCO_CPU_ISA` was ignored, if it was.
+#[pyfunction]
+fn cpu_isa_env_error() -> Option<String> {
+    riftco_kernels::isa::env_error()
+}
+
 /// Panic inside a kernel call, to prove panics reach Python as KernelError.
 #[pyfunction]
 fn _panic_for_test(py: Python<'_>) -> PyResult<()> {
@@ -510,6 +541,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bf16_to_f32, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_isa, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_isa_detected, m)?)?;
+    m.add_function(wrap_pyfunction!(set_cpu_isa, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu_isa_env_error, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
     Ok(())
 }

@@ -88,6 +88,24 @@ def get_num_threads() -> int:
     return _native.num_threads()
 
 
+def cpu_isa() -> str:
+    """The vector level the CPU kernels use: ``portable``, ``avx2``, ``avx512`` or
+    ``avx512-vnni`` (the widest the CPU has, unless ``RIFTCO_CPU_ISA`` or
+    :func:`set_cpu_isa` lowered it)."""
+    return _native.cpu_isa()
+
+
+def cpu_isa_detected() -> str:
+    """The widest vector level this CPU has."""
+    return _native.cpu_isa_detected()
+
+
+def set_cpu_isa(name: str) -> str:
+    """Cap the CPU kernels' vector level at ``name`` (never above what the CPU
+    has) and return the level now in use; for tests and benchmarks of each path."""
+    return _native.set_cpu_isa(name)
+
+
 __all__ = [
     "BACKEND_API_VERSION",
     "BASE_DTYPES",
@@ -109,6 +127,8 @@ __all__ = [
     "backends",
     "bfloat16",
     "bool_",
+    "cpu_isa",
+    "cpu_isa_detected",
     "float32",
     "from_numpy",
     "full",
@@ -121,6 +141,7 @@ __all__ = [
     "ones_like",
     "ops",
     "reset_discovery",
+    "set_cpu_isa",
     "set_num_threads",
     "tensor",
     "uint8",

@@ -52,7 +52,10 @@ class CpuBackend(Backend):
     dtypes = BASE_DTYPES | {BF16}
 
     def describe(self) -> str:
-        return f"host CPU, {_native.num_threads()} kernel threads, native build {_native.BUILD_ID}"
+        return (
+            f"host CPU, {_native.num_threads()} kernel threads, {_native.cpu_isa()} kernels, "
+            f"native build {_native.BUILD_ID}"
+        )
 
     def from_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, order="C", copy=True)
