@@ -15,6 +15,7 @@ from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError
 from riftco.backends.cuda.ops import codes
 from riftco.backends.cuda.ops.launch import (
+    ZERO_SCAN_BYTES,
     Launcher,
     code,
     count,
@@ -49,6 +50,9 @@ _WHERE = sized("elementwise", "where")
 _CONVERT = kernel("elementwise", "convert")
 _COPY_STRIDED = sized("layout", "copy_strided")
 _PLACE = sized("layout", "place")
+_PLACE_MANY = sized("layout", "place_many")
+#: Concatenations of at least this many operands are one launch (an address table).
+_PLACE_MANY_FROM = 3
 _REDUCE_ROWS = kernel("reduce", "reduce_rows_f32")
 _REDUCE_COLS = kernel("reduce", "reduce_cols_f32")
 _REDUCE_I64 = kernel("reduce", "reduce_i64")
@@ -67,7 +71,15 @@ class BaseOps:
         array = np.ascontiguousarray(array)
         name = "bool" if array.dtype == np.bool_ else str(array.dtype)
         element(name)
-        return self.kernels.upload(array, name)
+        if array.nbytes >= ZERO_SCAN_BYTES and _all_zero_bytes(array):
+            # zeros / zeros_like / full(0): a device memset, nothing copied up.
+            out = self.kernels.alloc(array.shape, name)
+            self.device.zero(out)
+            return out
+        buf = self.kernels.upload(array, name)
+        if name == "int64":
+            self.kernels.remember_indices(buf, array)
+        return buf
 
     def to_numpy(self, x: _native.Buffer, shape: Shape, dtype: DType) -> np.ndarray:
         raw = self.device.download(x, 0, count(shape) * itemsize(dtype))
@@ -79,6 +91,7 @@ class BaseOps:
         return x
 
     def assign(self, dst: _native.Buffer, src: _native.Buffer, shape: Shape, dtype: DType) -> None:
+        self.kernels.forget_indices(dst)
         self.device.copy(dst, 0, src, 0, count(shape) * itemsize(dtype))
 
     def astype(self, x: _native.Buffer, shape: Shape, src: DType, dst: DType) -> _native.Buffer:
@@ -118,6 +131,17 @@ class BaseOps:
         total = sum(int(s[axis]) for s in shapes)
         out_shape = (*shapes[0][:axis], total, *shapes[0][axis + 1 :])
         out = self.kernels.alloc(out_shape, dtype)
+        if len(xs) >= _PLACE_MANY_FROM:
+            outer, _, inner = outer_inner(out_shape, axis)
+            starts = np.cumsum([0, *(int(s[axis]) for s in shapes)])
+            table = np.array([x.ptr for x in xs], dtype=np.uint64).view(np.int64)
+            table_buf = self.kernels.upload(np.concatenate([table, starts]), "int64")
+            self.kernels.launch(
+                _PLACE_MANY[itemsize(dtype)],
+                outer * total * inner,
+                [table_buf, len(xs), out, outer, total, inner],
+            )
+            return out
         first = 0
         for x, shape in zip(xs, shapes):
             outer, rows, inner = outer_inner(shape, axis)
@@ -176,6 +200,12 @@ class BaseOps:
         out = self.kernels.alloc(out_shape, dtype)
         args = self._broadcast_args(out_shape, cond_shape, a_shape, b_shape)
         self.kernels.launch(_WHERE[itemsize(dtype)], n, [cond, a, b, out, n, *args])
+        if dtype is DType.int64:
+            known_a = self.kernels.host_candidates(a)
+            known_b = self.kernels.host_candidates(b)
+            if known_a is not None and known_b is not None:
+                both = np.concatenate([known_a, known_b])
+                self.kernels.remember_indices(out, both, exact=False)
         return out
 
     # -- reductions -----------------------------------------------------------
@@ -249,6 +279,17 @@ class BaseOps:
                 runs,
             )
         return out
+
+
+def _all_zero_bytes(array: np.ndarray) -> bool:
+    """Every byte zero (so +0.0, never -0.0): a few samples first, the scan only when
+    they are all zero."""
+    raw = array.reshape(-1).view(np.uint8)
+    n = raw.size
+    if raw[:64].any() or raw[-64:].any() or raw[n // 2 : n // 2 + 64].any():
+        return False
+    words = raw[: n - n % 8].view(np.uint64)
+    return not (words.any() or raw[n - n % 8 :].any())
 
 
 def _batch_plan(

@@ -4,6 +4,7 @@ and the device-side error flag."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -22,6 +23,12 @@ MAX_BLOCKS = 1 << 16
 MAX_DIMS = 8
 #: The "no bad index" value of an error flag.
 NO_BAD = (1 << 63) - 1
+#: int64 uploads up to this size keep a host copy, so indexing checks them on the host.
+HOST_INDEX_BYTES = 1 << 20
+#: How many such host copies are kept (the latest; each holds its buffer alive).
+HOST_INDEX_ENTRIES = 64
+#: Uploads of at least this size that are all zero bytes become device memsets.
+ZERO_SCAN_BYTES = 1 << 16
 
 #: dtype name -> (bytes, kind code of the `convert` kernel). bfloat16 storage is
 #: the high half of a float32, as ml_dtypes and torch keep it.
@@ -131,6 +138,65 @@ class Launcher:
     def __init__(self, device: _native.Device, block: int = BLOCK, tile: int = TILE):
         self.device = device
         self.block, self.tile = block, tile
+        # id(buffer) -> (buffer, its int64 values, exact): indices the host already
+        # knows, in order (exact), or a set its values are drawn from (not exact).
+        self._host_indices: OrderedDict[int, tuple[_native.Buffer, np.ndarray, bool]] = (
+            OrderedDict()
+        )
+        self._quiet: _native.Buffer | None = None
+
+    def remember_indices(self, buf: _native.Buffer, values: np.ndarray, exact: bool = True) -> None:
+        """Keep a host copy of a small int64 upload, for host-side index checks; not
+        ``exact``: only a set every value of ``buf`` belongs to (``where`` of two
+        host-known operands)."""
+        if values.nbytes > HOST_INDEX_BYTES:
+            return
+        flat = np.array(values, dtype=np.int64).reshape(-1)
+        self._host_indices[id(buf)] = (buf, flat if exact else np.unique(flat), exact)
+        while len(self._host_indices) > HOST_INDEX_ENTRIES:
+            self._host_indices.popitem(last=False)
+
+    def forget_indices(self, buf: _native.Buffer) -> None:
+        """``buf`` is about to be written on the device: its host copy is stale."""
+        self._host_indices.pop(id(buf), None)
+
+    def host_indices(self, buf: _native.Buffer) -> np.ndarray | None:
+        """The values of ``buf`` when they came from the host (flat int64), else None."""
+        entry = self._host_indices.get(id(buf))
+        return entry[1] if entry is not None and entry[0] is buf and entry[2] else None
+
+    def host_candidates(self, buf: _native.Buffer) -> np.ndarray | None:
+        """A set of int64 values every element of ``buf`` is one of, else None."""
+        entry = self._host_indices.get(id(buf))
+        return entry[1] if entry is not None and entry[0] is buf else None
+
+    def quiet_flag(self) -> _native.Buffer:
+        """An error flag holding NO_BAD that no launch reports into: for kernels whose
+        indices were checked on the host (made once, never read)."""
+        if self._quiet is None:
+            self._quiet = self.flag()
+        return self._quiet
+
+    def host_check(
+        self, indices: _native.Buffer, op: str, size: int, allowed: int | None = None
+    ) -> bool:
+        """Check host-known ``indices`` against ``[0, size)`` (and ``allowed``), raising
+        as ``check_index`` words it; False when the host does not know them."""
+        values = self.host_candidates(indices)
+        if values is None:
+            return False
+        bad = (values < 0) | (values >= size)
+        if allowed is not None:
+            bad &= values != allowed
+        if bad.any() and self.host_indices(indices) is None:
+            return False  # a candidate is bad: the device finds whether one is used, and where
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise CudaError(
+                f"{op}: index {int(values[pos])} at position {pos} is out of range for an "
+                f"axis of size {size}"
+            )
+        return True
 
     def alloc(self, shape: Sequence[int], dtype: DType | str) -> _native.Buffer:
         name = dtype if isinstance(dtype, str) else dtype.value

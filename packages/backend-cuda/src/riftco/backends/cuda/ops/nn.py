@@ -3,6 +3,8 @@ cross-entropy, rotary embeddings."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.ops import codes
@@ -117,6 +119,26 @@ class NnOps:
         rows, classes = int(shape[0]), int(shape[1])
         losses = self.kernels.alloc((rows,), "float32")
         lse = self.kernels.alloc((rows,), "float32")
+        known = self.kernels.host_candidates(targets)
+        bad = None
+        if known is not None:
+            bad = (known != int(ignore_index)) & ((known < 0) | (known >= classes))
+            if bad.any() and self.kernels.host_indices(targets) is None:
+                known = None  # a candidate is bad: the device finds whether one is used
+        if known is not None and bad is not None:
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise CudaError(
+                    f"cross_entropy: target {int(known[row])} of row {row} is out of range for "
+                    f"{classes} classes (ignore index {ignore_index})"
+                )
+            self.kernels.rows(
+                _CROSS_ENTROPY,
+                rows,
+                [logits, targets, losses, lse, rows, classes, int(ignore_index)]
+                + [self.kernels.quiet_flag()],
+            )
+            return losses, lse
         flag = self.kernels.flag()
         self.kernels.rows(
             _CROSS_ENTROPY,
@@ -146,12 +168,18 @@ class NnOps:
     def rotary(self, x, shape: Shape, positions, theta: float, inverse: bool):
         float32_only("rotary", x)
         rows, heads, dh = count(shape[:-2]), int(shape[-2]), int(shape[-1])
-        flag = self.kernels.flag()
-        self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])
-        row = self.kernels.first_bad(flag)
-        if row is not None:
-            position = self.kernels.read_i64(positions, row)
-            raise CudaError(f"rotary: position {position} of row {row} is negative")
+        known = self.kernels.host_indices(positions)
+        if known is not None:
+            if (known[:rows] < 0).any():
+                row = int(np.flatnonzero(known[:rows] < 0)[0])
+                raise CudaError(f"rotary: position {int(known[row])} of row {row} is negative")
+        else:
+            flag = self.kernels.flag()
+            self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])
+            row = self.kernels.first_bad(flag)
+            if row is not None:
+                position = self.kernels.read_i64(positions, row)
+                raise CudaError(f"rotary: position {position} of row {row} is negative")
         y = self.kernels.alloc(shape, "float32")
         self.kernels.launch(
             _ROTARY,
