@@ -17,6 +17,8 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("attention", include_str!("../kernels/attention.cu")),
     ("optim", include_str!("../kernels/optim.cu")),
     ("nf4", include_str!("../kernels/nf4.cu")),
+    ("decode", include_str!("../kernels/decode.cu")),
+    ("sample", include_str!("../kernels/sample.cu")),
 ];
 
 /// The header every module starts with (NVRTC compiles each module alone, so it

@@ -127,11 +127,38 @@ class EmulatedBuffer:
         return int(self.array.ctypes.data)
 
 
+class EmulatedGraph:
+    """A captured launch list (the kernel nodes of a CUDA graph, in stream order)."""
+
+    def __init__(self, nodes: list) -> None:
+        self.nodes = nodes
+
+
 class EmulatedDevice:
     ordinal, name, arch, total_memory = 0, "host emulation", "sm_90", 1 << 30
 
     def __init__(self) -> None:
         self.launches = 0
+        self.graph_launches = 0
+        self._capture: list | None = None
+
+    # CUDA graphs: launches between begin_capture and end_capture are recorded, not run
+    # (as stream capture does); graph_launch replays the recorded kernels in order.
+    def begin_capture(self) -> None:
+        if self._capture is not None:
+            raise CudaError("a stream capture is already under way")
+        self._capture = []
+
+    def end_capture(self) -> EmulatedGraph:
+        if self._capture is None:
+            raise CudaError("end_capture without begin_capture")
+        graph, self._capture = EmulatedGraph(self._capture), None
+        return graph
+
+    def graph_launch(self, graph: EmulatedGraph) -> None:
+        for call in graph.nodes:
+            self._run(*call)
+        self.graph_launches += 1
 
     def alloc(self, nbytes: int, dtype: str) -> EmulatedBuffer:
         buf = EmulatedBuffer(nbytes, dtype)
@@ -159,6 +186,12 @@ class EmulatedDevice:
         pass
 
     def launch(self, module, kernel, grid, block, shared_bytes, args) -> None:
+        if self._capture is not None:
+            self._capture.append((module, kernel, grid, block, shared_bytes, list(args)))
+            return
+        self._run(module, kernel, grid, block, shared_bytes, args)
+
+    def _run(self, module, kernel, grid, block, shared_bytes, args) -> None:
         if 0 in grid:
             return
         keep = []
@@ -215,6 +248,9 @@ class EmulatedDevice:
 class EmulatedCudaBackend(CudaBackend):
     name = "cudaemu"
     runs_on_host = True
+
+    #: keys per split-KV attention block (small, so a short cache has several splits)
+    decode_chunk = 4
 
     def __init__(self) -> None:
         super().__init__(EmulatedDevice(), {})  # type: ignore[arg-type]

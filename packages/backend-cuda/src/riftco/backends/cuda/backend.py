@@ -15,6 +15,7 @@ from riftco.backends.cuda import _native
 from riftco.backends.cuda.libraries import LibrarySearch
 from riftco.backends.cuda.ops.attention import AttentionOps
 from riftco.backends.cuda.ops.base import BaseOps
+from riftco.backends.cuda.ops.decode import DecodeOps
 from riftco.backends.cuda.ops.index import IndexOps
 from riftco.backends.cuda.ops.launch import Launcher
 from riftco.backends.cuda.ops.nn import NnOps
@@ -25,7 +26,7 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights have no kernel here
 #: (riftco-tensor's op layer composes them from the ops here, on the device); 1.7's
-#: whole-step decoding has no native kernel yet, so models decode op by op (riftco-nn).
+#: whole-step decoding is a device plan (ops.decode).
 API_VERSION = (1, 7)
 
 
@@ -36,6 +37,7 @@ class CudaBackend(
     AttentionOps,
     OptimOps,
     QuantizedOps,
+    DecodeOps,
     Backend,
 ):
     """One NVIDIA GPU through the CUDA driver API, NVRTC-compiled kernels and cuBLAS."""

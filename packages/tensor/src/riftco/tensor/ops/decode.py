@@ -138,7 +138,9 @@ class DecodeBatch(NamedTuple):
     written in place), ``logit_rows``, and per sequence its query rows
     (``q_starts``, ``q_counts``) and keys: ``kv_starts`` / ``kv_lengths`` in a contiguous
     cache, or its first ``kv_lengths`` positions through ``page_table`` (int64 storage
-    ``[S, table_width]``) over pages of ``page_size``."""
+    ``[S, table_width]``) over pages of ``page_size``. A backend whose
+    ``decode_host_indices`` is true gets ``tokens``, ``positions``, ``cache_rows`` and
+    ``page_table`` as host numpy int64 arrays instead (nothing uploaded for it)."""
 
     tokens: Storage
     positions: Storage
@@ -342,19 +344,22 @@ class Decoder:
         cache_shape = self._caches[1]
         table = None
         width = 0
+        # A backend with ``decode_host_indices`` takes the index arrays as host int64
+        # arrays (it checks and uploads them itself, in one transfer).
+        host = getattr(b, "decode_host_indices", False)
         if page_table is not None:
             raw = page_table.numpy() if isinstance(page_table, Tensor) else page_table
             pages = np.ascontiguousarray(raw, dtype=np.int64)
             if pages.ndim != 2:
                 raise ShapeError(f"Decoder.step: the page table must be 2-D, found {pages.shape}")
             width = pages.shape[1]
-            table = b.from_numpy(pages)
+            table = pages if host else b.from_numpy(pages)
         elif kv_starts is None:
             raise ShapeError("Decoder.step: a contiguous cache needs kv_starts")
         batch = DecodeBatch(
-            b.from_numpy(tok),
-            b.from_numpy(pos),
-            b.from_numpy(rows),
+            tok if host else b.from_numpy(tok),
+            pos if host else b.from_numpy(pos),
+            rows if host else b.from_numpy(rows),
             n,
             tuple(map(_DATA, keys)),
             tuple(map(_DATA, values)),
