@@ -36,6 +36,7 @@ def device_present():
         "check_matmul.py",
         "check_budget.py",
         "check_attention.py",
+        "check_decode.py",
     ],
 )
 def test_checks_of_this_package(check, record_property):

@@ -14,6 +14,7 @@ import numpy as np
 from riftco.backends.metal import (
     _native,
     attention,
+    decode,
     elementwise,
     fused,
     indexing,
@@ -31,7 +32,7 @@ from riftco.tensor.plugin import Backend, BackendUnavailable, DType, Shape, as_d
 #: through 1.4 as WGSL kernels; 1.5 is bfloat16, which WGSL cannot hold (``dtypes``
 #: stays the base set); 1.6's llama.cpp block-layout weights have no kernel here
 #: (riftco-tensor's op layer composes them from the kernels here, on the device); 1.7's
-#: whole-step decoding has no native kernel yet, so models decode op by op (riftco-nn).
+#: whole-step decoding is a plan of WGSL kernels over float32 weights (decode.py).
 API_VERSION = (1, 7)
 
 
@@ -310,6 +311,13 @@ class WgpuBackend(Backend):
             self.rt, q, q_shape, k_pages, v_pages, pages_shape, page_table, table_shape,
             q_starts, q_counts, kv_lengths, float(scale), int(window),
         )  # fmt: skip
+
+    # -- whole-step decoding (API 1.7) -------------------------------------------
+    def decode_program(self, spec):
+        return decode.program(self.rt, spec)
+
+    def decode_step(self, program, batch):
+        return decode.step(self.rt, program, batch)
 
     # -- quantized weights (NF4) ------------------------------------------------
     def nf4_dequantize(self, codes, absmax, group_range, offset, w_shape, block_size):

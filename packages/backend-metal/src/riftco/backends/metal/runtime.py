@@ -43,31 +43,63 @@ _I32 = np.iinfo(np.int32)
 HOST_COPY = 1 << 16
 
 
+class _Pending:
+    """An upload not yet made: the bytes, and the buffer once some kernel, copy or
+    read needs it (shared by every view of the storage)."""
+
+    __slots__ = ("buffer", "data", "device")
+
+    def __init__(self, device: _native.Device, data: np.ndarray):
+        self.device = device
+        self.data: np.ndarray | None = data
+        self.buffer: _native.Buffer | None = None
+
+    def get(self) -> _native.Buffer:
+        if self.buffer is None:
+            assert self.data is not None
+            self.buffer = self.device.upload(self.data)
+            self.data = None
+        return self.buffer
+
+
 class Storage:
     """A tensor's elements on the device: a pooled buffer read as ``count`` elements of
     ``dtype``. Reshapes share the buffer, so in-place writes reach every view.
 
     ``host`` is a one-element list shared by every view of the buffer: the values as
     uploaded from the host (small integer uploads only), or None once anything may
-    have written the buffer on the device (``Runtime.copy`` into it, ``write_rows``)."""
+    have written the buffer on the device (``Runtime.copy`` into it, ``write_rows``).
+    Such an upload is deferred until the buffer is first used on the device: indices
+    that only the host reads (the whole-step decoder's tokens and positions, checked
+    on the host and packed into its own step block) are never uploaded."""
 
-    __slots__ = ("buffer", "count", "dtype", "host")
+    __slots__ = ("_buffer", "_pending", "count", "dtype", "host")
 
     def __init__(
         self,
-        buffer: _native.Buffer,
+        buffer: _native.Buffer | None,
         count: int,
         dtype: DType,
         host: list[np.ndarray | None] | None = None,
+        pending: _Pending | None = None,
     ):
-        self.buffer = buffer
+        self._buffer = buffer
+        self._pending = pending
         self.count = count
         self.dtype = dtype
         self.host = host
 
+    @property
+    def buffer(self) -> _native.Buffer:
+        b = self._buffer
+        if b is None:
+            assert self._pending is not None
+            b = self._buffer = self._pending.get()
+        return b
+
     def view(self) -> Storage:
         """Another storage of the same buffer (a reshape), sharing the host copy."""
-        return Storage(self.buffer, self.count, self.dtype, self.host)
+        return Storage(self._buffer, self.count, self.dtype, self.host, self._pending)
 
     def written(self) -> None:
         """The buffer is being written on the device: the host copy no longer holds."""
@@ -182,11 +214,12 @@ class Runtime:
                 "integers in on the device"
             )
         device_array = np.ascontiguousarray(flat.astype(DEVICE_DTYPE[dtype], copy=False))
-        buffer = self.device.upload(device_array.view(np.uint8))
-        host: list[np.ndarray | None] | None = None
         if dtype is DType.int64 and flat.size <= HOST_COPY:
-            host = [flat.astype(np.int64)]
-        return Storage(buffer, int(flat.size), dtype, host)
+            # A copy (int64 to int32), so later changes to `array` do not reach it.
+            pending = _Pending(self.device, device_array.view(np.uint8))
+            return Storage(None, int(flat.size), dtype, [flat.astype(np.int64)], pending)
+        buffer = self.device.upload(device_array.view(np.uint8))
+        return Storage(buffer, int(flat.size), dtype)
 
     def upload_words(self, values: Sequence[int] | np.ndarray, dtype: DType) -> Storage:
         return self.upload(np.asarray(values, dtype=DEVICE_DTYPE[dtype]), dtype)
