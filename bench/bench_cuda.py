@@ -12,6 +12,14 @@ The two sides alternate in rounds; figures are medians, printed with their ratio
 Nothing asserts on time.
 
     python bench/bench_cuda.py [--batch 4] [--steps 5] [--rounds 2] [--decode 64] [--compile]
+    python bench/bench_cuda.py --estimate [--batch 4]      # no GPU needed
+
+``--estimate`` runs one training step's real ops over the counting stand-in device
+(riftco.backends.cuda.counting) and prints what it counted and a roofline estimate
+at the H200's figures (989 TFLOP/s bfloat16 dense, 67 TFLOP/s float32, 4.8 TB/s):
+each launch or product takes the longer of its FLOPs at peak and its bytes at full
+bandwidth. It is the design's expected step time, on record before a device run;
+it leaves out launch latency and the host's time between launches.
 """
 
 from __future__ import annotations
@@ -193,6 +201,28 @@ def _decode_torch(model, config, tokens: int) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def estimate(args) -> None:
+    from riftco.backends.cuda.counting import H200, roofline, training_step_counts
+
+    print(
+        f"roofline at {H200['bf16_flops'] / 1e12:.0f} TFLOP/s bf16, "
+        f"{H200['f32_flops'] / 1e12:.0f} TFLOP/s f32, {H200['bytes'] / 1e12:.1f} TB/s; "
+        f"GPT-2 124M, B={args.batch}, T=1024"
+    )
+    for precision in args.precision.split(","):
+        counts = training_step_counts(precision, batch=args.batch)
+        r = roofline(counts)
+        tokens = args.batch * 1024
+        top = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in list(r["by_kind"].items())[:6])
+        print(f"{precision}: {counts.summary()}")
+        print(
+            f"  estimated step {r['seconds'] * 1e3:.1f} ms ({tokens / r['seconds']:,.0f} tok/s); "
+            f"compute floor {r['ideal'] * 1e3:.1f} ms, x{r['seconds'] / r['ideal']:.2f} of it; "
+            f"{counts.gemm_flops / 1e12:.2f} TFLOP in {counts.gemms} GEMMs"
+        )
+        print(f"  largest (ms): {top}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=4)
@@ -201,7 +231,13 @@ def main() -> None:
     parser.add_argument("--decode", type=int, default=64, help="decoded tokens (0: skip)")
     parser.add_argument("--precision", default="f32,bf16")
     parser.add_argument("--compile", action="store_true", help="also torch.compile")
+    parser.add_argument(
+        "--estimate", action="store_true", help="count one step on the stand-in; no GPU"
+    )
     args = parser.parse_args()
+    if args.estimate:
+        estimate(args)
+        return
     print(rt.get_backend("cuda").describe())
     if torch is not None:
         torch.backends.cuda.matmul.allow_tf32 = False

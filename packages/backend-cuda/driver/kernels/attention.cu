@@ -280,3 +280,65 @@ extern "C" __global__ void attention_ragged_f32(const float* q, const float* k, 
                    stats, bad, seq * table_cols);
     }
 }
+
+// The cuBLAS route (causal or full attention, one key/value head per query head, no
+// window): scores [B, H, T, S] come from a strided-batched product; these kernels
+// turn them into probabilities in place and back into score gradients. One block per
+// score row, every sum in a fixed order.
+//
+// attention_softmax_f32: p = exp(scale * s - m) / l over the keys the row sees (0
+// elsewhere), the flash kernels' statistics: m the row's largest scaled score, l the
+// sum of exp(scale * s - m) (in double). `given` 1: m and l are read from row_max and
+// row_sum (a backward recomputing the forward's probabilities); 0: they are found,
+// and written there when row_max is not null.
+extern "C" __global__ void attention_softmax_f32(float* scores, float* row_max, float* row_sum, i64 rows,
+                                                 i64 t_, i64 s_, float scale, i64 causal, i64 given) {
+    __shared__ float fscratch[THREADS];
+    __shared__ double dscratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* sr = scores + row * s_;
+        i64 pos = s_ - t_ + row % t_;
+        i64 visible = causal ? (pos + 1 < s_ ? pos + 1 : s_) : s_;
+        float m;
+        double l;
+        if (given) {
+            m = row_max[row];
+            l = (double)row_sum[row];
+        } else {
+            float mx = NEG_INF;
+            for (i64 s = threadIdx.x; s < visible; s += blockDim.x) mx = nan_max(mx, scale * sr[s]);
+            m = block_max(mx, fscratch);
+            double part = 0.0;
+            if (m != NEG_INF) {
+                for (i64 s = threadIdx.x; s < visible; s += blockDim.x) part += (double)expf(scale * sr[s] - m);
+            }
+            l = block_sum(part, dscratch);
+            if (row_max && threadIdx.x == 0) { row_max[row] = m; row_sum[row] = (float)l; }
+        }
+        for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
+            float p = 0.0f;
+            if (s < visible && l > 0.0) p = (float)((double)expf(scale * sr[s] - m) / l);
+            sr[s] = p;
+        }
+        __syncthreads();
+    }
+}
+
+// attention_dscores_f32: dp [B, H, T, S] (dout v^T) becomes the scores' gradient,
+// scaled: scale * p * (dp - sum over the row of p * dp), in place.
+extern "C" __global__ void attention_dscores_f32(const float* probs, float* dp, i64 rows, i64 s_, float scale) {
+    __shared__ double dscratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float* pr = probs + row * s_;
+        float* dr = dp + row * s_;
+        double part = 0.0;
+        for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
+            if (pr[s] != 0.0f) part += (double)pr[s] * (double)dr[s];
+        }
+        float delta = (float)block_sum(part, dscratch);
+        for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
+            dr[s] = pr[s] == 0.0f ? 0.0f : scale * pr[s] * (dr[s] - delta);
+        }
+        __syncthreads();
+    }
+}

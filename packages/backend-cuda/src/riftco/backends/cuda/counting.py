@@ -9,9 +9,10 @@ a dtype and a made-up address). Host reads give ones
 device -- which kernels the ops choose, how many, with which arguments -- is the code
 that runs on a GPU, so the counts are the GPU's counts, on any machine.
 
+>>> import riftco.tensor as rt
 >>> backend = CountingCudaBackend()
 >>> x = rt.zeros([4, 4], backend=backend)
->>> backend.device.counts.uploads
+>>> backend.counter.counts.uploads
 0
 
 Used by the package's budget tests (one GPT-2 124M training step) and by
@@ -23,6 +24,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -182,7 +184,9 @@ class CountingCudaBackend(CudaBackend):
     runs_on_host = False
 
     def __init__(self) -> None:
-        super().__init__(CountingDevice(), {})  # type: ignore[arg-type]
+        #: The stand-in itself (``device`` is the same object, typed as the GPU's).
+        self.counter = CountingDevice()
+        super().__init__(self.counter, {})  # type: ignore[arg-type]
 
     def describe(self) -> str:
         return "the cuda backend's ops over a counting stand-in device (no GPU)"
@@ -193,22 +197,24 @@ class CountingCudaBackend(CudaBackend):
 H200 = {"bf16_flops": 989e12, "f32_flops": 67e12, "bytes": 4.8e12}
 
 
-def roofline(counts: Counts, figures: dict[str, float] = H200) -> dict[str, float]:
+def roofline(counts: Counts, figures: dict[str, float] = H200) -> dict[str, Any]:
     """A roofline estimate of the counted work, in seconds: each call takes the longer
     of its FLOPs at peak and its bytes at full bandwidth (bfloat16 GEMMs at the tensor
     cores' rate, everything else at float32's). ``ideal`` is every FLOP at that rate
-    with no memory time; ``by_kind`` the estimate per kernel (or GEMM dtype)."""
-    by_kind: Counter[str] = Counter()
+    with no memory time; ``by_kind`` the estimate per kernel (or GEMM dtype), largest
+    first."""
+    by_kind: dict[str, float] = {}
     total = ideal = 0.0
     for name, flops, moved in counts.calls:
         fast = name.startswith("gemm") and name.endswith("bfloat16")
         rate = figures["bf16_flops"] if fast else figures["f32_flops"]
         seconds = max(flops / rate, moved / figures["bytes"])
         kind = name.split(" ")[0] + (" bf16" if fast else "") if name.startswith("gemm") else name
-        by_kind[kind] += seconds
+        by_kind[kind] = by_kind.get(kind, 0.0) + seconds
         total += seconds
         ideal += flops / rate
-    return {"seconds": total, "ideal": ideal, "by_kind": by_kind}  # type: ignore[dict-item]
+    ranked = dict(sorted(by_kind.items(), key=lambda item: -item[1]))
+    return {"seconds": total, "ideal": ideal, "by_kind": ranked}
 
 
 #: GPT-2 124M (riftco-nn's preset shapes): vocabulary, context, width, heads, layers.
@@ -250,9 +256,9 @@ def training_step_counts(
         precision=precision,
     )
     trainer.train_step()
-    backend.device.reset()
+    backend.counter.reset()
     trainer.train_step()
-    return backend.device.reset()
+    return backend.counter.reset()
 
 
 __all__ = [

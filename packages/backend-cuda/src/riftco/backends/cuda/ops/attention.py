@@ -7,7 +7,7 @@ gradients are float32. Decoding attention reads float32 only."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -25,6 +25,11 @@ _FORWARD = {t: kernel("attention", f"attention_{s}") for t, s in _SUFFIX.items()
 _DQ = {t: kernel("attention", f"attention_dq_{s}") for t, s in _SUFFIX.items()}
 _DKV = {t: kernel("attention", f"attention_dkv_{s}") for t, s in _SUFFIX.items()}
 _RAGGED = kernel("attention", "attention_ragged_f32")
+_SOFTMAX = kernel("attention", "attention_softmax_f32")
+_DSCORES = kernel("attention", "attention_dscores_f32")
+#: The cuBLAS route holds [B, H, T, S] float32 scores (twice in backward): used up to
+#: this many score bytes, the row kernels beyond.
+GEMM_ROUTE_BYTES = 8 << 30
 
 
 def _dims(q_shape: Shape, kv_shape: Shape) -> tuple[int, int, int, int, int, int]:
@@ -55,10 +60,144 @@ def _input_type(op: str, q, k, v) -> str:
 class AttentionOps:
     kernels: Launcher
     device: _native.Device
+    _convert: Callable[[_native.Buffer, Shape, str, str], _native.Buffer]  # BaseOps
+
+    def _gemm_route(self, b: int, t: int, s: int, h: int, hkv: int, window: int) -> bool:
+        """Attention through cuBLAS: one key/value head per query head, no window, the
+        scores fit (``GEMM_ROUTE_BYTES``)."""
+        return hkv == h and int(window) <= 0 and b * h * t * s * 4 <= GEMM_ROUTE_BYTES
+
+    def _heads_gemm(
+        self,
+        dtype,
+        m,
+        n,
+        k,
+        a,
+        a_first,
+        a_ld,
+        a_step,
+        ta,
+        bb,
+        b_first,
+        b_ld,
+        b_step,
+        tb,
+        c,
+        c_first,
+        c_ld,
+        c_step,
+        batch,
+    ):
+        """Row-major C[m, n] = op(A) op(B) for ``batch`` matrices (cuBLAS's column-major
+        C^T = op(B)^T op(A)^T), offsets and steps in elements."""
+        self.device.gemm(
+            dtype,
+            n,
+            m,
+            k,
+            (bb, b_first, b_ld, b_step, bool(tb)),
+            (a, a_first, a_ld, a_step, bool(ta)),
+            (c, c_first, c_ld, c_step, False),
+            batch,
+        )
+
+    def _scores(self, dtype, q, k, b, t, s, h, dh):
+        """[B, H, T, S] float32 q k^T (unscaled): per batch row, one product batched over heads."""
+        scores = self.kernels.alloc((b, h, t, s), "float32")
+        row = h * dh
+        for i in range(b):
+            self._heads_gemm(
+                dtype, t, s, dh,
+                q, i * t * row, row, dh, False,
+                k, i * s * row, row, dh, True,
+                scores, i * h * t * s, s, t * s,
+                h,
+            )  # fmt: skip
+        return scores
+
+    def _gemm_forward(self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized):
+        scores = self._scores(dtype, q, k, b, t, s, h, dh)
+        rows = b * h * t
+        row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
+        row_sum = None if materialized else self.kernels.alloc((b, h, t), "float32")
+        self.kernels.rows(
+            _SOFTMAX, rows, [scores, row_max, row_sum, rows, t, s, float(scale), int(causal), 0]
+        )
+        vf = v if dtype == "float32" else self._convert(v, (b, s, h, dh), dtype, "float32")
+        out = self.kernels.alloc((b, t, h, dh), "float32")
+        row = h * dh
+        for i in range(b):
+            self._heads_gemm(
+                "float32", t, dh, s,
+                scores, i * h * t * s, s, t * s, False,
+                vf, i * s * row, row, dh, False,
+                out, i * t * row, row, dh,
+                h,
+            )  # fmt: skip
+        return out, (scores if materialized else None), row_max, row_sum
+
+    def _gemm_backward(
+        self, dout, q, k, v, probs, row_max, row_sum, dtype, b, t, s, h, dh, scale, causal
+    ):
+        rows, row = b * h * t, h * dh
+        if probs is None:
+            probs = self._scores(dtype, q, k, b, t, s, h, dh)
+            self.kernels.rows(
+                _SOFTMAX, rows, [probs, row_max, row_sum, rows, t, s, float(scale), int(causal), 1]
+            )
+        widen = (
+            (lambda x, n: x)
+            if dtype == "float32"
+            else (lambda x, n: self._convert(x, (b, n, h, dh), dtype, "float32"))
+        )
+        qf, kf, vf = widen(q, t), widen(k, s), widen(v, s)
+        dq = self.kernels.alloc((b, t, h, dh), "float32")
+        dk = self.kernels.alloc((b, s, h, dh), "float32")
+        dv = self.kernels.alloc((b, s, h, dh), "float32")
+        dp = self.kernels.alloc((b, h, t, s), "float32")
+        for i in range(b):
+            p0, q0, k0 = i * h * t * s, i * t * row, i * s * row
+            # dv = p^T dout; dp = dout v^T
+            self._heads_gemm(
+                "float32", s, dh, t,
+                probs, p0, s, t * s, True,
+                dout, q0, row, dh, False,
+                dv, k0, row, dh,
+                h,
+            )  # fmt: skip
+            self._heads_gemm(
+                "float32", t, s, dh,
+                dout, q0, row, dh, False,
+                vf, k0, row, dh, True,
+                dp, p0, s, t * s,
+                h,
+            )  # fmt: skip
+        self.kernels.rows(_DSCORES, rows, [probs, dp, rows, s, float(scale)])
+        for i in range(b):
+            p0, q0, k0 = i * h * t * s, i * t * row, i * s * row
+            # dq = ds k; dk = ds^T q (ds carries the scale)
+            self._heads_gemm(
+                "float32", t, dh, s,
+                dp, p0, s, t * s, False,
+                kf, k0, row, dh, False,
+                dq, q0, row, dh,
+                h,
+            )  # fmt: skip
+            self._heads_gemm(
+                "float32", s, dh, t,
+                dp, p0, s, t * s, True,
+                qf, q0, row, dh, False,
+                dk, k0, row, dh,
+                h,
+            )  # fmt: skip
+        return dq, dk, dv
 
     def _forward(self, q, k, v, q_shape, kv_shape, scale, causal, window, materialized: bool):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dtype = _input_type("attention", q, k, v)
+        if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
+            return self._gemm_forward(q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized)
         out = self.kernels.alloc(q_shape, "float32")
         probs = self.kernels.alloc((b, h, t, s), "float32") if materialized else None
         row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
@@ -104,6 +243,10 @@ class AttentionOps:
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dtype = _input_type("attention_backward", q, k, v)
         float32_only("attention_backward", dout, probs, row_max, row_sum)
+        if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
+            return self._gemm_backward(
+                dout, q, k, v, probs, row_max, row_sum, dtype, b, t, s, h, dh, scale, causal
+            )
         dq = self.kernels.alloc(q_shape, "float32")
         dk = self.kernels.alloc(kv_shape, "float32")
         dv = self.kernels.alloc(kv_shape, "float32")

@@ -127,9 +127,9 @@ class NnOps:
                 known = None  # a candidate is bad: the device finds whether one is used
         if known is not None and bad is not None:
             if bad.any():
-                row = int(np.flatnonzero(bad)[0])
+                first = int(np.flatnonzero(bad)[0])
                 raise CudaError(
-                    f"cross_entropy: target {int(known[row])} of row {row} is out of range for "
+                    f"cross_entropy: target {int(known[first])} of row {first} is out of range for "
                     f"{classes} classes (ignore index {ignore_index})"
                 )
             self.kernels.rows(
@@ -171,8 +171,8 @@ class NnOps:
         known = self.kernels.host_indices(positions)
         if known is not None:
             if (known[:rows] < 0).any():
-                row = int(np.flatnonzero(known[:rows] < 0)[0])
-                raise CudaError(f"rotary: position {int(known[row])} of row {row} is negative")
+                first = int(np.flatnonzero(known[:rows] < 0)[0])
+                raise CudaError(f"rotary: position {int(known[first])} of row {first} is negative")
         else:
             flag = self.kernels.flag()
             self.kernels.launch(_CHECK_INDICES, rows, [positions, rows, _NO_UPPER_BOUND, flag])
