@@ -11,7 +11,7 @@ that runs on a GPU, so the counts are the GPU's counts, on any machine.
 
 >>> import riftco.tensor as rt
 >>> backend = CountingCudaBackend()
->>> x = rt.zeros([4, 4], backend=backend)
+>>> x = rt.zeros([512, 256], backend=backend)  # a memset, nothing uploaded
 >>> backend.counter.counts.uploads
 0
 
