@@ -1,5 +1,7 @@
-"""A GPU backend next to the CPU in one run: float32 matmul GFLOP/s and the
-``tiny`` model's training-step tokens/s.
+"""A GPU backend next to the CPU in one run: float32 matmul GFLOP/s, the
+``tiny`` model's training-step tokens/s and its batch-1 greedy decode tokens/s
+(a wgpu backend's whole-step decode plan and its op-by-op decoding, next to the
+CPU's native decoder).
 
 Each figure alternates between the backend and the CPU in rounds (this machine's
 speed drifts) and reports medians. Matmuls on the device are timed from the
@@ -9,6 +11,7 @@ than the CPU: the figure is there to catch regressions and to be run on real
 GPUs. Figures only; nothing is asserted about time.
 
     python bench/bench_backend.py [--backend vulkan] [--rounds 3] [--sizes 256 512 1024]
+        [--decode-tokens 32]
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ def main() -> None:
     parser.add_argument(
         "--warmup", type=int, default=1, help="untimed training steps per side first"
     )
+    parser.add_argument(
+        "--decode-tokens", type=int, default=32, help="greedy tokens per decode run (0: skip)"
+    )
     args = parser.parse_args()
     info = {b.name: b for b in rt.backends()}.get(args.backend)
     if info is None or not info.available:
@@ -121,7 +127,59 @@ def main() -> None:
     counters = _step_counters(rt.get_backend(args.backend), runs[args.backend])
     if counters:
         print("device traffic of one step: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    if args.decode_tokens:
+        decode(args.backend, tokenizer.vocab_size, args.rounds, args.decode_tokens)
     print(f"load average at end: {_load()}")
+
+
+def decode(name: str, vocab: int, rounds: int, tokens: int) -> None:
+    """Batch-1 greedy decoding of the ``tiny`` model after a 16-token prompt: tokens/s
+    of the decode steps, alternating the backend's plan, its op-by-op path (where the
+    backend has ``decode_path``) and the CPU."""
+    from riftco.nn.generation import SamplingConfig, generate
+
+    backend = rt.get_backend(name)
+    sides = [(name, "plan"), (name, "ops"), ("cpu", "")]
+    if not hasattr(backend, "decode_path"):
+        sides = [(name, ""), ("cpu", "")]
+    config = nn.TransformerConfig.preset("gpt2", size="tiny", vocab_size=vocab)
+    prompt = [[int(t) for t in np.random.default_rng(1).integers(0, vocab, 16)]]
+    rates: dict[tuple[str, str], list[float]] = {side: [] for side in sides}
+    traffic: dict[str, int] = {}
+    for r in range(rounds + 1):
+        for side in sides:
+            be, path = side
+            if path:
+                backend.decode_path = path
+            model = nn.DecoderOnlyTransformer(config, seed=0, backend=be)
+            sampling = SamplingConfig(max_new_tokens=1, temperature=0.0)
+            generate(model, prompt, sampling)  # the prompt (prefill) and compiles
+            synchronize(rt.get_backend(be))
+            stats = getattr(getattr(rt.get_backend(be), "device", None), "stats", None)
+            before = stats() if stats and path == "plan" else None
+            start = time.perf_counter()
+            generate(model, prompt, SamplingConfig(max_new_tokens=tokens, temperature=0.0))
+            elapsed = time.perf_counter() - start
+            if before is not None:
+                after = stats()
+                traffic = {
+                    k: round((after[k] - before[k]) / tokens, 1)
+                    for k in ("dispatches", "submits", "uploads", "reads")
+                }
+            if r:  # the first round warms every side
+                rates[side].append(tokens / elapsed)
+    if hasattr(backend, "decode_path"):
+        backend.decode_path = "plan"
+    line = " | ".join(
+        f"{be}{' ' + path if path else ''} {statistics.median(v):,.0f} tok/s"
+        for (be, path), v in rates.items()
+    )
+    print(f"tiny greedy decode, batch 1, {tokens} tokens after a 16-token prompt: {line}")
+    if traffic:
+        print(
+            "device traffic per generated token (plan, with the prompt's and sampling's share): "
+            + ", ".join(f"{k} {v}" for k, v in traffic.items())
+        )
 
 
 def _load() -> str:

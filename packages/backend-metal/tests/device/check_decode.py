@@ -250,3 +250,39 @@ def test_other_weight_formats_are_refused_so_the_model_decodes_op_by_op(gpu):
     head = DecodeLinear("q8_0", (codes,), (VOCAB, D))
     with pytest.raises(CapabilityMissing, match="q8_0 weights"):
         rt.Decoder(replace(spec, head=head))
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "llama"])
+def test_riftco_nn_generates_the_cpu_tokens_through_the_plan(gpu, preset):
+    """riftco-nn's greedy generation (paged cache, ragged prompts, then batched single
+    tokens through the plan) gives the CPU backend's tokens."""
+    nn = pytest.importorskip("riftco.nn")
+    from riftco.nn.generation import SamplingConfig, generate
+    from riftco.nn.native_decode import decoder_for
+
+    extra = {"kv_heads": 2} if preset == "llama" else {}
+    tokens = {}
+    for name in ("cpu", gpu.name):
+        config = nn.TransformerConfig.preset(
+            preset, vocab_size=97, d_model=64, n_heads=4, n_layers=2, context_length=128, **extra
+        )
+        model = nn.DecoderOnlyTransformer(config, seed=0, backend=name)
+        assert decoder_for(model) is not None
+        done = generate(
+            model, [[1, 2, 3], [4, 5]], SamplingConfig(max_new_tokens=32, temperature=0.0)
+        )
+        tokens[name] = [r.tokens for r in done]
+    assert tokens[gpu.name] == tokens["cpu"]
+
+
+def test_the_ops_decode_path_offers_no_decode_step(gpu):
+    """RIFTCO_WGPU_DECODE=ops (decode_path) leaves decoding to riftco-nn's op-by-op
+    forward; ``plan`` offers the whole-step decoder."""
+    assert gpu.decode_path == "plan" and rt.Decoder.available(gpu)
+    try:
+        gpu.decode_path = "ops"
+        assert not rt.Decoder.available(gpu)
+        assert "decode_step" not in gpu.capabilities()
+    finally:
+        gpu.decode_path = "plan"
+    assert "decode path plan" in gpu.describe()

@@ -49,6 +49,10 @@ MATMUL_PATHS = {
     "subgroup": "the blocked kernel with A shared through subgroup shuffles "
     "(needs subgroups of at least 8 lanes)",
 }
+#: ``plan`` (default): whole-step decoding through decode.py's plan; ``ops``: the
+#: backend offers no ``decode_step``, so models decode op by op (for comparison).
+DECODE_VAR = "RIFTCO_WGPU_DECODE"
+_DECODE_CAPS = frozenset({"decode_program", "decode_step"})
 #: Lanes a subgroup needs for the subgroup path (linalg.BLOCK_ROWS).
 SUBGROUP_LANES = 8
 
@@ -118,12 +122,22 @@ class WgpuBackend(Backend):
         self.rt = Runtime(device, self.matmul_path, self.attention_path)
         # A software adapter computes on the host CPU: usable by name, never by `auto`.
         self.runs_on_host = adapter.runs_on_host
+        decode_path = os.environ.get(DECODE_VAR, "plan").strip().lower() or "plan"
+        if decode_path not in ("plan", "ops"):
+            raise BackendUnavailable(f"{DECODE_VAR} must be plan or ops, found {decode_path!r}")
+        #: ``plan`` or ``ops`` (RIFTCO_WGPU_DECODE); may be changed before a model decodes.
+        self.decode_path = decode_path
+
+    def capabilities(self) -> frozenset[str]:
+        caps = super().capabilities()
+        return caps - _DECODE_CAPS if self.decode_path == "ops" else caps
 
     def describe(self) -> str:
         offered = " ".join(matmul_paths(self.adapter, self.device))
         text = (
             f"wgpu {self.name}: {self.adapter.describe()}; matmul path {self.matmul_path} "
             f"(offered here: {offered}); attention path {self.attention_path}; "
+            f"decode path {self.decode_path}; "
             f"shader features: {self.adapter.features()}"
         )
         said = driver_messages()
