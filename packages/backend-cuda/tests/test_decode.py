@@ -314,6 +314,10 @@ class Counting(cuda_emulation.EmulatedDevice):
         self.counts["upload"] += 1
         return super().upload(data, dtype)
 
+    def write(self, dst, offset, data):
+        self.counts["upload"] += 1
+        return super().write(dst, offset, data)
+
     def download(self, src, offset, nbytes):
         self.counts["download"] += 1
         return super().download(src, offset, nbytes)
@@ -402,3 +406,22 @@ def test_a_weight_format_the_plan_does_not_hold_is_refused_typed(emu):
     odd = type(head)("q8_0", head.arrays, head.shape)
     with pytest.raises(rt.CapabilityMissing, match="q8_0 weights"):
         DecodePlan(emu, type(spec)(**{**spec.__dict__, "head": odd}))
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "llama"])
+def test_riftco_nn_generation_decodes_through_the_plan_unchanged(emu, preset):
+    nn = pytest.importorskip("riftco.nn")
+    from riftco.nn.native_decode import decoder_for
+
+    config = nn.TransformerConfig.preset(
+        preset, vocab_size=48, context_length=32, d_model=32, n_heads=2, n_layers=2, d_ff=48
+    )
+    cpu = nn.DecoderOnlyTransformer(config, seed=3, backend="cpu")
+    dev = nn.DecoderOnlyTransformer(config, seed=3, backend=emu)
+    assert isinstance(decoder_for(dev)._program, DecodePlan)
+    prompts = [[1, 2, 3], [7, 5]]
+    sampling = nn.SamplingConfig(max_new_tokens=12, temperature=0.0)
+    want = [r.tokens for r in nn.generate(cpu, prompts, sampling)]
+    got = [r.tokens for r in nn.generate(dev, prompts, sampling)]
+    assert got == want
+    assert decoder_for(dev)._program.shapes  # the one-token steps ran through the plan

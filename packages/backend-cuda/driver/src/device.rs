@@ -126,7 +126,12 @@ impl Device {
         &self.cache
     }
 
-    fn bind(&self) -> Result<()> {
+    /// The device's one stream (graph capture records it).
+    pub(crate) fn raw_stream(&self) -> sys::CUstream {
+        self.stream
+    }
+
+    pub(crate) fn bind(&self) -> Result<()> {
         // SAFETY: the context was retained in `open` and is never released.
         unsafe { result::ctx::set_current(self.ctx) }.map_err(Error::from)
     }

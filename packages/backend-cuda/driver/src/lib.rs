@@ -6,11 +6,12 @@
 //!   cache keys (source, architecture, NVRTC version, options) and the on-disk
 //!   CUBIN cache; [`nvrtc`] compiles them, no GPU needed.
 //! - [`device`]: one GPU, its stream, its memory [`pool`], kernel launches, and
-//!   [`blas`] matrix products.
+//!   [`blas`] matrix products; [`graph`]: stream capture into CUDA graphs.
 
 pub mod blas;
 pub mod device;
 pub mod error;
+pub mod graph;
 pub mod kernels;
 pub mod libs;
 pub mod nvrtc;
@@ -18,3 +19,4 @@ pub mod pool;
 
 pub use device::{device_count, Arg, Buffer, Device};
 pub use error::{error, Error, Result};
+pub use graph::Graph;

@@ -18,6 +18,8 @@ use riftco_cuda::kernels::{self, CubinCache};
 use riftco_cuda::libs::Library;
 use riftco_cuda::{nvrtc, Arg};
 
+mod decode;
+
 mod py_errors {
     pyo3::import_exception!(riftco.backends.cuda.errors, CudaError);
 }
@@ -213,6 +215,39 @@ impl Device {
         detached(py, move || d.copy(&a, dst_offset, &b, src_offset, nbytes))
     }
 
+    /// Enqueue writing the bytes `data` into `dst` at `offset` (a static buffer's new
+    /// contents, e.g. a decode step's indices).
+    fn write(
+        &self,
+        py: Python<'_>,
+        dst: &Buffer,
+        offset: usize,
+        data: PyReadonlyArray1<'_, u8>,
+    ) -> PyResult<()> {
+        let bytes = data.as_slice().map_err(|e| error(e.to_string()))?;
+        let (d, a) = (self.inner.clone(), dst.inner.clone());
+        detached(py, move || d.write(&a, offset, bytes))
+    }
+
+    /// Start capturing the stream's launches into a graph.
+    fn begin_capture(&self, py: Python<'_>) -> PyResult<()> {
+        let d = self.inner.clone();
+        detached(py, move || d.begin_capture())
+    }
+
+    /// Stop capturing: the instantiated graph.
+    fn end_capture(&self, py: Python<'_>) -> PyResult<decode::Graph> {
+        let d = self.inner.clone();
+        let g = detached(py, move || d.end_capture())?;
+        Ok(decode::Graph { inner: Arc::new(g) })
+    }
+
+    /// Enqueue one replay of `graph`.
+    fn graph_launch(&self, py: Python<'_>, graph: &decode::Graph) -> PyResult<()> {
+        let (d, g) = (self.inner.clone(), graph.inner.clone());
+        detached(py, move || d.graph_launch(&g))
+    }
+
     /// Enqueue zeroing `dst`.
     fn zero(&self, py: Python<'_>, dst: &Buffer) -> PyResult<()> {
         let (d, a) = (self.inner.clone(), dst.inner.clone());
@@ -395,6 +430,7 @@ fn riftco_backend_cuda_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NVRTC_OPTIONS", nvrtc::OPTIONS.to_vec())?;
     m.add_class::<Device>()?;
     m.add_class::<Buffer>()?;
+    m.add_class::<decode::Graph>()?;
     m.add_function(wrap_pyfunction!(probe_libraries, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(nvrtc_version, m)?)?;

@@ -175,6 +175,11 @@ class EmulatedDevice:
             raise CudaError(f"reading {nbytes} bytes at {offset} of a {src.nbytes}-byte buffer")
         return src.array[offset : offset + nbytes].copy()
 
+    def write(self, dst: EmulatedBuffer, offset: int, data: np.ndarray) -> None:
+        if offset + data.size > dst.nbytes:
+            raise CudaError(f"writing {data.size} bytes at {offset} of a {dst.nbytes}-byte buffer")
+        dst.array[offset : offset + data.size] = data
+
     def copy(self, dst, dst_offset, src, src_offset, nbytes) -> None:
         assert dst_offset + nbytes <= dst.nbytes and src_offset + nbytes <= src.nbytes
         dst.array[dst_offset : dst_offset + nbytes] = src.array[src_offset : src_offset + nbytes]

@@ -10,6 +10,7 @@ __all__ = [
     "NVRTC_OPTIONS",
     "Buffer",
     "Device",
+    "Graph",
     "__version__",
     "cache_key",
     "compile_module",
@@ -43,6 +44,11 @@ class Buffer:
     def dtype(self) -> str: ...
 
 @final
+class Graph:
+    @property
+    def nodes(self) -> int: ...
+
+@final
 class Device:
     def __new__(cls, ordinal: int, cache_dir: str | PathLike[str] | None) -> Device: ...
     @property
@@ -67,6 +73,10 @@ class Device:
         self, dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, nbytes: int
     ) -> None: ...
     def zero(self, dst: Buffer) -> None: ...
+    def write(self, dst: Buffer, offset: int, data: npt.NDArray[np.uint8]) -> None: ...
+    def begin_capture(self) -> None: ...
+    def end_capture(self) -> Graph: ...
+    def graph_launch(self, graph: Graph) -> None: ...
     def launch(
         self,
         module: str,
