@@ -129,3 +129,26 @@ def test_preloading_records_the_paths_tried_and_why_a_file_failed(tmp_path):
     reason = libraries.missing_reason("nvrtc", ["libnvrtc.so"], nvrtc)
     assert str(lib / "libnvrtc.so.13") in reason and "loading failed" in reason
     assert found["cublas"].loaded is None and found["cublas"].error is None
+
+
+def test_a_driver_older_than_the_build_makes_cuda_unavailable_with_both_versions(monkeypatch):
+    from riftco.backends.cuda import libraries
+
+    _status(monkeypatch, {"cuda", "nvrtc", "cublas", "cublasLt"})
+    monkeypatch.setattr(libraries, "driver_version", lambda: 12040)
+    with extra_entry_points(CUDA_ENTRY_POINT, replace=True):
+        (info,) = rt.backends()
+        assert info.name == "cuda" and not info.available
+        assert "supports CUDA 12.4 (cuDriverGetVersion 12040)" in info.reason
+        assert "needs CUDA 13.0 or newer (13000)" in info.reason
+        assert "update the NVIDIA driver" in info.reason
+
+
+def test_the_driver_version_check_passes_a_new_or_unknown_driver():
+    from riftco.backends.cuda import libraries
+
+    assert libraries.driver_too_old(13000) is None
+    assert libraries.driver_too_old(13020) is None
+    assert libraries.driver_too_old(None) is None
+    assert libraries.version_text(12080) == "12.8"
+    assert libraries.driver_version() is None or libraries.driver_version() > 0

@@ -25,6 +25,7 @@ if _native.__version__ != __version__:
 
 import os
 
+from riftco.backends.cuda import libraries
 from riftco.backends.cuda.backend import API_VERSION, CudaBackend
 from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.libraries import LibrarySearch, missing_reason, preload
@@ -58,11 +59,15 @@ def create_backend() -> CudaBackend:
     """Entry-point factory for ``cuda``: load the libraries, open the GPU.
 
     Raises ``BackendUnavailable`` with the reason (which library, which paths were
-    tried; no GPU; the driver's error) when it cannot.
+    tried; a driver older than the build's CUDA, with both versions; no GPU; the
+    driver's error) when it cannot.
     """
     missing = [why for _, usable, why in library_status() if not usable]
     if missing:
         raise BackendUnavailable(" | ".join(missing))
+    too_old = libraries.driver_too_old(libraries.driver_version())
+    if too_old:
+        raise BackendUnavailable(too_old)
     try:
         count = _native.device_count()
     except CudaError as exc:

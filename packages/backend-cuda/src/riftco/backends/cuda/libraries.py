@@ -135,3 +135,38 @@ __all__ = [
     "preload",
     "wheel_library_dirs",
 ]
+
+
+#: The CUDA version the native module is built against (cudarc's ``cuda-13000``):
+#: a driver reporting less (``cuDriverGetVersion``) cannot run its cuBLAS or its
+#: driver calls, so ``cuda`` is unavailable there.
+REQUIRED_DRIVER_VERSION = 13000
+
+
+def version_text(version: int) -> str:
+    """``13000`` -> ``13.0`` (cuDriverGetVersion's 1000 * major + 10 * minor)."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def driver_version() -> int | None:
+    """The CUDA version the installed driver supports (``cuDriverGetVersion``, which
+    needs no ``cuInit`` and no GPU), or None when libcuda cannot be opened or asked."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        value = ctypes.c_int(0)
+        status = lib.cuDriverGetVersion(ctypes.byref(value))
+    except (OSError, AttributeError):
+        return None
+    return int(value.value) if status == 0 else None
+
+
+def driver_too_old(version: int | None, required: int = REQUIRED_DRIVER_VERSION) -> str | None:
+    """Why a driver of ``version`` cannot run this build, or None when it can (or
+    when the version is unknown: the driver's own errors then say why)."""
+    if version is None or version >= required:
+        return None
+    return (
+        f"the NVIDIA driver supports CUDA {version_text(version)} (cuDriverGetVersion "
+        f"{version}); this build of riftco-backend-cuda needs CUDA {version_text(required)} "
+        f"or newer ({required}): update the NVIDIA driver"
+    )
