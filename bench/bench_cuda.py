@@ -13,6 +13,7 @@ Nothing asserts on time.
 
     python bench/bench_cuda.py [--batch 4] [--steps 5] [--rounds 2] [--decode 64] [--compile]
     python bench/bench_cuda.py --estimate [--batch 4]      # no GPU needed
+    python bench/bench_cuda.py --micro 10                  # attention and a GEMM, 10 s
 
 ``--estimate`` runs one training step's real ops over the counting stand-in device
 (riftco.backends.cuda.counting) and prints what it counted and a roofline estimate
@@ -223,6 +224,72 @@ def estimate(args) -> None:
         print(f"  largest (ms): {top}", flush=True)
 
 
+def _rate(fn, seconds: float, sync) -> float:
+    """Calls of ``fn`` per second over about ``seconds`` (after one warm-up call)."""
+    fn()
+    sync()
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        calls += 1
+    sync()
+    return calls / (time.perf_counter() - start)
+
+
+def micro(
+    seconds: float, name: str = "cuda", shape: tuple[int, int, int, int] = (4, 1024, 12, 64)
+) -> None:
+    """One GPT-2 layer's attention forward and backward (B=4, T=1024, H=12, Dh=64,
+    bfloat16, causal) and the QKV GEMM (4096 x 768 -> 2304, bfloat16), riftco and
+    torch alternating in two rounds each; figures are calls per second."""
+    b, t, h, dh = shape
+    backend = rt.get_backend(name)
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.normal(size=(b, t, h, dh)).astype(np.float32) for _ in range(4))
+    x, w = rng.normal(size=(b * t, h * dh)), rng.normal(size=(3 * h * dh, h * dh)) * 0.02
+    Q, K, V = (rt.tensor(a, backend=backend).astype("bfloat16") for a in (q, k, v))
+    G = rt.tensor(g, backend=backend)
+    X, W = (rt.tensor(a, backend=backend).astype("bfloat16") for a in (x, w))
+
+    def ours_attention():
+        out, stats = rt.attention_with_stats(Q, K, V, causal=True)
+        rt.attention_backward(G, Q, K, V, out, stats, causal=True)
+
+    def ours_gemm():
+        rt.matmul(X, W, transpose_b=True)
+
+    gemm = f"gemm {b * t}x{h * dh}x{3 * h * dh}"
+    cases = {"attention fwd+bwd": ours_attention, gemm: ours_gemm}
+    theirs = {}
+    if torch is not None:
+        tq, tk, tv = (
+            torch.tensor(a, device="cuda").permute(0, 2, 1, 3).to(torch.bfloat16).requires_grad_()
+            for a in (q, k, v)
+        )
+        tg = torch.tensor(g, device="cuda").permute(0, 2, 1, 3).to(torch.bfloat16)
+        tx, tw = (torch.tensor(a, device="cuda", dtype=torch.bfloat16) for a in (x, w))
+
+        def torch_attention():
+            out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+            out.backward(tg)
+
+        theirs = {
+            "attention fwd+bwd": torch_attention,
+            gemm: lambda: tx @ tw.T,
+        }
+    share = seconds / (4 * len(cases))
+    for name, ours in cases.items():
+        mine, other = [], []
+        for _ in range(2):
+            mine.append(_rate(ours, share, backend.device.synchronize))
+            if name in theirs:
+                other.append(_rate(theirs[name], share, torch.cuda.synchronize))
+        line = f"micro {name}: riftco {max(mine):,.1f}/s"
+        if other:
+            line += f", torch {max(other):,.1f}/s, x{max(mine) / max(other):.2f}"
+        print(line, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=4)
@@ -234,7 +301,13 @@ def main() -> None:
     parser.add_argument(
         "--estimate", action="store_true", help="count one step on the stand-in; no GPU"
     )
+    parser.add_argument(
+        "--micro", type=float, default=0, help="seconds of the attention and GEMM microbench"
+    )
     args = parser.parse_args()
+    if args.micro:
+        micro(args.micro)
+        return
     if args.estimate:
         estimate(args)
         return
