@@ -108,3 +108,73 @@ def test_tiled_backward_matches_rows(gpu, case, saved_probs):
             assert [run.download(g).tobytes() for g in again] == [g.tobytes() for g in got[path]]
     for name, a, r in zip(("dq", "dk", "dv"), got["tiled"], got["rows"], strict=True):
         np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+# (query counts, key lengths, H, Hkv, Dh, window): ragged sequences, prompts and
+# single decode queries, keys past one 64-key tile.
+PACKED = [
+    ((1,), (1,), 1, 1, 1, 0),
+    ((3, 1, 5), (3, 70, 9), 4, 2, 16, 0),
+    ((1, 1), (130, 65), 2, 1, 64, 17),
+    ((2, 4), (40, 4), 2, 2, 256, 0),
+    ((6,), (6,), 3, 3, 100, 3),
+]
+
+
+def _cpu():
+    import riftco.tensor as rt
+
+    return rt.get_backend("cpu")
+
+
+@pytest.mark.parametrize("case", PACKED)
+@pytest.mark.parametrize("layout", ["varlen", "paged"])
+def test_tiled_varlen_and_paged_match_rows_and_the_cpu(gpu, case, layout):
+    """Varlen and paged attention on the tiled path (a workgroup per (query row, head)
+    over 64-key tiles) against the row kernel and the CPU backend; repeats bit for bit."""
+    counts, lengths, h, hkv, dh, window = case
+    rng = np.random.default_rng(sum(lengths) + dh)
+    n = sum(counts)
+    q = rng.standard_normal((n, h, dh)).astype(np.float32)
+    q_starts = tuple(int(x) for x in np.cumsum((0, *counts))[:-1])
+    scale = 1.0 / np.sqrt(dh)
+    cpu = _cpu()
+    if layout == "varlen":
+        kv_starts = tuple(int(x) for x in np.cumsum((0, *lengths))[:-1])
+        m = sum(lengths)
+        k = rng.standard_normal((m, hkv, dh)).astype(np.float32)
+        v = rng.standard_normal((m, hkv, dh)).astype(np.float32)
+
+        def call(backend, up):
+            return backend.attention_varlen(
+                up(q), up(k), up(v), q.shape, k.shape, q_starts, counts, kv_starts, lengths,
+                scale, window,
+            )  # fmt: skip
+    else:
+        ps = 8
+        width = max(-(-x // ps) for x in lengths)
+        pages = len(lengths) * width + 3
+        order = rng.permutation(pages)[: len(lengths) * width]
+        table = order.reshape(len(lengths), width).astype(np.int64)
+        k = rng.standard_normal((pages, ps, hkv, dh)).astype(np.float32)
+        v = rng.standard_normal((pages, ps, hkv, dh)).astype(np.float32)
+
+        def call(backend, up):
+            return backend.paged_attention(
+                up(q), q.shape, up(k), up(v), k.shape, up(table), table.shape, q_starts,
+                counts, lengths, scale, window,
+            )  # fmt: skip
+
+    want = cpu.to_numpy(call(cpu, cpu.from_numpy), q.shape, DType.float32)
+    got = {}
+    for path in ("rows", "tiled"):
+        gpu.rt.attention_path = path
+        try:
+            first = call(gpu, gpu.from_numpy)
+            again = call(gpu, gpu.from_numpy)
+            got[path] = gpu.rt.download(first).reshape(q.shape)
+            assert gpu.rt.download(again).tobytes() == got[path].tobytes(), f"{path} repeats"
+        finally:
+            gpu.rt.attention_path = "rows" if gpu.runs_on_host else "tiled"
+        np.testing.assert_allclose(got[path], want, rtol=2e-5, atol=2e-6, err_msg=path)
+    np.testing.assert_allclose(got["tiled"], got["rows"], rtol=2e-5, atol=2e-6)

@@ -209,6 +209,17 @@ def _packed(rt, q, k, v, n, h, hkv, dh, meta, table, page_size, max_pages, scale
     out = rt.empty(q.count, _F32)
     scratch = rt.empty(max(rows, 1), _F32)
     scratch2 = rt.empty(max(rows, 1), _F32)
+    if rt.attention_path == "tiled" and rows and dh:
+        # A workgroup per (query row, head) over 64-key tiles (kernels/decode_attention).
+        _params(rows, 1, 0, 0, h, hkv, dh, scale, True, window)  # the same refusals
+        paged = int(table is not None)
+        params = [
+            n, h, hkv, dh, f32bits(scale), max(int(window), 0), paged, page_size, max_pages,
+            h * dh, 0, 0,
+        ]  # fmt: skip
+        buffers = [meta_s, table if table is not None else meta_s, q, k, v, out]
+        rt.run(rt.kernel("decode_attention"), buffers, params, groups_for(rows, 1))
+        return out
     params = _params(rows, 1, 0, 0, h, hkv, dh, scale, True, window, page_size, max_pages)
     buffers = [q, k, v, meta_s, table if table is not None else meta_s, out, scratch, scratch2]
     rt.run(rt.kernel("attn_forward", MODE=mode), buffers, params, groups_for(rows, 64))

@@ -313,7 +313,7 @@ def step(rt: Runtime, p: Program, batch: Any) -> Storage:
         )
         rt.run(
             rt.kernel("decode_attention"),
-            [p.meta, qkv, keys, values, attn],
+            [p.meta, p.meta, qkv, keys, values, attn],
             attn_params,
             groups_for(n * s.heads, 1),
         )

@@ -1,16 +1,19 @@
-// Whole-step decode attention over the layer's cache: a workgroup of 64 threads per
-// (query row, head). The query sits in workgroup memory; the visible keys are walked
+// Packed attention (the whole-step decode's, and varlen and paged attention on the
+// tiled path) over a key/value cache: a workgroup of 64 threads per (query row, head). The query sits in workgroup memory; the visible keys are walked
 // in tiles of 64 (a thread scores one key), the tile's maximum and sum folded by a
 // fixed tree, and the online softmax rescales the output, each thread holding four
 // of the head's dimensions and adding the tile's values in key order: deterministic,
 // no per-thread arrays, memory linear in the sequence.
-// P: N, H, Hkv, Dh, scale, window, paged, page_size, width, stride, segs_at,
-// table_at. segs[3 n] = (key start or sequence, key count, query position).
+// P: N, H, Hkv, Dh, scale, window, paged, page_size, width, stride (of a query
+// row), segs_at, table_at. segs[segs_at + 3 n] = (key start or sequence, key count,
+// query position); the page table at table_at (the decode step binds its one step
+// block as both).
 @group(0) @binding(1) var<storage, read> step: array<i32>;
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> keys: array<f32>;
-@group(0) @binding(4) var<storage, read> values: array<f32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<i32>;
+@group(0) @binding(3) var<storage, read> qkv: array<f32>;
+@group(0) @binding(4) var<storage, read> keys: array<f32>;
+@group(0) @binding(5) var<storage, read> values: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 var<workgroup> qv: array<f32, 256>;
 var<workgroup> sc: array<f32, 64>;
@@ -20,7 +23,7 @@ var<workgroup> red: array<f32, 64>;
 fn key_row(seg: i32, j: u32) -> u32 {
     if (P[6] == 0u) { return u32(seg) + j; }
     let ps = P[7];
-    let page = step[P[11] + u32(seg) * P[8] + j / ps];
+    let page = table[P[11] + u32(seg) * P[8] + j / ps];
     return u32(page) * ps + j % ps;
 }
 
