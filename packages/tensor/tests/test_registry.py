@@ -144,3 +144,22 @@ def test_scalar_operands_survive_rediscovery():
             assert (r + 1.0).tolist() == [2.0, 3.0]
         c = rt.tensor([1.0, 2.0])
         assert (c + 1.0).tolist() == [2.0, 3.0]
+
+
+def test_a_lookup_by_name_runs_only_that_factory(monkeypatch):
+    """get_backend("cpu") enumerates no other plugin's devices; a later full discovery
+    (auto, backends()) runs the others and keeps the backend already made."""
+    import plugins_for_tests
+
+    ran = []
+    monkeypatch.setattr(plugins_for_tests, "broken", lambda: ran.append("cuda") or 1 / 0)
+    with extra_entry_points(ep("cuda", "broken")):
+        cpu = rt.get_backend("cpu")
+        assert ran == []
+        with pytest.raises(rt.BackendUnavailable, match="ZeroDivisionError"):
+            rt.get_backend("cuda")
+        assert ran == ["cuda"]
+        rt.get_backend("auto")
+        assert rt.get_backend("cpu") is cpu and ran == ["cuda"]
+        assert [i.name for i in rt.backends()] == sorted(i.name for i in rt.backends())
+        assert not info("cuda").available and info("cpu").available

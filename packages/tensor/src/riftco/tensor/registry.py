@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from typing import Any
 
 from riftco.tensor.backend import (
     BACKEND_API_VERSION,
@@ -70,12 +71,26 @@ class _Registry:
         self._lock = threading.Lock()
         self._loaded: dict[str, Backend] | None = None
         self._infos: dict[str, BackendInfo] = {}
+        #: Backends looked up by name before a full discovery (only their factories ran).
+        self._named: dict[str, Backend] = {}
 
     def reset(self) -> None:
         """Forget what discovery found (tests patch entry points, then reset)."""
         with self._lock:
             self._loaded = None
             self._infos = {}
+            self._named = {}
+
+    def _by_name(self, name: str) -> Backend | None:
+        """The backend ``name`` alone, its factory run without the others' (a lookup by
+        name enumerates no other plugin's devices); None when it is not available."""
+        with self._lock:
+            if self._loaded is not None:
+                return self._loaded.get(name)
+            if name not in self._infos:
+                eps = [ep for ep in _entry_points() if ep.name == name]
+                self._load(eps[:1], self._named)
+            return self._named.get(name)
 
     def _discover(self) -> dict[str, Backend]:
         loaded = self._loaded
@@ -87,8 +102,14 @@ class _Registry:
             return self._loaded
 
     def _load_all(self) -> dict[str, Backend]:
-        loaded: dict[str, Backend] = {}
-        for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
+        loaded: dict[str, Backend] = dict(self._named)
+        self._load(_entry_points(), loaded)
+        # By name, as entry points are loaded (those looked up by name first included).
+        self._infos = dict(sorted(self._infos.items()))
+        return {n: loaded[n] for n in self._infos if n in loaded}
+
+    def _load(self, eps: list[Any], loaded: dict[str, Backend]) -> None:
+        for ep in eps:
             if ep.name in self._infos:
                 continue  # first registration of a name wins
             source = ep.dist.name if ep.dist is not None else ep.value
@@ -111,16 +132,19 @@ class _Registry:
                 tuple(getattr(backend, "api_version", ())) or None,
                 getattr(backend, "runs_on_host", None),
             )
-        return loaded
 
     def infos(self) -> list[BackendInfo]:
         self._discover()
         return list(self._infos.values())
 
     def get(self, name: str | None = None) -> Backend:
-        loaded = self._discover()
         if name is None:
             name = os.environ.get(ENV_VAR) or "auto"
+        if name != "auto":
+            found = self._by_name(name)
+            if found is not None:
+                return found
+        loaded = self._discover()
         if name == "auto":
             accelerators = [(n, b) for n, b in loaded.items() if not b.runs_on_host]
             if accelerators:
@@ -142,6 +166,11 @@ class _Registry:
             f"backend {name!r} from {info.source} is unavailable: {info.reason}; "
             "run `riftco backends` to see every backend and why"
         )
+
+
+def _entry_points() -> list[Any]:
+    """The registered backend factories, sorted by name (stable for duplicates)."""
+    return sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
 
 
 def _incompatibility(backend: object) -> str | None:
