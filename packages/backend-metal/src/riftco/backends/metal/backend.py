@@ -112,6 +112,9 @@ class WgpuBackend(Backend):
     api_version = API_VERSION
     #: auto's ranking: above PJRT devices (100), as a dedicated GPU backend.
     priority = 150
+    #: Decoder.step hands decode_step its index arrays on the host (decode.py checks
+    #: them there and writes them with the step's one upload).
+    decode_host_indices = True
 
     def __init__(self, name: str, device: _native.Device, adapter: Adapter):
         self.name = name

@@ -123,8 +123,12 @@ def _ensure(rt: Runtime, p: Program, n: int, meta_words: int) -> None:
         p.meta_words = words
 
 
-def _host(rt: Runtime, x: Storage) -> np.ndarray:
-    """A host-made integer storage's values, read back only when the device wrote it."""
+def _host(rt: Runtime, x: Storage | np.ndarray) -> np.ndarray:
+    """The step's int64 values: the host array ``Decoder.step`` hands this backend
+    (``decode_host_indices``), or a host-made storage's values (read back only when the
+    device wrote it)."""
+    if isinstance(x, np.ndarray):
+        return np.ascontiguousarray(x, dtype=np.int64).reshape(-1)
     known = x.host_values()
     return known if known is not None else rt.download(x).astype(np.int64)
 
