@@ -425,3 +425,33 @@ def test_riftco_nn_generation_decodes_through_the_plan_unchanged(emu, preset):
     got = [r.tokens for r in nn.generate(dev, prompts, sampling)]
     assert got == want
     assert decoder_for(dev)._program.shapes  # the one-token steps ran through the plan
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["contiguous", "paged"])
+def test_a_riftco_nn_session_token_costs_one_upload_one_graph_launch_one_read(paged):
+    nn = pytest.importorskip("riftco.nn")
+    backend = counting_backend(True)
+    config = nn.TransformerConfig.preset(
+        "gpt2", vocab_size=48, context_length=32, d_model=32, n_heads=2, n_layers=2, d_ff=48
+    )
+    model = nn.DecoderOnlyTransformer(config, seed=3, backend=backend)
+    cache = (
+        nn.PagedKVCache(config, pages=8, page_size=4, backend=backend)
+        if paged
+        else nn.ContiguousKVCache(config, max_sequences=1, capacity=32, backend=backend)
+    )
+    session = nn.DecodeSession(model, cache)
+    session.prefill([1, 2, 3])
+    session.step(4)
+    session.step(5)  # a second page: the table's width (padded to 2) makes a new shape
+    dev = backend.device
+    for token in range(6, 9):
+        dev.counts = dict.fromkeys(dev.counts, 0)
+        session.step(token)  # riftco-nn samples on the host: the logits are the one read
+        assert dev.counts == {
+            "upload": 1,
+            "download": 1,
+            "launch": 0,
+            "graph_launch": 1,
+            "capture": 0,
+        }

@@ -144,7 +144,8 @@ class ContiguousKVCache:
         self._lengths: dict[int, int] = {}
         self._free = list(range(self.max_sequences - 1, -1, -1))
         self._next_id = 0
-        self._step: tuple[DecodeStep, Tensor, list[int], list[int]] | None = None
+        # (step, rows as a tensor once the op-by-op forward asks, bases, lengths)
+        self._step: list | None = None
 
     # -- sequences ----------------------------------------------------------------
     def add_sequence(self, seq_id: int | None = None) -> int:
@@ -224,18 +225,22 @@ class ContiguousKVCache:
             ]
         )
         lengths = [st + n for st, n in zip(starts, counts)]
-        self._step = (step, rt.from_numpy(rows, backend=self._backend), bases, lengths)
+        self._step = [step, None, bases, lengths]
         self._step_rows = rows
         return step
 
     def decode_layout(self, step: DecodeStep) -> DecodeLayout:
         """The begun ``step``'s layout, for whole-step decoding (see `DecodeLayout`)."""
-        _, bases, lengths = self._current(step)
+        _, bases, lengths = self._current(step, upload=False)
         return DecodeLayout(self._step_rows, self.keys, self.values, lengths, starts=bases)
 
-    def _current(self, step: DecodeStep) -> tuple[Tensor, list[int], list[int]]:
+    def _current(
+        self, step: DecodeStep, upload: bool = True
+    ) -> tuple[Tensor, list[int], list[int]]:
         if self._step is None or self._step[0] is not step:
             raise CacheError("ContiguousKVCache: this step was not begun (or already committed)")
+        if upload and self._step[1] is None:  # whole-step decoding reads the array only
+            self._step[1] = rt.from_numpy(self._step_rows, backend=self._backend)
         return self._step[1], self._step[2], self._step[3]
 
     def append(self, step: DecodeStep, layer: int, keys: Tensor, values: Tensor) -> None:
@@ -260,7 +265,7 @@ class ContiguousKVCache:
         )
 
     def commit(self, step: DecodeStep) -> None:
-        self._current(step)
+        self._current(step, upload=False)
         for s, n in zip(step.seq_ids, step.counts):
             self._lengths[s] += n
         self._step = None

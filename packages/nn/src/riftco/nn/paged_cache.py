@@ -45,12 +45,27 @@ class _Sequence:
 @dataclass
 class _Staged:
     step: DecodeStep
-    rows: Tensor  # pool row of every new token
-    table: Tensor  # [S, max_pages] page tables of the step's sequences
     lengths: list[int]
-    row_array: np.ndarray  # rows and table as numpy, for whole-step decoding
-    table_array: np.ndarray
+    row_array: np.ndarray  # pool row of every new token
+    table_array: np.ndarray  # [S, max_pages] page tables of the step's sequences
     leased: list[tuple[int, int, bool]]  # (seq_id, page, taken from its reservation)
+    backend: Backend | str | None
+    _rows: Tensor | None = None
+    _table: Tensor | None = None
+
+    # The rows and table as tensors are uploaded when the op-by-op forward first asks
+    # (whole-step decoding reads the arrays: its backend uploads them with the rest).
+    @property
+    def rows(self) -> Tensor:
+        if self._rows is None:
+            self._rows = rt.from_numpy(self.row_array, backend=self.backend)
+        return self._rows
+
+    @property
+    def table(self) -> Tensor:
+        if self._table is None:
+            self._table = rt.from_numpy(self.table_array, backend=self.backend)
+        return self._table
 
 
 class PagedKVCache:
@@ -275,12 +290,12 @@ class PagedKVCache:
             self._return(leased)
             raise
         step = DecodeStep(seq_ids, counts, tuple(seq.length for seq in seqs))
-        self._staged = _Staged(step, *self._step_tensors(seqs, counts), leased)
+        self._staged = _Staged(step, *self._step_arrays(seqs, counts), leased, self._backend)
         return step
 
-    def _step_tensors(
+    def _step_arrays(
         self, seqs: list[_Sequence], counts: tuple[int, ...]
-    ) -> tuple[Tensor, Tensor, list[int], np.ndarray, np.ndarray]:
+    ) -> tuple[list[int], np.ndarray, np.ndarray]:
         ps = self.page_size
         rows = []
         for seq, n in zip(seqs, counts):
@@ -292,15 +307,7 @@ class PagedKVCache:
         for j, seq in enumerate(seqs):
             table[j, : len(seq.pages)] = seq.pages
         lengths = [seq.length + n for seq, n in zip(seqs, counts)]
-        b = self._backend
-        flat = np.concatenate(rows)
-        return (
-            rt.from_numpy(flat, backend=b),
-            rt.from_numpy(table, backend=b),
-            lengths,
-            flat,
-            table,
-        )
+        return lengths, np.concatenate(rows), table
 
     def _current(self, step: DecodeStep) -> _Staged:
         staged = self._staged

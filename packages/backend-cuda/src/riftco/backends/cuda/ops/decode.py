@@ -373,14 +373,27 @@ class DecodePlan:
         if paged:
             table = np.asarray(_host(batch.page_table), dtype=np.int64).reshape(seqs, width)
             pages = cache_rows // page_size
+            given = width
+            # The width padded to a power of two (at most the pool's pages), so a
+            # sequence growing by a page seldom makes a new shape (and graph).
+            padded = min(max(pages, width), 1 << max(0, (width - 1).bit_length()))
+            if padded > width:
+                table = np.pad(table, ((0, 0), (0, padded - width)))
+                width = padded
         for j in range(seqs):
             q0, qn, kvl = int(batch.q_starts[j]), int(batch.q_counts[j]), int(batch.kv_lengths[j])
             if qn > kvl or q0 < 0 or q0 + qn > n:
                 raise CudaError(f"decode: sequence {j} has {qn} new rows at {q0} over {kvl} keys")
             first = 0 if paged else int(batch.kv_starts[j])
             if paged:
-                used = table[j, : -(-kvl // page_size)]
-                if used.size > width or (used.size and (used.min() < 0 or used.max() >= pages)):
+                need = -(-kvl // page_size)
+                if need > given:
+                    raise CudaError(
+                        f"decode: sequence {j} has {kvl} keys, more than its {given} pages of "
+                        f"{page_size} hold"
+                    )
+                used = table[j, :need]
+                if used.size and (used.min() < 0 or used.max() >= pages):
                     raise CudaError(
                         f"paged_attention: a page index of sequence {j} is out of range for an axis of size {pages}"
                     )
