@@ -222,6 +222,7 @@ def estimate(args) -> None:
             f"{counts.gemm_flops / 1e12:.2f} TFLOP in {counts.gemms} GEMMs"
         )
         print(f"  largest (ms): {top}", flush=True)
+    __import__("cuda_decode_estimate").print_estimate()  # the decode roofline (no GPU)
 
 
 def _rate(fn, seconds: float, sync) -> float:
