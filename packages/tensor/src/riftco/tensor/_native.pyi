@@ -25,6 +25,9 @@ __all__ = [
     "compare",
     "concat",
     "copy_strided",
+    "cpu_isa",
+    "cpu_isa_detected",
+    "cpu_isa_env_error",
     "cross_entropy",
     "cross_entropy_backward",
     "decode_features",
@@ -46,6 +49,7 @@ __all__ = [
     "rms_norm_backward",
     "rotary",
     "scatter_add",
+    "set_cpu_isa",
     "set_num_threads",
     "softmax",
     "unary",
@@ -239,4 +243,8 @@ class DecodeProgram:
 
 def set_num_threads(threads: int) -> None: ...
 def num_threads() -> int: ...
+def cpu_isa() -> str: ...
+def cpu_isa_detected() -> str: ...
+def set_cpu_isa(name: str) -> str: ...
+def cpu_isa_env_error() -> str | None: ...
 def _panic_for_test() -> None: ...
