@@ -122,6 +122,9 @@ pub struct Context {
     pub shader_f16: bool,
     /// The subgroup sizes (min, max) where the device was opened with SUBGROUP, else (0, 0).
     pub subgroup_sizes: (u32, u32),
+    /// Kernels compiled without wgpu's bounds and loop checks (`RIFTCO_WGPU_UNCHECKED=1`,
+    /// through `create_shader_module_trusted`): only for kernels audited to stay in bounds.
+    pub unchecked: bool,
     param_align: u64,
 }
 
@@ -230,6 +233,7 @@ impl Context {
             max_groups: limits.max_compute_workgroups_per_dimension,
             shader_f16: false,
             subgroup_sizes: (0, 0),
+            unchecked: std::env::var("RIFTCO_WGPU_UNCHECKED").is_ok_and(|v| v.trim() == "1"),
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         }
     }
@@ -410,10 +414,22 @@ impl Context {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let descriptor = wgpu::ShaderModuleDescriptor {
             label: Some(entry),
             source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        };
+        let module = if self.unchecked {
+            // SAFETY: opted into by the user for kernels that index within their
+            // bindings (every kernel guards its indices against its parameters).
+            unsafe {
+                device.create_shader_module_trusted(
+                    descriptor,
+                    wgpu::ShaderRuntimeChecks::unchecked(),
+                )
+            }
+        } else {
+            device.create_shader_module(descriptor)
+        };
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(entry),
             layout: Some(&pipeline_layout),

@@ -139,6 +139,12 @@ impl Device {
         self.ctx.shader_f16
     }
 
+    /// Whether kernels compile without wgpu's bounds checks (RIFTCO_WGPU_UNCHECKED=1).
+    #[getter]
+    fn unchecked(&self) -> bool {
+        self.ctx.unchecked
+    }
+
     /// The subgroup sizes (min, max) where the device was opened with subgroups, else (0, 0).
     #[getter]
     fn subgroup_sizes(&self) -> (u32, u32) {

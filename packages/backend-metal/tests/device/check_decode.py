@@ -286,3 +286,29 @@ def test_the_ops_decode_path_offers_no_decode_step(gpu):
     finally:
         gpu.decode_path = "plan"
     assert "decode path plan" in gpu.describe()
+
+
+def test_unchecked_kernels_decode_the_same_bits(gpu):
+    """RIFTCO_WGPU_UNCHECKED=1 compiles every kernel through create_shader_module_trusted
+    without wgpu's bounds checks: a decode step gives the same bits."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "import check_decode as c, riftco.tensor as rt\n"
+        f"g = rt.get_backend({gpu.name!r})\n"
+        "run = c.Run(g.name, 'llama', 64)\n"
+        "kw = next(c._steps_contiguous())\n"
+        "print(g.device.unchecked, run.step(**kw).numpy().tobytes().hex())\n"
+    )
+    env = dict(os.environ, RIFTCO_WGPU_UNCHECKED="1")
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    flag, bits = done.stdout.split()
+    assert flag == "True" and not gpu.device.unchecked
+    here = Run(gpu.name, "llama", 64).step(**next(_steps_contiguous())).numpy()
+    assert bits == here.tobytes().hex()
