@@ -3,14 +3,20 @@
 //! multiply-add chain, the lanes are then added in order, the tail last), so an
 //! element does not depend on the other rows of either operand: the decode
 //! step's products and attention scores. On AVX2 the rows go in tiles (up to four
-//! weight rows by three input rows) of independent chains; the portable path
-//! performs the same operations per element.
+//! weight rows by three input rows) of independent chains, on AVX-512 in tiles of
+//! eight weight rows, two rows to a register (see [`avx512`]); every path performs
+//! the same operations per element, so the bits do not depend on the vector unit.
 
 use crate::lanes::dot8;
 
 /// `out[r] = w[r * stride..][..x.len()] . x` for the `out.len()` rows, each summed as
 /// [`dot8`] sums it (four rows at a time on AVX2): attention's scores of one query.
 pub(crate) fn dot_rows_strided(w: &[f32], stride: usize, x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::current() >= crate::isa::Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512 F, DQ and VL (and AVX2 and FMA).
+        return unsafe { avx512::dot_rows_strided(w, stride, x, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.
@@ -29,6 +35,11 @@ pub(crate) fn dot_rows_strided(w: &[f32], stride: usize, x: &[f32], out: &mut [f
 pub(crate) fn dot_tile_f32(w: &[f32], rows: usize, x: &[f32], m: usize, out: &mut [f32]) {
     let k = x.len() / m.max(1);
     #[cfg(target_arch = "x86_64")]
+    if crate::isa::current() >= crate::isa::Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512 F, DQ and VL (and AVX2 and FMA).
+        return unsafe { avx512::dot_tile_f32(w, rows, x, m, k, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA.
         return unsafe { avx2::dot_tile_f32(w, rows, x, m, k, out) };
@@ -39,6 +50,9 @@ pub(crate) fn dot_tile_f32(w: &[f32], rows: usize, x: &[f32], m: usize, out: &mu
         }
     }
 }
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {
@@ -64,7 +78,7 @@ pub(crate) mod avx2 {
     /// [`tile`] over weight rows `stride` apart (`k <= stride` elements each).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile_strided<const R: usize, const M: usize>(
+    pub(super) unsafe fn tile_strided<const R: usize, const M: usize>(
         w: &[f32],
         stride: usize,
         x: &[f32],
@@ -144,7 +158,7 @@ pub(crate) mod avx2 {
     }
 
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_tile_f32(
+    pub(crate) unsafe fn dot_tile_f32(
         w: &[f32],
         rows: usize,
         x: &[f32],
@@ -231,5 +245,56 @@ mod tests {
                 assert_eq!(v.to_bits(), want.to_bits(), "{rows} {k} {stride}");
             }
         }
+    }
+
+    /// Every vector path this CPU runs gives each element the bits of [`dot8`].
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn every_vector_width_gives_the_same_bits() {
+        use crate::isa::{detected, Isa};
+        if detected() < Isa::Avx2 {
+            return;
+        }
+        let wide = detected() >= Isa::Avx512;
+        for (rows, m, k) in [
+            (17, 1, 384),
+            (8, 4, 64),
+            (9, 7, 13),
+            (3, 2, 7),
+            (16, 5, 1000),
+            (2, 1, 8),
+        ] {
+            let (w, x) = (values(rows * k, 11), values(m * k, 12));
+            let mut a = vec![0.0; m * rows];
+            unsafe { avx2::dot_tile_f32(&w, rows, &x, m, k, &mut a) };
+            for i in 0..m {
+                for r in 0..rows {
+                    let want = dot8(&w[r * k..(r + 1) * k], &x[i * k..(i + 1) * k]);
+                    assert_eq!(
+                        a[i * rows + r].to_bits(),
+                        want.to_bits(),
+                        "avx2 {rows} {m} {k}"
+                    );
+                }
+            }
+            if wide {
+                let mut b = vec![0.0; m * rows];
+                unsafe { avx512::dot_tile_f32(&w, rows, &x, m, k, &mut b) };
+                assert_eq!(bits(&a), bits(&b), "avx512 {rows} {m} {k}");
+                let stride = k + 3;
+                let ws = values(rows * stride, 13);
+                let (mut s2, mut s5) = (vec![0.0; rows], vec![0.0; rows]);
+                unsafe {
+                    avx2::dot_rows_strided(&ws, stride, &x[..k], &mut s2);
+                    avx512::dot_rows_strided(&ws, stride, &x[..k], &mut s5);
+                }
+                assert_eq!(bits(&s2), bits(&s5), "strided {rows} {k}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
     }
 }
