@@ -18,6 +18,7 @@
 //! convert the rows' half scales four at a time (the same products `d_b * s_b`).
 
 use crate::blockq::QK;
+use crate::isa::Isa;
 
 /// An IEEE half (bits) as float32 (exact).
 #[inline(always)]
@@ -96,9 +97,7 @@ fn add8(a: &[f32; 8], b: &[f32; 8]) -> [f32; 8] {
 
 #[cfg(target_arch = "x86_64")]
 fn fast() -> bool {
-    use std::sync::OnceLock;
-    static FLAG: OnceLock<bool> = OnceLock::new();
-    *FLAG.get_or_init(|| crate::pool::has_avx2_fma() && std::is_x86_feature_detected!("f16c"))
+    crate::pool::has_avx2_fma()
 }
 
 /// Whether the AVX-512 F16 products run (the same bits as the AVX2 ones).
@@ -110,24 +109,14 @@ fn wide() -> bool {
 /// Q8_0 row (`cols / 32` blocks of 34 bytes) with 8-bit input `q` and its block scales.
 pub(crate) fn dot_q8_0(row: &[u8], q: &[i8], s: &[f32]) -> f32 {
     assert!(row.len() == s.len() * 34 && q.len() == s.len() * QK);
-    #[cfg(target_arch = "x86_64")]
-    if fast() {
-        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
-        return unsafe { avx2::dot_q8_0(row, q, s) };
-    }
-    dot_q8_0_portable(row, q, s)
+    rows_q8_0_at(crate::isa::current(), [row], q, s)[0]
 }
 
 /// Q4_0 row (`cols / 32` blocks of 18 bytes) with 8-bit input `q`, its block
 /// scales, and eight times its sums per group of four.
 pub(crate) fn dot_q4_0(row: &[u8], q: &[i8], s: &[f32], sums: &[i32]) -> f32 {
     assert!(row.len() == s.len() * 18 && q.len() == s.len() * QK && sums.len() == s.len() * 8);
-    #[cfg(target_arch = "x86_64")]
-    if fast() {
-        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
-        return unsafe { avx2::dot_q4_0(row, q, s, sums) };
-    }
-    dot_q4_0_portable(row, q, s, sums)
+    rows_q4_0_at(crate::isa::current(), [row], q, s, sums)[0]
 }
 
 /// F16 row (`cols` halves) with float32 input `x`.
@@ -149,11 +138,21 @@ pub(crate) fn dot_f16(row: &[u8], x: &[f32]) -> f32 {
 /// [`dot_q8_0`] of each of `R` weight rows with the same input (the same bits
 /// per row, the input's loads and scales shared).
 pub(crate) fn dot_rows_q8_0<const R: usize>(rows: [&[u8]; R], q: &[i8], s: &[f32]) -> [f32; R] {
+    rows_q8_0_at(crate::isa::current(), rows, q, s)
+}
+
+/// [`dot_rows_q8_0`] on the path of level `isa` (at most the detected one).
+fn rows_q8_0_at<const R: usize>(isa: Isa, rows: [&[u8]; R], q: &[i8], s: &[f32]) -> [f32; R] {
     assert!(q.len() == s.len() * QK && rows.iter().all(|r| r.len() == s.len() * 34));
+    assert!(isa <= crate::isa::detected());
     #[cfg(target_arch = "x86_64")]
-    if fast() {
-        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
-        return unsafe { avx2::dot_rows_q8_0(rows, q, s) };
+    match (isa, R) {
+        // SAFETY (each arm): the CPU has the level's features; the lengths are checked above.
+        (Isa::Avx512Vnni, _) => return unsafe { avx512::dot_rows_q8_0_vnni(rows, q, s) },
+        (Isa::Avx512, _) => return unsafe { avx512::dot_rows_q8_0_bw(rows, q, s) },
+        (Isa::Avx2, 1) => return [unsafe { avx2::dot_q8_0(rows[0], q, s) }; R],
+        (Isa::Avx2, _) => return unsafe { avx2::dot_rows_q8_0(rows, q, s) },
+        (Isa::Portable, _) => {}
     }
     rows.map(|row| dot_q8_0_portable(row, q, s))
 }
@@ -165,12 +164,28 @@ pub(crate) fn dot_rows_q4_0<const R: usize>(
     s: &[f32],
     sums: &[i32],
 ) -> [f32; R] {
+    rows_q4_0_at(crate::isa::current(), rows, q, s, sums)
+}
+
+/// [`dot_rows_q4_0`] on the path of level `isa` (at most the detected one).
+fn rows_q4_0_at<const R: usize>(
+    isa: Isa,
+    rows: [&[u8]; R],
+    q: &[i8],
+    s: &[f32],
+    sums: &[i32],
+) -> [f32; R] {
     assert!(q.len() == s.len() * QK && sums.len() == s.len() * 8);
     assert!(rows.iter().all(|r| r.len() == s.len() * 18));
+    assert!(isa <= crate::isa::detected());
     #[cfg(target_arch = "x86_64")]
-    if fast() {
-        // SAFETY: the CPU has AVX2, FMA and F16C; the lengths are checked above.
-        return unsafe { avx2::dot_rows_q4_0(rows, q, s, sums) };
+    match (isa, R) {
+        // SAFETY (each arm): the CPU has the level's features; the lengths are checked above.
+        (Isa::Avx512Vnni, _) => return unsafe { avx512::dot_rows_q4_0_vnni(rows, q, s, sums) },
+        (Isa::Avx512, _) => return unsafe { avx512::dot_rows_q4_0_bw(rows, q, s, sums) },
+        (Isa::Avx2, 1) => return [unsafe { avx2::dot_q4_0(rows[0], q, s, sums) }; R],
+        (Isa::Avx2, _) => return unsafe { avx2::dot_rows_q4_0(rows, q, s, sums) },
+        (Isa::Portable, _) => {}
     }
     rows.map(|row| dot_q4_0_portable(row, q, s, sums))
 }
@@ -242,6 +257,8 @@ fn dot_f16_portable(row: &[u8], x: &[f32]) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_f16;
 
@@ -461,6 +478,80 @@ mod tests {
         check_rows::<2>();
         check_rows::<4>();
         check_rows::<8>();
+    }
+
+    /// The levels this machine can run.
+    fn levels() -> Vec<Isa> {
+        Isa::ALL
+            .into_iter()
+            .filter(|&i| i <= crate::isa::detected())
+            .collect()
+    }
+
+    fn check_levels<const R: usize>() {
+        for blocks in [1usize, 2, 3, 5, 12, 48, 49] {
+            let q8 = rows_of(34, blocks, R, scale_pattern);
+            let q4 = rows_of(18, blocks, R, |r, b| scale_pattern(r + 3, b));
+            for x in inputs(blocks * QK) {
+                let a = quantize_rows(&x, true);
+                let (q, s, sums) = (&a.q[..], &a.scales[..], &a.sums[..]);
+                let rows8: [&[u8]; R] = std::array::from_fn(|r| &q8[r][..]);
+                let rows4: [&[u8]; R] = std::array::from_fn(|r| &q4[r][..]);
+                for isa in levels() {
+                    let got8 = rows_q8_0_at(isa, rows8, q, s);
+                    let got4 = rows_q4_0_at(isa, rows4, q, s, sums);
+                    for r in 0..R {
+                        let p8 = dot_q8_0_portable(&q8[r], q, s);
+                        let p4 = dot_q4_0_portable(&q4[r], q, s, sums);
+                        let one8 = rows_q8_0_at(isa, [&q8[r][..]], q, s)[0];
+                        let one4 = rows_q4_0_at(isa, [&q4[r][..]], q, s, sums)[0];
+                        let at = format!("{} {blocks} blocks, row {r} of {R}", isa.name());
+                        assert!(same(got8[r], p8), "q8_0 {at}: {} vs {p8}", got8[r]);
+                        assert!(same(got4[r], p4), "q4_0 {at}: {} vs {p4}", got4[r]);
+                        assert!(same(one8, p8) && same(one4, p4), "one row, {at}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_vector_level_gives_the_portable_integer_products_bit_for_bit() {
+        // Whatever the machine, at least the portable level runs; the rest are
+        // the levels it has (see `crate::isa::detected`).
+        check_levels::<1>();
+        check_levels::<3>();
+        check_levels::<4>();
+        check_levels::<8>();
+    }
+
+    #[test]
+    fn extreme_codes_stay_exact_at_every_level() {
+        // Q8_0 codes of -128 and 127 against inputs of -127 and 127 (the largest
+        // pair sums), Q4_0 nibbles 0 and 15: no 16-bit pair sum saturates.
+        let blocks = 5;
+        let x: Vec<f32> = (0..blocks * QK)
+            .map(|i| if i % 3 == 0 { -1.0 } else { 1.0 })
+            .collect();
+        let a = quantize_rows(&x, true);
+        let one = super::super::test_weights::half(1.0);
+        let mut q8 = Vec::new();
+        let mut q4 = Vec::new();
+        for b in 0..blocks {
+            q8.extend(one);
+            q8.extend((0..32).map(|j| if (j + b) % 3 == 0 { 0x80u8 } else { 0x7f }));
+            q4.extend(one);
+            q4.extend((0..16).map(|j| if (j + b) % 2 == 0 { 0x0fu8 } else { 0xf0 }));
+        }
+        let (q, s, sums) = (&a.q[..], &a.scales[..], &a.sums[..]);
+        for isa in levels() {
+            let p8 = dot_q8_0_portable(&q8, q, s);
+            let p4 = dot_q4_0_portable(&q4, q, s, sums);
+            let name = isa.name();
+            assert_eq!(rows_q8_0_at(isa, [&q8[..]; 2], q, s), [p8; 2], "{name}");
+            let got4 = rows_q4_0_at(isa, [&q4[..]; 2], q, s, sums);
+            assert_eq!(got4, [p4; 2], "{name}");
+        }
     }
 
     /// The AVX-512 F16 products give the portable (and AVX2) bits, at every tail length.
