@@ -240,3 +240,16 @@ def test_backend_discovery_prints_nothing_on_stderr_on_a_headless_machine(script
     assert done.stderr == ""
     if script == "backends":
         assert re.search(r"^vulkan ", done.stdout, re.M), done.stdout
+
+
+def test_a_cpu_lookup_enumerates_no_adapter():
+    """get_backend("cpu") runs only the cpu factory: this package's factories (and
+    wgpu's adapter enumeration) wait until a wgpu backend, auto or the list is asked for."""
+    code = (
+        "import sys, riftco.tensor as rt\n"
+        "rt.get_backend('cpu')\n"
+        "print('riftco.backends.metal.backend' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False" and done.stderr == ""
