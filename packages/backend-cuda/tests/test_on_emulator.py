@@ -34,7 +34,7 @@ def test_shared_tensor_suite_runs_on_the_emulated_kernels():
     run_backend_suite("cudaemu", **EMULATION)
 
 
-@pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py"])
+@pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py", "check_casts.py"])
 def test_tiny_model_and_bfloat16_on_the_emulated_kernels(check):
     run_checks(HERE / "gpu" / check, **EMULATION)
 

@@ -23,6 +23,8 @@ def test_shared_tensor_suite_runs_on_cuda():
     run_backend_suite("cuda")
 
 
-@pytest.mark.parametrize("check", ["check_model.py", "check_bfloat16.py", "check_jobs.py"])
+@pytest.mark.parametrize(
+    "check", ["check_model.py", "check_bfloat16.py", "check_casts.py", "check_jobs.py"]
+)
 def test_models_and_jobs_match_cpu(check):
     run_checks(HERE / "gpu" / check)

@@ -175,6 +175,14 @@ __device__ __forceinline__ double load_as_double(const void* x, i64 kind, i64 i)
 }
 
 // kinds: 0 float32, 1 int64, 2 bool, 3 uint8, 4 bfloat16
+// Float to integer, one rule on every device (the CPU backend's, x86's): toward
+// zero, and NaN, infinities and values outside [-2^63, 2^63) give INT64_MIN (the
+// GPU's own conversion would saturate). uint8 takes that integer's low byte.
+__device__ __forceinline__ i64 float_to_i64(double v) {
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return (i64)0x8000000000000000ull;
+    return (i64)v;
+}
+
 extern "C" __global__ void convert(const void* x, void* y, i64 n, i64 src, i64 dst) {
     FOR_EACH(i, n) {
         if (src == 1 && dst == 1) { ((i64*)y)[i] = ((const i64*)x)[i]; continue; }
@@ -186,9 +194,9 @@ extern "C" __global__ void convert(const void* x, void* y, i64 n, i64 src, i64 d
         double v = load_as_double(x, src, i);
         switch (dst) {
             case 0: ((float*)y)[i] = src == 1 ? (float)((const i64*)x)[i] : (float)v; break;
-            case 1: ((i64*)y)[i] = v != v ? (i64)0x8000000000000000ull : (i64)v; break;
+            case 1: ((i64*)y)[i] = float_to_i64(v); break;
             case 2: ((unsigned char*)y)[i] = v != 0.0; break;
-            case 3: ((unsigned char*)y)[i] = (unsigned char)(i64)v; break;
+            case 3: ((unsigned char*)y)[i] = (unsigned char)float_to_i64(v); break;
             case 4: ((bf16*)y)[i] = f32_to_bf16(src == 1 ? (float)((const i64*)x)[i] : (float)v); break;
         }
     }

@@ -149,6 +149,32 @@ def test_bfloat16_attention_is_the_float32_kernel_on_widened_inputs(backend, met
         same_bits(g, w)
 
 
+@pytest.mark.parametrize("method", ["flash", "materialized"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_bfloat16_attention_on_cublas_is_the_float32_route_on_widened_inputs(
+    backend, method, causal
+):
+    # One key/value head per query head, no window: the cuBLAS route. Its bfloat16
+    # scores product has exact products and float32 sums, as the float32 one on the
+    # widened inputs, in an order cuBLAS may choose per dtype: equal to rounding.
+    q, k, v = rand((2, 19, 3, 8), 23), rand((2, 23, 3, 8), 24), rand((2, 23, 3, 8), 25)
+    low = [rt.from_numpy(x.astype(BF16), backend=backend) for x in (q, k, v)]
+    wide = [t.astype("float32") for t in low]
+    kw = dict(method=method, causal=causal)
+    out, stats = rt.attention_with_stats(*low, **kw)
+    want, want_stats = rt.attention_with_stats(*wide, **kw)
+    close = dict(rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out.numpy(), want.numpy(), **close)
+    for s, w in zip(stats, want_stats):
+        np.testing.assert_allclose(s.numpy(), w.numpy(), **close)
+    grad = rt.from_numpy(rand((2, 19, 3, 8), 26), backend=backend)
+    for g, w in zip(
+        rt.attention_backward(grad, *low, out, stats, **kw),
+        rt.attention_backward(grad, *wide, want, want_stats, **kw),
+    ):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), **close)
+
+
 def refused_call(op: str, name: str) -> None:
     """``op`` of riftco-tensor on a bfloat16 operand on backend ``name``."""
     x = rt.from_numpy(rand((4, 8), 17), backend=name).astype("bfloat16")

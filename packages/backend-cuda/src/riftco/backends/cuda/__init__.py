@@ -27,7 +27,7 @@ import os
 
 from riftco.backends.cuda import libraries
 from riftco.backends.cuda.backend import API_VERSION, CudaBackend
-from riftco.backends.cuda.errors import CudaError
+from riftco.backends.cuda.errors import CudaDeviceLost, CudaError
 from riftco.backends.cuda.libraries import LibrarySearch, missing_reason, preload
 from riftco.tensor.plugin import BackendUnavailable
 
@@ -86,6 +86,7 @@ __all__ = [
     "API_VERSION",
     "DEVICE_VAR",
     "CudaBackend",
+    "CudaDeviceLost",
     "CudaError",
     "LibrarySearch",
     "create_backend",

@@ -12,6 +12,7 @@ and round once, layout ops copy it, and the float32-only kernels refuse it with 
 from __future__ import annotations
 
 from riftco.backends.cuda import _native
+from riftco.backends.cuda.guard import GuardedDevice
 from riftco.backends.cuda.libraries import LibrarySearch
 from riftco.backends.cuda.ops.attention import AttentionOps
 from riftco.backends.cuda.ops.base import BaseOps
@@ -52,8 +53,10 @@ class CudaBackend(
     dtypes = BASE_DTYPES | {DType.bfloat16}
 
     def __init__(self, device: _native.Device, libraries: dict[str, LibrarySearch]):
-        self.device = device
-        self.kernels = Launcher(device)
+        # Every device call guarded: a sticky error is "device lost" from then on, and
+        # RIFTCO_CUDA_SYNC=1 synchronizes after each launch, naming the kernel.
+        self.device = GuardedDevice(device)  # type: ignore[assignment]
+        self.kernels = Launcher(self.device)
         self.libraries = libraries
 
     def describe(self) -> str:

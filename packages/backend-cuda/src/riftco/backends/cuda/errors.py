@@ -16,4 +16,9 @@ class CudaDTypeError(CudaError, DTypeError):
     ``CudaError``."""
 
 
-__all__ = ["CudaDTypeError", "CudaError"]
+class CudaDeviceLost(CudaError):
+    """A sticky error (an illegal address, a failed launch) left the CUDA context
+    unusable: raised by the call that met it and by every later call."""
+
+
+__all__ = ["CudaDTypeError", "CudaDeviceLost", "CudaError"]
