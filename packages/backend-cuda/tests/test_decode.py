@@ -30,6 +30,8 @@ V, D, HEADS, DH, LAYERS, HIDDEN, CONTEXT = 40, 16, 2, 8, 2, 24, 48
 TOL = 2e-5
 #: the same with bfloat16 weights (8 bits of mantissa).
 TOL_BF16 = 2e-2
+#: Q8_0 / Q4_0 weights (the inputs quantized to 8 bits per block of 32 on both sides).
+TOL_BLOCKS = 2e-5
 
 TOPOLOGIES = {
     "gpt2": dict(norm="layer", ff="gelu_tanh", rope=None, kv=2, bias=True, window=0),
@@ -455,3 +457,33 @@ def test_a_riftco_nn_session_token_costs_one_upload_one_graph_launch_one_read(pa
             "graph_launch": 1,
             "capture": 0,
         }
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("preset", ["gpt2", "llama"])
+def test_block_layout_weights_decode_as_the_cpu_decodes_them(emu, preset, fmt):
+    nn = pytest.importorskip("riftco.nn")
+    from riftco.nn.native_decode import decoder_for
+
+    config = nn.TransformerConfig.preset(
+        preset, vocab_size=48, context_length=32, d_model=64, n_heads=2, n_layers=2, d_ff=96
+    )
+    models = []
+    for backend in ("cpu", emu):
+        model = nn.DecoderOnlyTransformer(config, seed=4, backend=backend)
+        model.quantize_for_inference(fmt)
+        models.append(model)
+    plan = decoder_for(models[1])._program
+    assert isinstance(plan, DecodePlan) and plan.blocks
+    outs = []
+    for model in models:
+        cache = nn.ContiguousKVCache(config, max_sequences=2, capacity=16, backend=model.backend)
+        ids = [cache.add_sequence() for _ in range(2)]
+        steps = [model.forward_incremental([[1, 2, 3], [4, 5]], cache, ids).numpy()]
+        for t in range(4):
+            steps.append(model.forward_incremental([[t + 6], [t + 9]], cache, ids).numpy())
+        outs.append(np.stack(steps))
+    # activations are quantized to 8 bits per block as on the CPU (measured: within 6e-8
+    # of the largest logit; a code could round the other way where the inputs differ in
+    # their last bits)
+    assert_close(outs[1], outs[0], TOL_BLOCKS)

@@ -227,3 +227,88 @@ extern "C" __global__ void decode_swiglu(const float* gu, float* g, i64 n, i64 h
         g[e] = s * b;
     }
 }
+
+// llama.cpp's block layouts (riftco-tensor's blockq): Q8_0 rows of 34-byte blocks (a
+// little-endian half scale, 32 int8 codes), Q4_0 rows of 18-byte blocks (a half scale,
+// 16 bytes: low nibbles elements 0..15, high nibbles 16..31, each minus 8). The input
+// rows are quantized first as the CPU quantizes them (ggml's quantize_row_q8_0 on
+// x86-64): a = max |x| per block of 32, codes rint(x * (127 / a)) (ties to even), the
+// scale a / 127 rounded to a half (ties to even).
+
+__device__ __forceinline__ float half_bits_to_f32(unsigned int h) {
+    unsigned int sign = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 0) {
+        float v = (float)m * 5.9604644775390625e-8f;  // m * 2^-24
+        return sign ? -v : v;
+    }
+    if (e == 31) return __uint_as_float(sign | 0x7f800000u | (m << 13));
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+__device__ __forceinline__ unsigned int f32_to_half_bits(float f) {
+    unsigned int u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (a >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and up round to infinity
+    if (a >= 0x38800000u) {                       // a normal half
+        unsigned int r = a - 0x38000000u;
+        r += 0x0fffu + ((r >> 13) & 1u);
+        return sign | (r >> 13);
+    }
+    return sign | (unsigned int)rintf(__uint_as_float(a) * 16777216.0f);  // subnormal: x / 2^-24
+}
+
+// xq [n, cols] int8 codes and xs [n, cols / 32] scales of the input rows x [n, cols].
+extern "C" __global__ void decode_quantize_q8(const float* x, signed char* xq, float* xs, i64 n, i64 cols) {
+    i64 blocks = cols / 32;
+    FOR_EACH(e, n * blocks) {
+        const float* xb = x + e * 32;
+        float a = 0.0f;
+        for (int j = 0; j < 32; ++j) a = fmaxf(a, fabsf(xb[j]));
+        float inv = a != 0.0f ? 127.0f / a : 0.0f;
+        for (int j = 0; j < 32; ++j) xq[e * 32 + j] = (signed char)rintf(xb[j] * inv);
+        xs[e] = half_bits_to_f32(f32_to_half_bits(a / 127.0f));
+    }
+}
+
+// y[i, r] = (accumulate ? y : 0) + sum over blocks of (integer dot) * (d * s) + bias[r].
+template <int Q4>
+__device__ void linear_blocks(const unsigned char* w, const float* bias, const signed char* xq, const float* xs,
+                              float* y, i64 n, i64 rows, i64 cols, i64 accumulate) {
+    __shared__ double scratch[THREADS];
+    const i64 bytes = Q4 ? 18 : 34, blocks = cols / 32;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const unsigned char* wr = w + r * blocks * bytes;
+        for (i64 i = 0; i < n; ++i) {
+            double s = 0.0;
+            for (i64 b = threadIdx.x; b < blocks; b += blockDim.x) {
+                const unsigned char* blk = wr + b * bytes;
+                const signed char* q = xq + (i * blocks + b) * 32;
+                int p = 0;
+                for (int j = 0; j < 32; ++j) {
+                    int v = Q4 ? (int)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4)) - 8
+                               : (int)(signed char)blk[2 + j];
+                    p += v * (int)q[j];
+                }
+                float d = half_bits_to_f32((unsigned int)blk[0] | ((unsigned int)blk[1] << 8)) * xs[i * blocks + b];
+                s += (double)p * (double)d;
+            }
+            double total = block_sum(s, scratch);
+            if (threadIdx.x == 0) {
+                float v = (float)total + (bias ? bias[r] : 0.0f);
+                y[i * rows + r] = accumulate ? y[i * rows + r] + v : v;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void decode_linear_q8_0(const unsigned char* w, const float* bias, const signed char* xq,
+                                              const float* xs, float* y, i64 n, i64 rows, i64 cols,
+                                              i64 accumulate) {
+    linear_blocks<0>(w, bias, xq, xs, y, n, rows, cols, accumulate);
+}
+
+extern "C" __global__ void decode_linear_q4_0(const unsigned char* w, const float* bias, const signed char* xq,
+                                              const float* xs, float* y, i64 n, i64 rows, i64 cols,
+                                              i64 accumulate) {
+    linear_blocks<1>(w, bias, xq, xs, y, n, rows, cols, accumulate);
+}

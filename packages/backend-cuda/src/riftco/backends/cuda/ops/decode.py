@@ -42,7 +42,12 @@ _NORM = kernel("decode", "decode_norm")
 _LINEAR = {
     "float32": kernel("decode", "decode_linear_f32"),
     "bfloat16": kernel("decode", "decode_linear_bf16"),
+    "q8_0": kernel("decode", "decode_linear_q8_0"),
+    "q4_0": kernel("decode", "decode_linear_q4_0"),
 }
+_QUANTIZE = kernel("decode", "decode_quantize_q8")
+#: Bytes of a block of 32 elements of the llama.cpp layouts the plan reads.
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
 _ROTARY = kernel("decode", "decode_rotary")
 _WRITE = kernel("decode", "decode_write_cache")
 _SPLIT = kernel("decode", "decode_attention_split")
@@ -58,6 +63,8 @@ LINEAR_ROLES = frozenset(
 )
 FEED_FORWARDS = frozenset({"gelu", "gelu_tanh", "swiglu"})
 WEIGHT_DTYPES = ("float32", "bfloat16")
+#: The DecodeLinear formats the plan reads (f32 as float32 or bfloat16).
+HELD_FORMATS = frozenset({"f32", "q8_0", "q4_0"})
 #: Keys per split-KV block on a GPU (the emulator uses its own, smaller).
 CHUNK = 256
 
@@ -119,6 +126,10 @@ class _Shape:
         self.att = k.alloc((n, plan.heads * plan.head_dim), "float32")
         self.part = k.alloc((n * plan.heads * self.splits * (plan.head_dim + 2),), "float32")
         self.u = k.alloc((n, max(plan.ff_width, 1)), "float32")
+        # the input rows of a Q8_0 / Q4_0 product, quantized (codes and block scales)
+        widest = max(d, plan.heads * plan.head_dim, plan.hidden)
+        self.xq = k.alloc((n * widest,), "uint8") if plan.blocks else None
+        self.xs = k.alloc((n * widest // 32 + 1,), "float32") if plan.blocks else None
         self.g = k.alloc((n, max(plan.hidden, 1)), "float32")
         self.last = k.alloc((m, d), "float32")
         self.logits = k.alloc((m, plan.vocab), "float32")
@@ -171,6 +182,7 @@ class DecodePlan:
                 np.float32
             )
             self.inv_freq = self.kernels.upload(inv, "float32")
+        self.blocks = False  # whether any product reads Q8_0 / Q4_0 blocks
         kinds = {layer.feed_forward for layer in s.layers}
         self.hidden = 0
         self.layers = []
@@ -195,19 +207,27 @@ class DecodePlan:
         self.head = self._fuse([s.head])
         self.shapes: dict[tuple, _Shape] = {}
 
-    def _fuse(self, linears: Sequence[Any]) -> tuple[Any, Any, int, int]:
+    def _fuse(self, linears: Sequence[Any]) -> tuple[Any, Any, int, int, str]:
         """One ``[sum of rows, cols]`` weight (and bias, zeros where a part has none) in
-        the plan's weight dtype: ``(weight, bias or None, rows, cols)``."""
+        the plan's weight dtype (block layouts as they are): ``(weight, bias or None,
+        rows, cols, kernel format)``."""
         cols = linears[0].shape[1]
         rows = sum(lin.shape[0] for lin in linears)
+        formats = {lin.format for lin in linears}
+        if len(formats) != 1:
+            raise CapabilityMissing(
+                f"the cuda decode plan fuses linears of one format, found {sorted(formats)}"
+            )
+        fmt = linears[0].format
+        row_bytes = cols // 32 * BLOCK_BYTES[fmt] if fmt in BLOCK_BYTES else cols * 4
         k, dev = self.kernels, self.device
         if len(linears) == 1:
             weight = linears[0].arrays[0]
         else:
-            weight = k.alloc((rows, cols), "float32")
+            weight = k.alloc((rows * row_bytes,), "uint8" if fmt in BLOCK_BYTES else "float32")
             at = 0
             for lin in linears:
-                size = lin.shape[0] * cols * 4
+                size = lin.shape[0] * row_bytes
                 dev.copy(weight, at, lin.arrays[0], 0, size)
                 at += size
         bias = None
@@ -222,9 +242,14 @@ class DecodePlan:
                     if lin.bias is not None:
                         dev.copy(bias, at, lin.bias, 0, lin.shape[0] * 4)
                     at += lin.shape[0] * 4
+        if fmt in BLOCK_BYTES:
+            if cols % 32:
+                raise CapabilityMissing(f"{fmt} weights of {cols} columns (not blocks of 32)")
+            self.blocks = True
+            return weight, bias, rows, cols, fmt
         if self.weights == "bfloat16":
             weight = self.backend._convert(weight, (rows, cols), "float32", "bfloat16")
-        return weight, bias, rows, cols
+        return weight, bias, rows, cols, self.weights
 
     # -- the launch list ----------------------------------------------------------------
     def _launch_list(self, sh: _Shape, sample: bool) -> list[tuple]:
@@ -238,12 +263,15 @@ class DecodePlan:
             out.append((kern.module, kern.name, g, block, 0, args))
 
         def linear(w: tuple, x: Any, y: Any, rows_in: int, accumulate: int) -> None:
-            weight, bias, rows, cols = w
-            add(
-                _LINEAR[self.weights],
-                row_grid(rows),
-                [weight, bias, x, y, rows_in, rows, cols, accumulate],
-            )
+            weight, bias, rows, cols, fmt = w
+            if fmt in BLOCK_BYTES:
+                add(
+                    _QUANTIZE, grid(rows_in * cols // 32, k.block), [x, sh.xq, sh.xs, rows_in, cols]
+                )
+                args = [weight, bias, sh.xq, sh.xs, y, rows_in, rows, cols, accumulate]
+            else:
+                args = [weight, bias, x, y, rows_in, rows, cols, accumulate]
+            add(_LINEAR[fmt], row_grid(rows), args)
 
         add(
             _EMBED,
@@ -323,7 +351,9 @@ class DecodePlan:
     def launches_per_step(self) -> int:
         """Kernels of one step without graphs (the launch budget then)."""
         per_layer = 10 + (self.inv_freq is not None)
-        return 3 + per_layer * len(self.layers)
+        fused = [w for _, f, _ in self.layers for w in f.values()] + [self.head]
+        quantized = sum(w[4] in BLOCK_BYTES for w in fused)  # + a quantize each
+        return 3 + per_layer * len(self.layers) + quantized
 
     # -- a step ---------------------------------------------------------------------------
     def _pack(self, batch: Any) -> tuple[np.ndarray, tuple]:
@@ -538,9 +568,9 @@ def _refuse_unknown(spec: Any) -> None:
             f"{lin.format} weights"
             for layer in spec.layers
             for lin in (*layer.linears.values(),)
-            if lin.format != "f32"
+            if lin.format not in HELD_FORMATS
         }
-        | ({f"{spec.head.format} weights"} if spec.head.format != "f32" else set())
+        | ({f"{spec.head.format} weights"} if spec.head.format not in HELD_FORMATS else set())
     )
     if unknown:
         raise CapabilityMissing(
