@@ -6,8 +6,10 @@
 //! 2008) as BLIS arranges it: a KC-deep slice of the right operand is packed into
 //! NR-wide panels (which stream through L1), an MC x KC block of the left operand
 //! into MR-tall panels (which stay in L2), and an MR x NR = 6 x 16 tile of the
-//! output lives in twelve AVX registers while broadcast FMAs update it. Elsewhere
-//! the `gemm` crate does the work.
+//! output lives in twelve AVX registers while broadcast FMAs update it; with
+//! AVX-512 the tile is MR x 2 NR (two adjacent panels) in twelve 512-bit
+//! registers, each element's chain and store unchanged, so the bits are the same.
+//! Elsewhere the `gemm` crate does the work.
 //!
 //! Summation order: output element (i, j) accumulates `p` ascending inside each
 //! KC slice in one register lane, and each slice's sum is added to the output in
@@ -104,6 +106,8 @@ mod panels;
 mod rhs;
 #[cfg(target_arch = "x86_64")]
 mod tile;
+#[cfg(target_arch = "x86_64")]
+mod tile512;
 
 pub use rhs::PackedRhs;
 
@@ -219,5 +223,45 @@ mod tests {
         assert_eq!(out, [3.0; 6]);
         unsafe { gemm_into(2, 3, 0, out.as_mut_ptr(), 3, false, nothing, nothing, 1.0) };
         assert_eq!(out, [0.0; 6]);
+    }
+
+    /// The AVX-512 tile gives every element the AVX2 tile's bits.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_vector_widths_give_the_same_bits() {
+        use crate::isa::{current, Isa};
+        if current() < Isa::Avx512 {
+            return;
+        }
+        for &(m, k, n) in &[(13, 300, 70), (6, 800, 32), (50, 17, 100), (7, 5, 4100)] {
+            let (a, b) = (data(m * k, 5), data(k * n, 6));
+            let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+            let run = |lhs: Mat, accumulate: bool| {
+                let mut out = data(m * n, 7);
+                unsafe {
+                    gemm_into(
+                        m,
+                        n,
+                        k,
+                        out.as_mut_ptr(),
+                        n,
+                        accumulate,
+                        lhs,
+                        Mat(b.as_ptr(), n, 1),
+                        0.7,
+                    )
+                };
+                out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            for lhs in [Mat(a.as_ptr(), k, 1), Mat(at.as_ptr(), 1, m)] {
+                for accumulate in [false, true] {
+                    blocking::NARROW.with(|f| f.set(true));
+                    let narrow = run(lhs, accumulate);
+                    blocking::NARROW.with(|f| f.set(false));
+                    let wide = run(lhs, accumulate);
+                    assert_eq!(narrow, wide, "{m}x{k}x{n}");
+                }
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 
 use super::panels::{pack_a, pack_b};
 use super::tile::tile;
+use super::tile512::tile2;
 use super::{Mat, MR, NR};
 
 /// Greatest depth of one packed slice. The depth is `k` split evenly into as
@@ -26,6 +27,20 @@ thread_local! {
 /// slices as KC allows (a function of `k` alone).
 pub(super) fn slice_depth(k: usize) -> usize {
     k.div_ceil(k.div_ceil(KC))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to run the AVX2 tile on this thread whatever the level.
+    pub(super) static NARROW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[inline]
+fn narrow_for_tests() -> bool {
+    #[cfg(test)]
+    return NARROW.with(|n| n.get());
+    #[cfg(not(test))]
+    false
 }
 
 fn grow(buffer: &mut Vec<f32>, len: usize) {
@@ -51,6 +66,7 @@ unsafe fn rows_times_panels(
     add: bool,
     apack: &mut Vec<f32>,
 ) {
+    let wide = crate::isa::current() >= crate::isa::Isa::Avx512 && !narrow_for_tests();
     for ic in (i0..i1).step_by(MC) {
         let mc = MC.min(i1 - ic);
         // A row-major left operand is read in place: its rows are already
@@ -63,7 +79,32 @@ unsafe fn rows_times_panels(
             pack_a(a, ic, mc, pc, kc, apack);
             (apack.as_ptr(), 1, MR, kc)
         };
-        for jr in (0..nc).step_by(NR) {
+        let mut jr = 0;
+        while wide && jr + NR < nc {
+            // Two panels at a time on AVX-512 (the same bits as one at a time).
+            let cols = (2 * NR).min(nc - jr);
+            let (p0, p1) = (bp.add(jr * kc), bp.add((jr + NR) * kc));
+            for ir in (0..mc).step_by(MR) {
+                let rows = MR.min(mc - ir);
+                let out = dst.add((ic + ir) * ldc + jr);
+                tile2(
+                    kc,
+                    ap.add(ir * step),
+                    a_rs,
+                    a_cs,
+                    p0,
+                    p1,
+                    out,
+                    ldc,
+                    rows,
+                    cols,
+                    alpha,
+                    add,
+                );
+            }
+            jr += 2 * NR;
+        }
+        for jr in (jr..nc).step_by(NR) {
             let cols = NR.min(nc - jr);
             let panel = bp.add(jr * kc);
             for ir in (0..mc).step_by(MR) {
