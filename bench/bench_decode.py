@@ -19,7 +19,10 @@ Q8_0, Q4_0: by the same rule as ``quantize_for_inference``, the blocks of
 Q6_K), so each file holds the matrices riftco runs, and ``llama-bench -p P -n N`` runs
 alternately with riftco for ``--rounds`` rounds; each figure is the median over
 rounds and is printed with its ratio. Without the peer it prints riftco's figures
-alone. Serving throughput is ``bench/bench_serve.py``'s. Nothing asserts on time.
+alone. It also prints the CPU vector path in use (``rt.cpu_isa()``; ``RIFTCO_CPU_ISA``
+lowers it), and for each decode row the GB/s of weights the step streamed (the weight
+bytes one token reads times tokens/s) beside the machine's read bandwidth at the same
+thread count (``bench_stream.py``'s numpy read, measured here once). Serving throughput is ``bench/bench_serve.py``'s. Nothing asserts on time.
 
     python bench/bench_decode.py [--threads 2] [--rounds 3] [--build-peer]
                                  [--peer-dir ~/.cache/riftco/llamacpp]
@@ -44,6 +47,11 @@ from riftco.text import BpeTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llamacpp_peer as peer
+from bench_stream import read_bandwidth
+
+#: Bytes per weight element of each type (NF4: 4-bit codes, a block scale per 64
+#: with double quantization, about 0.52).
+ELEMENT_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "nf4": 0.52}
 
 
 def build_model(args: argparse.Namespace) -> tuple[nn.DecoderOnlyTransformer, BpeTokenizer]:
@@ -138,6 +146,28 @@ ROWS = (
 )
 
 
+def weight_bytes(config, kind: str) -> float:
+    """Weight bytes one decode step reads: every layer's matrices and the head (the
+    head stays float32 under NF4, as ``quantize_model`` leaves it)."""
+    d, ff = config.d_model, config.d_ff
+    layers = config.n_layers * (4 * d * d + 2 * d * ff) * ELEMENT_BYTES[kind]
+    head = config.vocab_size * d * ELEMENT_BYTES["f32" if kind == "nf4" else kind]
+    return layers + head
+
+
+def report_streaming(ours: list[dict], config, bandwidth: float) -> None:
+    print(f"\nweights streamed per decode step (machine read bandwidth {bandwidth:.1f} GB/s)")
+    for kind, key in (("f32", "decode f32"), *WEIGHTS, ("nf4", "decode nf4")):
+        values = [r[key] for r in ours if key in r]
+        if values:
+            tok_s = statistics.median(values)
+            gbs = weight_bytes(config, kind) * tok_s / 1e9
+            print(
+                f"  {kind:<5} {weight_bytes(config, kind) / 1e6:7.1f} MB/token  "
+                f"{gbs:6.1f} GB/s  {gbs / bandwidth:5.2f}x of the machine's"
+            )
+
+
 def report(ours: list[dict], theirs: list[dict]) -> None:
     def median(rounds: list[dict], key: str) -> float | None:
         values = [r[key] for r in rounds if key in r]
@@ -198,6 +228,11 @@ def main() -> int:
         f"{model.num_parameters():,} parameters; batch 1; {args.threads} threads; "
         f"prompt {args.prompt}, {args.gen} decoded tokens; {args.rounds} alternating rounds"
     )
+    bandwidth = read_bandwidth(args.threads)
+    print(
+        f"CPU vector path: {rt.cpu_isa()} (detected {rt.cpu_isa_detected()}); "
+        f"read bandwidth at {args.threads} threads: {bandwidth:.1f} GB/s (numpy)"
+    )
     if not use_peer:
         print(f"llama.cpp: not built in {args.peer_dir} (--build-peer builds it): riftco alone")
     ours, theirs = [], []
@@ -209,6 +244,7 @@ def main() -> int:
             if use_peer:
                 theirs.append(peer_round(args, files))
     report(ours, theirs)
+    report_streaming(ours, c, bandwidth)
     return 0
 
 
