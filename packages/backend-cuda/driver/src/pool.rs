@@ -42,10 +42,19 @@ pub struct Pool {
 pub type PoolStats = (usize, usize);
 
 impl Pool {
+    /// The blocks, even after a panic while another caller held them (the counts
+    /// are updated together with the lists, so a poisoned lock still holds a
+    /// consistent pool): no poisoned-mutex panic follows a panic.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Blocks> {
+        self.blocks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// A block of at least `bytes` (never managed memory).
     pub fn alloc(&self, bytes: usize) -> Result<(sys::CUdeviceptr, usize)> {
         let size = rounded(bytes);
-        let mut b = self.blocks.lock().unwrap();
+        let mut b = self.lock();
         if let Some(ptr) = b.free.get_mut(&size).and_then(|v| v.pop()) {
             b.cached_bytes -= size;
             b.in_use_bytes += size;
@@ -54,16 +63,26 @@ impl Pool {
         // SAFETY: a plain device allocation in the current context.
         let ptr = match unsafe { result::malloc_sync(size) } {
             Ok(p) => p,
-            Err(_) => {
-                // Out of memory: give the cached blocks back and try once more.
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                // Out of memory: wait for the stream (cached blocks may still be read
+                // by enqueued kernels), give the cached blocks back, try once more.
+                result::ctx::synchronize()?;
+                let cached = b.cached_bytes;
                 Self::release(&mut b)?;
                 unsafe { result::malloc_sync(size) }.map_err(|e| {
                     Error(format!(
-                        "could not allocate {size} bytes of device memory ({} in use): {}",
+                        "out of device memory: could not allocate {size} bytes ({} in use, \
+                         {cached} cached blocks given back first): {}",
                         b.in_use_bytes,
                         Error::from(e)
                     ))
                 })?
+            }
+            Err(e) => {
+                return Err(Error(format!(
+                    "could not allocate {size} bytes of device memory: {}",
+                    Error::from(e)
+                )))
             }
         };
         b.in_use_bytes += size;
@@ -72,7 +91,7 @@ impl Pool {
 
     /// Return a block taken with [`Pool::alloc`] (its rounded size).
     pub fn free(&self, ptr: sys::CUdeviceptr, size: usize) {
-        let mut b = self.blocks.lock().unwrap();
+        let mut b = self.lock();
         b.in_use_bytes -= size;
         b.cached_bytes += size;
         b.free.entry(size).or_default().push(ptr);
@@ -91,18 +110,32 @@ impl Pool {
 
     /// Give every cached block back to the driver.
     pub fn trim(&self) -> Result<()> {
-        Self::release(&mut self.blocks.lock().unwrap())
+        Self::release(&mut self.lock())
     }
 
     pub fn stats(&self) -> PoolStats {
-        let b = self.blocks.lock().unwrap();
+        let b = self.lock();
         (b.in_use_bytes, b.cached_bytes)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::rounded;
+    use super::{rounded, Pool};
+
+    #[test]
+    fn a_panic_while_the_pool_is_held_does_not_poison_it() {
+        let pool = Pool::default();
+        let held = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _guard = pool.lock();
+            panic!("while holding the pool");
+        }));
+        assert!(held.is_err());
+        assert!(pool.blocks.is_poisoned());
+        assert_eq!(pool.stats(), (0, 0));
+        pool.trim().unwrap(); // nothing cached: no driver call
+        assert_eq!(pool.stats(), (0, 0));
+    }
 
     #[test]
     fn sizes_round_up_to_their_step() {
