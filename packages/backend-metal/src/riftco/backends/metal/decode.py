@@ -275,7 +275,9 @@ def step(rt: Runtime, p: Program, batch: Any) -> Storage:
             count, d, f32bits(s.eps), int(rms), int(weights.weight is not None),
             int(weights.bias is not None),
         ]  # fmt: skip
-        rt.run(rt.kernel("norm"), [src, w, bias, dst, b["s1"], b["s2"]], params, (count, 1, 1))
+        rt.run(
+            rt.kernel("norm"), [src, w, bias, dst, b["s1"], b["s2"]], params, groups_for(count, 1)
+        )
 
     def linear(lin: Any, src, src_stride, src_at, dst, dst_stride, dst_at, count, acc=False):
         out_rows, cols = lin.shape
