@@ -22,19 +22,33 @@ use crate::pool::{parallel, Shared};
 /// Output rows per piece handed to the team.
 const ROWS: usize = 16;
 
-/// Weight rows dotted with the input at once.
-const AT_ONCE: usize = 1;
+/// Weight rows dotted with the input at once: four with AVX-512 (32 registers),
+/// one otherwise.
+const AT_ONCE: usize = 4;
+
+fn at_once() -> usize {
+    if crate::isa::current() >= crate::isa::Isa::Avx512 {
+        AT_ONCE
+    } else {
+        1
+    }
+}
 
 /// `out [rows] = dequant(w) @ x (+ bias)` for one input row `x [cols]`.
 pub(crate) fn linear_vector(w: &Nf4Weight, x: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows, w.cols);
     let dst = Shared::new(out);
+    let at_once = at_once();
     let piece = |p: usize| {
         let first = p * ROWS;
         let last = (first + ROWS).min(n);
         let mut r = first;
         while r < last {
-            let take = if r + AT_ONCE <= last { AT_ONCE } else { 1 };
+            let take = if at_once == AT_ONCE && r + AT_ONCE <= last {
+                AT_ONCE
+            } else {
+                1
+            };
             let y: [f32; AT_ONCE] = if take == AT_ONCE {
                 row_dots(w, std::array::from_fn(|j| (r + j) * k), x)
             } else {
@@ -62,6 +76,11 @@ pub(crate) fn linear_vector(w: &Nf4Weight, x: &[f32], bias: Option<&[f32]>, out:
 /// The dot product of `x` with the weight's flat elements `start .. start + x.len()`.
 pub(crate) fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
+    if crate::isa::current() >= crate::isa::Isa::Avx512 && whole_blocks(w, start, x.len()) {
+        // SAFETY: the CPU has AVX-512 F and FMA; the row holds whole blocks.
+        return unsafe { avx512::whole_blocks::<1>(w, [start], x)[0] };
+    }
+    #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() {
         if whole_blocks(w, start, x.len()) {
             // SAFETY: the CPU has AVX2 and FMA; the row holds whole blocks.
@@ -78,6 +97,10 @@ pub(crate) fn row_dot(w: &Nf4Weight, start: usize, x: &[f32]) -> f32 {
 pub(crate) fn row_dots<const R: usize>(w: &Nf4Weight, starts: [usize; R], x: &[f32]) -> [f32; R] {
     #[cfg(target_arch = "x86_64")]
     if crate::pool::has_avx2_fma() && starts.iter().all(|&s| whole_blocks(w, s, x.len())) {
+        if crate::isa::current() >= crate::isa::Isa::Avx512 {
+            // SAFETY: the CPU has AVX-512 F and FMA; every row holds whole blocks.
+            return unsafe { avx512::whole_blocks(w, starts, x) };
+        }
         // SAFETY: the CPU has AVX2 and FMA; every row holds whole blocks.
         return unsafe { avx2::whole_blocks(w, starts, x) };
     }
@@ -256,8 +279,10 @@ mod avx2 {
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         let mut base = 0;
         while base < x.len() {
-            let scale: [__m256; R] =
-                std::array::from_fn(|r| _mm256_set1_ps(w.scale((starts[r] + base) >> shift)));
+            let mut scale = [_mm256_setzero_ps(); R];
+            for (v, &start) in scale.iter_mut().zip(&starts) {
+                *v = _mm256_set1_ps(w.scale((start + base) >> shift));
+            }
             let mut i = base;
             while i < base + block {
                 for r in 0..R {
@@ -272,7 +297,12 @@ mod avx2 {
             }
             base += block;
         }
-        std::array::from_fn(|r| total(acc[r][0], acc[r][1], 0.0))
+        // A loop, not a closure: a closure would not inherit the target features.
+        let mut out = [0.0f32; R];
+        for (o, a) in out.iter_mut().zip(&acc) {
+            *o = total(a[0], a[1], 0.0);
+        }
+        out
     }
 
     /// Any row: the walk of `row_dot_portable`.
@@ -318,6 +348,85 @@ mod avx2 {
     }
 }
 
+/// Rows of whole blocks with AVX-512 F: sixteen consecutive weights a register,
+/// the group pair `2 t, 2 t + 1` in lanes 0-7 and 8-15, so one accumulator holds
+/// the even and the odd groups' lanes exactly as the two AVX2 ones do. A weight
+/// is one lane of the block's scaled codebook (sixteen floats, one register:
+/// `vpermps` by the code), the float32 `scaled_codebook` holds; the same fused
+/// multiply-adds in the same order, so the bits are those of the other versions.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    // The AVX-512 intrinsics are stable from Rust 1.89 (the workspace's MSRV is older).
+    #![allow(clippy::incompatible_msrv)]
+
+    use super::finish;
+    use crate::nf4::{Nf4Weight, CODEBOOK};
+    use std::arch::x86_64::*;
+
+    /// The sum of the sixteen lanes in lane order, as `finish` adds them.
+    #[inline(always)]
+    unsafe fn total(acc: __m512) -> f32 {
+        let mut lanes = [0.0f32; 16];
+        _mm512_storeu_ps(lanes.as_mut_ptr(), acc);
+        finish(&lanes, 0.0)
+    }
+
+    /// See the module docs: `starts` and `x.len()` multiples of the block, so a
+    /// block holds a multiple of 32 elements and every read is inside the codes.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn whole_blocks<const R: usize>(
+        w: &Nf4Weight,
+        starts: [usize; R],
+        x: &[f32],
+    ) -> [f32; R] {
+        let (block, codes) = (w.block, w.codes.as_ptr());
+        let shift = block.trailing_zeros();
+        for &s in &starts {
+            // Bytes s / 2 .. (s + x.len()) / 2 are read (s is even).
+            assert!(s % block == 0 && x.len() % block == 0 && (s + x.len()) / 2 <= w.codes.len());
+        }
+        let codebook = _mm512_loadu_ps(CODEBOOK.as_ptr());
+        // Lane e of a run of sixteen takes code byte e / 2 (a 32-bit word of the
+        // 16 bytes loaded) shifted to nibble e % 2 of its byte; `vpermps` reads
+        // the low four bits.
+        let words_lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let words_hi = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        let nibbles = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+        let mut acc = [_mm512_setzero_ps(); R];
+        let mut base = 0;
+        while base < x.len() {
+            // Loops, not closures: a closure would not inherit the target features.
+            let mut table = [codebook; R];
+            for (t, &start) in table.iter_mut().zip(&starts) {
+                *t = _mm512_mul_ps(codebook, _mm512_set1_ps(w.scale((start + base) >> shift)));
+            }
+            let mut i = base;
+            while i < base + block {
+                let x0 = _mm512_loadu_ps(x.as_ptr().add(i));
+                let x1 = _mm512_loadu_ps(x.as_ptr().add(i + 16));
+                for r in 0..R {
+                    let c = _mm512_castsi128_si512(_mm_loadu_si128(
+                        codes.add((starts[r] + i) / 2) as *const __m128i
+                    ));
+                    let i0 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(words_lo, c), nibbles);
+                    let i1 = _mm512_srlv_epi32(_mm512_permutexvar_epi32(words_hi, c), nibbles);
+                    let w0 = _mm512_permutexvar_ps(i0, table[r]);
+                    let w1 = _mm512_permutexvar_ps(i1, table[r]);
+                    acc[r] = _mm512_fmadd_ps(w0, x0, acc[r]);
+                    acc[r] = _mm512_fmadd_ps(w1, x1, acc[r]);
+                }
+                i += 32;
+            }
+            base += block;
+        }
+        let mut out = [0.0f32; R];
+        for (o, &a) in out.iter_mut().zip(&acc) {
+            *o = total(a);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +469,55 @@ mod tests {
                 assert!((out[r] as f64 - expected).abs() < 1e-4, "row {r}");
                 let portable = row_dot_portable(&w, r * cols, &x) + bias[r];
                 assert_eq!(out[r].to_bits(), portable.to_bits(), "row {r}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx512_walk_gives_the_avx2_and_portable_bits() {
+        use crate::isa::{detected, Isa};
+        if detected() < Isa::Avx2 {
+            return;
+        }
+        for &(rows, cols, block) in &[(6, 64, 64), (5, 384, 32), (4, 1536, 128), (3, 4096, 4096)] {
+            let (codes, scales) = weight(rows, cols, block);
+            let mut scales = scales;
+            scales[1] = -0.0;
+            scales[2] = f32::INFINITY;
+            let w = Nf4Weight {
+                codes: &codes,
+                scales: Scales::Plain(&scales),
+                rows,
+                cols,
+                block,
+            };
+            let mut x: Vec<f32> = (0..cols)
+                .map(|i| ((i * 11 % 23) as f32 - 11.0) / 5.0)
+                .collect();
+            x[cols / 3] = -0.0;
+            let starts: [usize; 3] = std::array::from_fn(|j| (j % rows) * cols);
+            // SAFETY: the CPU has AVX2 and FMA; the rows hold whole blocks.
+            let narrow = unsafe { avx2::whole_blocks(&w, starts, &x) };
+            let wide = (detected() >= Isa::Avx512).then(|| {
+                // SAFETY: the CPU has AVX-512 F; the rows hold whole blocks.
+                unsafe {
+                    (
+                        avx512::whole_blocks(&w, starts, &x),
+                        avx512::whole_blocks::<1>(&w, [starts[1]], &x)[0],
+                    )
+                }
+            });
+            for (j, &s) in starts.iter().enumerate() {
+                let p = row_dot_portable(&w, s, &x);
+                let same = |a: f32| a.to_bits() == p.to_bits() || (a.is_nan() && p.is_nan());
+                assert!(same(narrow[j]), "avx2 {rows}x{cols}/{block} row {j}");
+                if let Some((three, one)) = wide {
+                    assert!(same(three[j]), "avx512 {rows}x{cols}/{block} row {j}");
+                    if j == 1 {
+                        assert!(same(one), "avx512 one row {rows}x{cols}/{block}");
+                    }
+                }
             }
         }
     }

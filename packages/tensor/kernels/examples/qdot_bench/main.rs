@@ -4,7 +4,10 @@
 //! take several, and NF4 against the float32 product of its dequantized weights,
 //! timed alternately. Run with `RAYON_NUM_THREADS=1 cargo run --release
 //! --example qdot_bench [rounds [format]]`
-//! (with a format, only it and float32).
+//! (with a format, only it and float32). With `QDOT_VS_ISA=<level>` (say
+//! `avx2`), "old" is the same kernel as "new" at that vector level
+//! ([`riftco_kernels::isa::set_cap`] around each product), so the columns compare
+//! the levels, which must give the same bits.
 use riftco_kernels::blockq::{linear, linear_row_by_row, BlockFormat, BlockWeight};
 use riftco_kernels::nf4::{self, Nf4Weight, Scales};
 use std::time::Instant;
@@ -152,6 +155,17 @@ fn main() {
         })
         .collect();
     type Kernel<'a> = Box<Product<'a>>;
+    let vs = std::env::var("QDOT_VS_ISA")
+        .ok()
+        .map(|v| riftco_kernels::isa::Isa::parse(&v).expect("QDOT_VS_ISA: a level name"));
+    let top = riftco_kernels::isa::current();
+    let at_vs = move |f: &mut dyn FnMut()| {
+        if let Some(v) = vs {
+            riftco_kernels::isa::set_cap(v);
+        }
+        f();
+        riftco_kernels::isa::set_cap(top);
+    };
     let mut cases: Vec<(String, Kernel, Kernel)> = Vec::new();
     for (fi, &format) in formats.iter().enumerate() {
         let data = &block[fi];
@@ -163,7 +177,13 @@ fn main() {
         };
         cases.push((
             format.name().to_string(),
-            Box::new(move |j, x, out| linear_row_by_row(&weight(j), x, 1, None, out).unwrap()),
+            if vs.is_some() {
+                Box::new(move |j, x, out| {
+                    at_vs(&mut || linear(&weight(j), x, 1, None, out).unwrap())
+                })
+            } else {
+                Box::new(move |j, x, out| linear_row_by_row(&weight(j), x, 1, None, out).unwrap())
+            },
             Box::new(move |j, x, out| linear(&weight(j), x, 1, None, out).unwrap()),
         ));
     }
@@ -173,7 +193,13 @@ fn main() {
     let unpacked = &unpacked;
     cases.push((
         "nf4".to_string(),
-        Box::new(move |j, x, out| reference::dot_rows_f32(&unpacked[j], x, out)),
+        if vs.is_some() {
+            Box::new(move |j, x, out| {
+                at_vs(&mut || nf4::linear(&nf[j].weight(), x, 1, None, out).unwrap())
+            })
+        } else {
+            Box::new(move |j, x, out| reference::dot_rows_f32(&unpacked[j], x, out))
+        },
         Box::new(move |j, x, out| nf4::linear(&nf[j].weight(), x, 1, None, out).unwrap()),
     ));
     let dense = &dense;
@@ -204,7 +230,7 @@ fn main() {
         let mut worst = 0.0f64;
         for (a, b) in outs.iter().zip(&outs2) {
             for (&p, &q) in a.iter().zip(b) {
-                if name != "nf4" {
+                if name != "nf4" || vs.is_some() {
                     assert_eq!(p.to_bits(), q.to_bits(), "{name}: {p} vs {q}");
                 }
                 worst = worst.max(((p - q).abs() / (1e-3 + p.abs())) as f64);

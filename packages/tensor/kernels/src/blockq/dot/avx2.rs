@@ -195,7 +195,12 @@ pub(super) unsafe fn dot_rows_q8_0<const R: usize>(
     if b < s.len() {
         q8_blocks(&rows, q, s, b, &mut a0);
     }
-    std::array::from_fn(|r| reduce(_mm256_add_ps(a0[r], a1[r])))
+    // A loop, not a closure: a closure would not inherit the target features.
+    let mut out = [0.0f32; R];
+    for r in 0..R {
+        out[r] = reduce(_mm256_add_ps(a0[r], a1[r]));
+    }
+    out
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -215,7 +220,12 @@ pub(super) unsafe fn dot_rows_q4_0<const R: usize>(
     if b < s.len() {
         q4_blocks(&rows, q, s, sums, b, &mut a0);
     }
-    std::array::from_fn(|r| reduce(_mm256_add_ps(a0[r], a1[r])))
+    // A loop, not a closure: a closure would not inherit the target features.
+    let mut out = [0.0f32; R];
+    for r in 0..R {
+        out[r] = reduce(_mm256_add_ps(a0[r], a1[r]));
+    }
+    out
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

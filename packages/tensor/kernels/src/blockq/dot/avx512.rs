@@ -55,8 +55,9 @@ unsafe fn scales<const R: usize>(
         _mm_set_ss(*s.get_unchecked(b))
     };
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    std::array::from_fn(|r| {
-        let p = rows[r].as_ptr().add(b * stride);
+    let mut out = [_mm512_setzero_ps(); R];
+    for (o, row) in out.iter_mut().zip(rows) {
+        let p = row.as_ptr().add(b * stride);
         let h0 = std::ptr::read_unaligned(p as *const u16) as u32;
         let h1 = if pair {
             std::ptr::read_unaligned(p.add(stride) as *const u16) as u32
@@ -64,8 +65,9 @@ unsafe fn scales<const R: usize>(
             0
         };
         let d = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((h0 | h1 << 16) as i32)), s2);
-        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d))
-    })
+        *o = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d));
+    }
+    out
 }
 
 /// Blocks `b` and `b + 1` (only `b` when not `pair`) of each Q8_0 row into `acc`.
@@ -169,7 +171,12 @@ unsafe fn rows_q8_0<const R: usize, const VNNI: bool>(
     if b < s.len() {
         q8_blocks::<R, VNNI>(&rows, q, s, b, false, &mut acc);
     }
-    acc.map(|a| reduce(a))
+    // A loop, not `map`: a closure would not inherit the target features.
+    let mut out = [0.0f32; R];
+    for (o, &a) in out.iter_mut().zip(&acc) {
+        *o = reduce(a);
+    }
+    out
 }
 
 #[inline(always)]
@@ -188,7 +195,12 @@ unsafe fn rows_q4_0<const R: usize, const VNNI: bool>(
     if b < s.len() {
         q4_blocks::<R, VNNI>(&rows, q, s, sums, b, false, &mut acc);
     }
-    acc.map(|a| reduce(a))
+    // A loop, not `map`: a closure would not inherit the target features.
+    let mut out = [0.0f32; R];
+    for (o, &a) in out.iter_mut().zip(&acc) {
+        *o = reduce(a);
+    }
+    out
 }
 
 /// Q8_0 rows with AVX-512 VNNI. The caller checks the CPU and the lengths.
