@@ -38,10 +38,10 @@ def test_registered_as_cuda_in_the_backend_group():
     assert [ep.value for ep in eps if ep.name == "cuda"] == ["riftco.backends.cuda:create_backend"]
 
 
-def test_every_capability_but_block_weights_and_whole_step_decoding_is_a_kernel():
+def test_every_capability_but_block_weights_is_a_kernel():
     # Block-layout weights are composed by riftco-tensor's op layer from these kernels;
-    # without a native decode_step a model decodes op by op (riftco-nn).
-    not_native = {"block_dequantize", "block_linear", "decode_program", "decode_step"}
+    # whole-step decoding (decode_program / decode_step) is the device plan (ops.decode).
+    not_native = {"block_dequantize", "block_linear"}
     assert overridden_capabilities(CudaBackend) == frozenset(CAPABILITIES) - not_native
 
 
