@@ -4,7 +4,7 @@
 use super::{Linear, Weight};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
-use crate::nf4_vector::row_dot as nf4_row_dot;
+use crate::nf4_vector::{row_dot as nf4_row_dot, row_dots as nf4_row_dots};
 use crate::pool::{parallel, Shared};
 
 /// Below this many weight elements a job runs on the calling thread.
@@ -45,9 +45,18 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
                 })
             }
             Weight::Nf4(w) => {
+                // Four rows at a time (the input's loads shared), each with the bits
+                // of the one-row product.
                 for i in 0..m {
-                    for r in first..last {
-                        t[i * width + r - first] = nf4_row_dot(&w, r * k, &x[i * k..(i + 1) * k]);
+                    let xi = &x[i * k..(i + 1) * k];
+                    let mut r = first;
+                    while r + 4 <= last {
+                        let y = nf4_row_dots::<4>(&w, std::array::from_fn(|j| (r + j) * k), xi);
+                        t[i * width + r - first..][..4].copy_from_slice(&y);
+                        r += 4;
+                    }
+                    for r in r..last {
+                        t[i * width + r - first] = nf4_row_dot(&w, r * k, xi);
                     }
                 }
             }
