@@ -451,7 +451,11 @@ def generate(
     A sequence that fills the context slides its window as the server does (and as a
     `DecodeSession` does): its cache is dropped and its newest
     ``replay_tokens(context_length)`` tokens (half the context) are replayed from
-    position 0, so generation runs on to ``max_new_tokens`` or a stop id."""
+    position 0, so generation runs on to ``max_new_tokens`` or a stop id.
+
+    The logits stay on the device until a draw needs them: on a backend with
+    ``decode_device_sampling`` a greedy draw reads back only the argmax ids
+    (`riftco.nn.session`), the same tokens."""
     prompts = [list(map(int, p)) for p in prompts]
     c = model.config
     for j, p in enumerate(prompts):
@@ -486,7 +490,7 @@ def generate(
 
     sessions = _sessions(model, prompts, config.max_new_tokens)
     try:
-        prefill_many(sessions, prompts)
+        prefill_many(sessions, prompts, logits=False)  # read when a draw needs them
         active = list(range(len(prompts)))
         stops = set(config.stop_ids)
         while active:
@@ -512,7 +516,7 @@ def generate(
                 feed.append(token)
             active = still
             if active:
-                step_many([sessions[j] for j in active], feed)
+                step_many([sessions[j] for j in active], feed, logits=False)
     finally:
         for session in sessions:
             session.close()

@@ -9,6 +9,14 @@ cache step together in one forward (`step_many`, `prefill_many`, or a
 `DecodeSessionPool`'s ``step``), which runs the whole-step native decoder where the
 backend has one and op by op otherwise (``DecoderOnlyTransformer.forward_incremental``).
 
+Where the backend declares ``decode_device_sampling`` (the cuda backend) and a
+draw needs nothing of the logits but their largest entry (greedy, with no logprobs,
+penalties, bias, vocabulary limit or constraint), the logits of a step fed with
+``logits=False`` (`step_many`, `prefill_many`; `riftco.nn.generate` feeds so) stay on
+the device and ``sample`` reads back only the argmax ids of the batch (8 bytes a row),
+the same tokens as the host sampler's. Every other draw reads the logits and samples on
+the host (the one sampler).
+
 The cache is a `riftco.nn.PagedKVCache` (a `DecodeSessionPool` owns one) or the
 contiguous reference cache. A session whose cached window is full slides as
 `generate` does: the window is dropped and the newest ``replay_tokens(context)``
@@ -30,6 +38,45 @@ from riftco.nn.generation import replay_tokens as _replay_tokens
 from riftco.nn.paged_cache import PagedKVCache
 
 Cache = PagedKVCache | ContiguousKVCache
+
+
+class _Rows:
+    """The logits ``[n, vocab]`` of one forward, where they were computed: read to the
+    host once (``host``) when a draw needs them, or only their argmax ids (``argmax``)."""
+
+    def __init__(self, logits: Any) -> None:
+        self.logits = logits
+        self._host: np.ndarray | None = None
+        self._ids: np.ndarray | None = None
+
+    def host(self) -> np.ndarray:
+        if self._host is None:
+            self._host = np.asarray(self.logits.numpy())
+        return self._host
+
+    def argmax(self) -> np.ndarray:
+        if self._ids is None:
+            if self._host is not None:  # already read: the host's argmax, the same ids
+                self._ids = np.argmax(self._host, axis=-1)
+            else:  # one read of the ids (int64 a row)
+                self._ids = np.asarray(self.logits.argmax(axis=-1).numpy()).reshape(-1)
+        return self._ids
+
+
+def device_greedy(config: SamplingConfig, constraint: Constraint | None, vocab: int) -> bool:
+    """Whether a draw under ``config`` is the argmax of the raw logits alone (so the
+    device can draw it): greedy, no logprobs, penalties, bias, constraint, and no
+    vocabulary limit short of ``vocab``."""
+    limit = config.vocab_limit
+    return (
+        config.temperature == 0.0
+        and constraint is None
+        and config.logprobs is None
+        and config.repetition_penalty == 1.0
+        and not config.counts_tokens
+        and not config.logit_bias
+        and (limit is None or limit >= vocab)
+    )
 
 
 class DecodeSession:
@@ -71,6 +118,7 @@ class DecodeSession:
         self._tokens: list[int] = []
         self._stepped: list[bool] = []  # which tokens came by step (the sampler counts them)
         self._logits: np.ndarray | None = None
+        self._rows: tuple[_Rows, int] | None = None  # the logits not read yet, and the row
         self._sampler: TokenSampler | None = None
         self._sampler_key: tuple[Any, ...] | None = None
         self._closed = False
@@ -91,7 +139,11 @@ class DecodeSession:
 
     @property
     def logits(self) -> np.ndarray | None:
-        """The logits of the last position (None before a feed and after a rollback)."""
+        """The logits of the last position (None before a feed and after a rollback);
+        logits kept on the device are read here."""
+        if self._logits is None and self._rows is not None:
+            rows, j = self._rows
+            self._logits = rows.host()[j]
         return self._logits
 
     @property
@@ -111,11 +163,11 @@ class DecodeSession:
     # -- feeding ------------------------------------------------------------------
     def prefill(self, tokens: Sequence[int]) -> np.ndarray:
         """Append ``tokens`` (one or more) in one forward; the logits of the last one."""
-        return prefill_many([self], [tokens])[0]
+        return _read(prefill_many([self], [tokens]))[0]
 
     def step(self, token: int) -> np.ndarray:
         """Append one token (a drawn one, or any the caller keeps); its logits."""
-        return step_many([self], [token])[0]
+        return _read(step_many([self], [token]))[0]
 
     # -- sampling -----------------------------------------------------------------
     def sample(
@@ -129,7 +181,7 @@ class DecodeSession:
         self._check_open("sample")
         if not isinstance(config, SamplingConfig):
             raise SessionError(f"sample: expected a SamplingConfig, found {type(config).__name__}")
-        if self._logits is None:
+        if self._logits is None and self._rows is None:
             raise SessionError("sample: no logits to draw from; prefill or step first")
         key = (config, int(index), id(constraint))
         if self._sampler is None or self._sampler_key != key:
@@ -138,7 +190,16 @@ class DecodeSession:
             if config.counts_tokens:
                 sampler.counts = dict(Counter(t for t, s in zip(self._tokens, self._stepped) if s))
             self._sampler, self._sampler_key = sampler, key
-        return self._sampler.draw(self._logits)
+        if self._logits is None and self._rows is not None:
+            vocab = self.model.config.vocab_size
+            if getattr(self.model.backend, "decode_device_sampling", False) and device_greedy(
+                config, constraint, vocab
+            ):
+                rows, j = self._rows
+                return int(rows.argmax()[j])
+        logits = self.logits
+        assert logits is not None
+        return self._sampler.draw(logits)
 
     # -- rollback and close -------------------------------------------------------
     def rollback(self, n: int) -> None:
@@ -172,6 +233,7 @@ class DecodeSession:
         del self._tokens[keep:]
         del self._stepped[keep:]
         self._logits = None
+        self._rows = None
         if sampler is not None:
             if sampler.config.repetition_penalty != 1.0:
                 sampler.seen = set(self._tokens)
@@ -185,6 +247,7 @@ class DecodeSession:
         self._drop()
         self._closed = True
         self._logits = None
+        self._rows = None
         if self._pool is not None:
             self._pool._forget(self)
 
@@ -215,6 +278,11 @@ class DecodeSession:
             seq = cache.add_sequence()
         self._seq = seq
         return seq, total[cache.length(seq) :], True
+
+
+def _read(rows: np.ndarray | None) -> np.ndarray:
+    assert rows is not None  # read=True returns the host rows
+    return rows
 
 
 def _tokens_of(session: DecodeSession, tokens: Any, op: str) -> list[int]:
@@ -253,8 +321,11 @@ def _check_batch(sessions: Sequence[DecodeSession], count: int, op: str) -> None
         raise SessionError(f"{op}: a session appears twice")
 
 
-def _forward(sessions: Sequence[DecodeSession], news: list[list[int]]) -> np.ndarray:
-    """Feed ``news[j]`` to session j, all in one forward; the logits ``[n, vocab]``."""
+def _forward(
+    sessions: Sequence[DecodeSession], news: list[list[int]], read: bool = True
+) -> np.ndarray | None:
+    """Feed ``news[j]`` to session j, all in one forward; the logits ``[n, vocab]``
+    (``read=False``: None, the logits left where they were computed until a draw)."""
     first = sessions[0]
     cache, model = first.cache, first.model
     for new in news:
@@ -267,25 +338,34 @@ def _forward(sessions: Sequence[DecodeSession], news: list[list[int]]) -> np.nda
         for s, new in zip(sessions, news):
             plans.append(s._plan(new))
         logits = model.forward_incremental([p[1] for p in plans], cache, [p[0] for p in plans])
-        rows = np.asarray(logits.numpy())
+        rows = _Rows(logits)
+        if read:
+            rows.host()
     except BaseException:
         cache.rollback()
         for s, plan in zip(sessions, plans):
             if plan[2]:  # a sequence begun for this forward holds nothing yet
                 s._drop()
         raise
-    for s, new, row in zip(sessions, news, rows):
+    for j, (s, new) in enumerate(zip(sessions, news)):
         s._tokens.extend(new)
-        s._logits = row
-    return rows
+        s._logits = None
+        s._rows = (rows, j)
+    return rows.host() if read else None
 
 
-def prefill_many(sessions: Sequence[DecodeSession], prompts: Sequence[Sequence[int]]) -> np.ndarray:
+def prefill_many(
+    sessions: Sequence[DecodeSession],
+    prompts: Sequence[Sequence[int]],
+    *,
+    logits: bool = True,
+) -> np.ndarray | None:
     """Append ``prompts[j]`` to ``sessions[j]`` for every j in one forward; the logits
-    of each session's last new token ``[n, vocab]``."""
+    of each session's last new token ``[n, vocab]`` (``logits=False``: None, and the
+    logits are read only when a draw needs them; see the module docstring)."""
     _check_batch(sessions, len(prompts), "prefill")
     news = [_tokens_of(s, p, "prefill") for s, p in zip(sessions, prompts)]
-    rows = _forward(sessions, news)
+    rows = _forward(sessions, news, logits)
     for s, new in zip(sessions, news):
         s._stepped.extend([False] * len(new))
         if s._sampler is not None:
@@ -293,13 +373,16 @@ def prefill_many(sessions: Sequence[DecodeSession], prompts: Sequence[Sequence[i
     return rows
 
 
-def step_many(sessions: Sequence[DecodeSession], tokens: Sequence[int]) -> np.ndarray:
+def step_many(
+    sessions: Sequence[DecodeSession], tokens: Sequence[int], *, logits: bool = True
+) -> np.ndarray | None:
     """Append ``tokens[j]`` to ``sessions[j]`` for every j in one forward (the whole-step
-    native decoder where the backend has one); the logits ``[n, vocab]``. Each token is
-    accepted by its session's sampler (its penalties and constraint move on)."""
+    native decoder where the backend has one); the logits ``[n, vocab]`` (``logits=False``:
+    None, and the logits are read only when a draw needs them). Each token is accepted
+    by its session's sampler (its penalties and constraint move on)."""
     _check_batch(sessions, len(tokens), "step")
     news = [_tokens_of(s, [t], "step") for s, t in zip(sessions, tokens)]
-    rows = _forward(sessions, news)
+    rows = _forward(sessions, news, logits)
     for s, new in zip(sessions, news):
         s._stepped.append(True)
         if s._sampler is not None:
@@ -353,12 +436,12 @@ class DecodeSessionPool:
     ) -> np.ndarray:
         """`prefill_many` over sessions of this pool."""
         self._own(sessions, "prefill")
-        return prefill_many(sessions, prompts)
+        return _read(prefill_many(sessions, prompts))
 
     def step(self, sessions: Sequence[DecodeSession], tokens: Sequence[int]) -> np.ndarray:
         """`step_many` over sessions of this pool."""
         self._own(sessions, "step")
-        return step_many(sessions, tokens)
+        return _read(step_many(sessions, tokens))
 
     def close(self) -> None:
         """Close every open session: every page goes back to the pool."""
