@@ -584,6 +584,9 @@ class DecodeOps:
     #: riftco.tensor's Decoder hands this backend the step's index arrays on the host:
     #: they are checked there and uploaded in the plan's one transfer.
     decode_host_indices = True
+    #: riftco-nn's sessions may draw a greedy token where the logits lie: the argmax on
+    #: the device and one read of the ids (8 bytes a row) instead of the logits.
+    decode_device_sampling = True
     kernels: Launcher
     device: _native.Device
 

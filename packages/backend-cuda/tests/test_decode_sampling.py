@@ -1,0 +1,137 @@
+"""riftco-nn's greedy draws through the cuda decode plan with ``decode_device_sampling``:
+on the counting emulated device a session token costs one upload, one graph launch, one
+argmax kernel and one read of the ids (8 bytes a row, int64); on ``cudaemu`` the greedy
+tokens of ``generate`` equal the CPU's."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from riftco.backends.cuda.ops.decode import DecodeOps, DecodePlan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "emulator"))
+import cuda_emulation
+
+nn = pytest.importorskip("riftco.nn")
+
+pytestmark = pytest.mark.skipif(
+    cuda_emulation.available() is not None, reason=str(cuda_emulation.available())
+)
+
+CONFIG = {
+    "gpt2": dict(vocab_size=48, context_length=32, d_model=32, n_heads=2, n_layers=2, d_ff=48),
+    "llama": dict(vocab_size=48, context_length=32, d_model=32, n_heads=2, n_layers=2, d_ff=48),
+}
+
+
+class Counting(cuda_emulation.EmulatedDevice):
+    """The emulated device, counting transfers (and the bytes read) and launches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts = dict.fromkeys(
+            ("upload", "download", "download_bytes", "launch", "graph_launch", "capture"), 0
+        )
+
+    def upload(self, data, dtype):
+        self.counts["upload"] += 1
+        return super().upload(data, dtype)
+
+    def write(self, dst, offset, data):
+        self.counts["upload"] += 1
+        return super().write(dst, offset, data)
+
+    def download(self, src, offset, nbytes):
+        self.counts["download"] += 1
+        self.counts["download_bytes"] += nbytes
+        return super().download(src, offset, nbytes)
+
+    def launch(self, *a):
+        if self._capture is None:
+            self.counts["launch"] += 1
+        super().launch(*a)
+
+    def begin_capture(self):
+        self.counts["capture"] += 1
+        super().begin_capture()
+
+    def graph_launch(self, graph):
+        self.counts["graph_launch"] += 1
+        super().graph_launch(graph)
+
+
+def model(preset: str, backend) -> object:
+    config = nn.TransformerConfig.preset(preset, **CONFIG[preset])
+    return nn.DecoderOnlyTransformer(config, seed=3, backend=backend)
+
+
+def test_the_backend_declares_device_sampling():
+    assert DecodeOps.decode_device_sampling is True
+    assert cuda_emulation.EmulatedCudaBackend().decode_device_sampling
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_greedy_session_token_reads_back_only_the_ids(monkeypatch, batch):
+    monkeypatch.setenv("RIFTCO_CUDA_GRAPHS", "1")
+    backend = cuda_emulation.EmulatedCudaBackend()
+    dev = backend.device = backend.kernels.device = Counting()
+    pool = nn.DecodeSessionPool(model("gpt2", backend), pages=4 * batch, page_size=8)
+    sessions = [pool.session(reserve_tokens=24, lease=True) for _ in range(batch)]
+    greedy = nn.SamplingConfig()
+    nn.prefill_many(sessions, [[1 + j, 2, 3] for j in range(batch)], logits=False)
+    tokens = [s.sample(greedy) for s in sessions]
+    nn.step_many(sessions, tokens, logits=False)  # the first step of a shape captures
+    tokens = [s.sample(greedy) for s in sessions]
+    for _ in range(3):
+        dev.reset()
+        nn.step_many(sessions, tokens, logits=False)
+        tokens = [s.sample(greedy) for s in sessions]
+        assert dev.counts == {
+            "upload": 1,
+            "download": 1,
+            "download_bytes": 8 * batch,  # the int64 ids, not 4 * 48 * batch of logits
+            "launch": 1,  # the argmax over the plan's logits
+            "graph_launch": 1,
+            "capture": 0,
+        }
+    # the logits are still there when asked: one read of the batch's rows
+    dev.reset()
+    rows = [s.logits for s in sessions]
+    assert dev.counts["download"] == 1 and dev.counts["download_bytes"] == 4 * 48 * batch
+    assert [int(r.argmax()) for r in rows] == tokens
+
+
+def test_a_seeded_draw_reads_the_logits_for_the_host_sampler(monkeypatch):
+    monkeypatch.setenv("RIFTCO_CUDA_GRAPHS", "1")
+    backend = cuda_emulation.EmulatedCudaBackend()
+    dev = backend.device = backend.kernels.device = Counting()
+    session = nn.DecodeSessionPool(model("gpt2", backend), pages=4, page_size=8).session()
+    seeded = nn.SamplingConfig(temperature=0.9, top_k=4, seed=7)
+    nn.prefill_many([session], [[1, 2, 3]], logits=False)
+    token = session.sample(seeded)
+    for _ in range(3):
+        nn.step_many([session], [token], logits=False)
+        dev.reset()
+        token = session.sample(seeded)
+        assert dev.counts["download"] == 1 and dev.counts["download_bytes"] == 4 * 48
+        assert dev.counts["launch"] == 0
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "llama"])
+def test_greedy_generation_equals_the_cpus_with_the_ids_read_on_the_device(preset):
+    from riftco.nn.native_decode import decoder_for
+
+    emu = cuda_emulation.EmulatedCudaBackend()
+    cpu, dev = model(preset, "cpu"), model(preset, emu)
+    prompts = [[1, 2, 3], [7, 5], [9, 9, 4, 0, 2]]
+    greedy = nn.SamplingConfig(max_new_tokens=20)
+    want = [r.tokens for r in nn.generate(cpu, prompts, greedy)]
+    got = [r.tokens for r in nn.generate(dev, prompts, greedy)]
+    assert got == want
+    assert isinstance(decoder_for(dev)._program, DecodePlan)
