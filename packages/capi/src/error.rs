@@ -215,7 +215,7 @@ pub unsafe fn out_ptr<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T> {
     if ptr.is_null() {
         return Err(Error::null(what));
     }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::invalid(format!(
             "{what} is not aligned to {} bytes",
             std::mem::align_of::<T>()
@@ -235,7 +235,7 @@ pub unsafe fn in_slice<'a, T>(ptr: *const T, len: usize, what: &str) -> Result<&
     if ptr.is_null() {
         return Err(Error::null(what));
     }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::invalid(format!(
             "{what} is not aligned to {} bytes",
             std::mem::align_of::<T>()
@@ -255,7 +255,7 @@ pub unsafe fn out_slice<'a, T>(ptr: *mut T, len: usize, what: &str) -> Result<&'
     if ptr.is_null() {
         return Err(Error::null(what));
     }
-    if (ptr as usize) % std::mem::align_of::<T>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return Err(Error::invalid(format!(
             "{what} is not aligned to {} bytes",
             std::mem::align_of::<T>()

@@ -55,7 +55,7 @@ unsafe fn check<H: Handle>(ptr: *const H) -> Result<*mut Slot<H::Inner>> {
     if ptr.is_null() {
         return Err(Error::null(&format!("the {} handle", H::NAME)));
     }
-    if (ptr as usize) % std::mem::align_of::<u64>() != 0 {
+    if !(ptr as usize).is_multiple_of(std::mem::align_of::<u64>()) {
         return Err(Error::new(
             Status::WrongHandle,
             format!("expected a {} handle, found a misaligned pointer", H::NAME),

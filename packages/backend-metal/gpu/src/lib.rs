@@ -293,7 +293,7 @@ impl Context {
             return Ok(());
         }
         let padded = (bytes.len() as u64).div_ceil(4) * 4;
-        if offset % 4 != 0 || offset + padded > dst.size.div_ceil(4) * 4 {
+        if !offset.is_multiple_of(4) || offset + padded > dst.size.div_ceil(4) * 4 {
             return error(format!(
                 "a write of {} bytes at offset {offset} does not fit a buffer of {} bytes",
                 bytes.len(),
@@ -357,7 +357,7 @@ impl Context {
         if size == 0 {
             return Ok(());
         }
-        if (src_offset | dst_offset | size) % 4 != 0
+        if !(src_offset | dst_offset | size).is_multiple_of(4)
             || src_offset + size > src.size.div_ceil(4) * 4
             || dst_offset + size > dst.size.div_ceil(4) * 4
         {

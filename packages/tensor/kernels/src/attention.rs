@@ -68,7 +68,7 @@ impl Heads {
             "attention: empty head layout {self:?}"
         );
         ensure!(
-            self.heads % self.kv_heads == 0,
+            self.heads.is_multiple_of(self.kv_heads),
             "attention: {} query heads are not a multiple of {} key/value heads",
             self.heads,
             self.kv_heads
@@ -139,7 +139,7 @@ impl Heads {
         self.check()?;
         let (qs, ks) = (self.q_stride(), self.kv_stride());
         ensure!(
-            q % qs == 0 && k % ks == 0 && k == v,
+            q.is_multiple_of(qs) && k.is_multiple_of(ks) && k == v,
             "attention: {q} query, {k} key and {v} value elements for {self:?}"
         );
         let (q_rows, kv_rows) = (q / qs, k / ks);

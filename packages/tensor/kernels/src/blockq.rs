@@ -111,7 +111,7 @@ impl BlockWeight<'_> {
     pub fn check(&self) -> Result<()> {
         let f = self.format;
         ensure!(
-            self.cols % f.block() == 0,
+            self.cols.is_multiple_of(f.block()),
             "{}: a row must hold whole blocks of {} elements, found {} columns",
             f.name(),
             f.block(),

@@ -273,7 +273,11 @@ mod avx2 {
         let shift = block.trailing_zeros();
         for &s in &starts {
             // Bytes s / 2 .. (s + x.len()) / 2 are read (s is even).
-            assert!(s % block == 0 && x.len() % block == 0 && (s + x.len()) / 2 <= w.codes.len());
+            assert!(
+                s % block == 0
+                    && x.len().is_multiple_of(block)
+                    && (s + x.len()) / 2 <= w.codes.len()
+            );
         }
         let planes = codebook_planes();
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -340,7 +344,7 @@ mod avx2 {
                 i += 1;
             }
         }
-        if group_count % 2 == 0 {
+        if group_count.is_multiple_of(2) {
             total(next, other, rest)
         } else {
             total(other, next, rest)
@@ -357,7 +361,6 @@ mod avx2 {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     // The AVX-512 intrinsics are stable from Rust 1.89 (the workspace's MSRV is older).
-    #![allow(clippy::incompatible_msrv)]
 
     use super::finish;
     use crate::nf4::{Nf4Weight, CODEBOOK};
@@ -383,7 +386,11 @@ mod avx512 {
         let shift = block.trailing_zeros();
         for &s in &starts {
             // Bytes s / 2 .. (s + x.len()) / 2 are read (s is even).
-            assert!(s % block == 0 && x.len() % block == 0 && (s + x.len()) / 2 <= w.codes.len());
+            assert!(
+                s % block == 0
+                    && x.len().is_multiple_of(block)
+                    && (s + x.len()) / 2 <= w.codes.len()
+            );
         }
         let codebook = _mm512_loadu_ps(CODEBOOK.as_ptr());
         // Lane e of a run of sixteen takes code byte e / 2 (a 32-bit word of the

@@ -91,12 +91,12 @@ pub fn norm_forward(
         rstd.len()
     );
     ensure!(
-        weight.map_or(true, |w| w.len() == d),
+        weight.is_none_or(|w| w.len() == d),
         "{norm:?} norm: weight of {} for rows of {d}",
         weight.map_or(0, <[f32]>::len)
     );
     ensure!(
-        bias.map_or(true, |b| b.len() == d),
+        bias.is_none_or(|b| b.len() == d),
         "{norm:?} norm: bias of {} for rows of {d}",
         bias.map_or(0, <[f32]>::len)
     );
@@ -203,17 +203,17 @@ pub fn norm_backward(
         dx.len()
     );
     ensure!(
-        rstd.len() == rows && mean.map_or(true, |m| m.len() == rows),
+        rstd.len() == rows && mean.is_none_or(|m| m.len() == rows),
         "{norm:?} norm backward: statistics for {} rows, expected {rows}",
         rstd.len()
     );
     ensure!(
-        weight.map_or(true, |w| w.len() == d),
+        weight.is_none_or(|w| w.len() == d),
         "{norm:?} norm backward: weight of {} for rows of {d}",
         weight.map_or(0, <[f32]>::len)
     );
     ensure!(
-        dw.as_ref().map_or(true, |g| g.len() == d) && db.as_ref().map_or(true, |g| g.len() == d),
+        dw.as_ref().is_none_or(|g| g.len() == d) && db.as_ref().is_none_or(|g| g.len() == d),
         "{norm:?} norm backward: parameter gradients must have {d} elements"
     );
     let piece = piece_rows(rows.max(1));

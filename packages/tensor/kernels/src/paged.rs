@@ -57,7 +57,7 @@ fn check(
     let (qs, ks) = (h.q_stride(), h.kv_stride());
     let pool = layout.pages * layout.page_size * ks;
     ensure!(
-        q % qs == 0 && out == q,
+        q.is_multiple_of(qs) && out == q,
         "paged attention: {q} query and {out} output elements for {h:?}"
     );
     ensure!(

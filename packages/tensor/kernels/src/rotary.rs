@@ -59,7 +59,7 @@ pub fn rotary(
     out: &mut [f32],
 ) -> Result<()> {
     ensure!(
-        head_dim > 0 && head_dim % 2 == 0,
+        head_dim > 0 && head_dim.is_multiple_of(2),
         "rotary: head_dim must be even and positive, found {head_dim}"
     );
     ensure!(
@@ -83,7 +83,7 @@ pub fn rotary(
     }
     let width = x.len() / rows;
     ensure!(
-        width * rows == x.len() && width % head_dim == 0,
+        width * rows == x.len() && width.is_multiple_of(head_dim),
         "rotary: {} elements are not {rows} rows of heads of {head_dim}",
         x.len()
     );

@@ -68,7 +68,7 @@ pub fn softmax_f32(
             c.queries
         );
         ensure!(
-            rows % c.queries == 0,
+            rows.is_multiple_of(c.queries),
             "softmax: {rows} rows are not a multiple of {} queries",
             c.queries
         );

@@ -85,12 +85,12 @@ fn helper(shared: Arc<Shared>) {
             }
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
-            if spins % 256 == 0 {
+            if spins.is_multiple_of(256) {
                 // Let another runnable thread have the core now and then (this
                 // machine may be shared), and sleep once the spin is over.
                 std::thread::yield_now();
             }
-            if spins % 256 == 0 && start.elapsed() > SPIN {
+            if spins.is_multiple_of(256) && start.elapsed() > SPIN {
                 let guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
                 shared.sleepers.fetch_add(1, Ordering::SeqCst);
                 let mut guard = guard;
@@ -177,7 +177,7 @@ impl Team {
         while s.state.load(Ordering::Acquire) != 0 {
             std::hint::spin_loop();
             spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 std::thread::yield_now();
             }
         }

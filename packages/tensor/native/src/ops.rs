@@ -499,7 +499,10 @@ fn cpu_isa_detected() -> &'static str {
 #[pyfunction]
 fn set_cpu_isa(name: &str) -> PyResult<&'static str> {
     let isa = riftco_kernels::isa::Isa::parse(name).ok_or_else(|| {
-        let names: Vec<&str> = riftco_kernels::isa::Isa::ALL.iter().map(|i| i.name()).collect();
+        let names: Vec<&str> = riftco_kernels::isa::Isa::ALL
+            .iter()
+            .map(|i| i.name())
+            .collect();
         pyo3::exceptions::PyValueError::new_err(format!(
             "set_cpu_isa: expected one of {}, found {name:?}",
             names.join(", ")

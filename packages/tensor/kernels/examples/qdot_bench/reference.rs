@@ -22,7 +22,7 @@ pub fn dot_rows_f32(w: &[f32], x: &[f32], out: &mut [f32]) {
 unsafe fn avx2(w: &[f32], x: &[f32], out: &mut [f32]) {
     use std::arch::x86_64::*;
     let k = x.len();
-    assert!(k % 8 == 0 && out.len() % 4 == 0 && w.len() >= out.len() * k);
+    assert!(k.is_multiple_of(8) && out.len().is_multiple_of(4) && w.len() >= out.len() * k);
     for g in 0..out.len() / 4 {
         let p: [*const f32; 4] = std::array::from_fn(|r| w.as_ptr().add((4 * g + r) * k));
         let mut acc = [_mm256_setzero_ps(); 4];

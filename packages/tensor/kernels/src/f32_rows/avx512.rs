@@ -7,7 +7,6 @@
 //! is prefetched a fixed distance ahead.
 
 // The AVX-512 intrinsics are stable from Rust 1.89 (the crate's MSRV is older).
-#![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 

@@ -4,7 +4,6 @@
 //! the same arithmetic, so the bits do not depend on the vector width.
 
 // The AVX-512 intrinsics are stable from Rust 1.89 (the crate's MSRV is older).
-#![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 

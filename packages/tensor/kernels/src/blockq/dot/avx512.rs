@@ -9,7 +9,6 @@
 //! fused multiply-add that leaves set 1 as it is.
 
 // The AVX-512 intrinsics are stable from Rust 1.89 (the workspace's MSRV is older).
-#![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 

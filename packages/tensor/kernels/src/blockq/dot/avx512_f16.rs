@@ -5,7 +5,6 @@
 //! (`s0 + s1`, `s2 + s3`), and the rest is the AVX2 reduction.
 
 // The AVX-512 intrinsics are stable from Rust 1.89 (the crate's MSRV is older).
-#![allow(clippy::incompatible_msrv)]
 
 use std::arch::x86_64::*;
 
