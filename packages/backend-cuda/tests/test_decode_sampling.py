@@ -135,3 +135,31 @@ def test_greedy_generation_equals_the_cpus_with_the_ids_read_on_the_device(prese
     got = [r.tokens for r in nn.generate(dev, prompts, greedy)]
     assert got == want
     assert isinstance(decoder_for(dev)._program, DecodePlan)
+
+
+def test_riftco_generate_on_cudaemu_prints_the_cpus_greedy_text(tmp_path, monkeypatch, capsys):
+    # `riftco generate --backend NAME` over the emulated cuda backend (registered as
+    # ``cudaemu`` by the emulator module), each one-token step through the plan.
+    cli = pytest.importorskip("riftco.interchange.cli")
+    text = pytest.importorskip("riftco.text")
+    from riftco.interchange import save_bundle
+
+    corpus = "the quick brown fox jumps over the lazy dog. " * 20 + "hello world, hello there."
+    tokenizer = text.BpeTokenizer.train(corpus, vocab_size=300, pretokenize="gpt2")
+    config = nn.TransformerConfig.preset(
+        "gpt2", vocab_size=300, context_length=32, d_model=32, n_heads=2, n_layers=2, d_ff=48
+    )
+    bundle = tmp_path / "tiny.rift"
+    save_bundle(bundle, nn.DecoderOnlyTransformer(config, seed=5), tokenizer)
+    steps = []
+    step = DecodePlan.step
+    monkeypatch.setattr(
+        DecodePlan, "step", lambda self, batch: steps.append(1) or step(self, batch)
+    )
+    outs = []
+    for backend in ("cpu", "cudaemu"):
+        argv = [str(bundle), "--prompt", "the quick", "--max-new-tokens", "10"]
+        assert cli.generate_main([*argv, "--backend", backend]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[1] == outs[0] and outs[0].strip()
+    assert len(steps) == 9  # every token after the prompt's through the cuda plan
