@@ -262,6 +262,29 @@ def test_a_part_the_native_step_does_not_decode_is_refused_typed():
         rt.Decoder(replace(spec, topology={"parallel_blocks": True}))
 
 
+def test_undecodable_names_what_a_plugin_decoder_lacks():
+    spec = Model("swiglu").spec("cpu")
+    everything = dict(
+        norms=rt.NORM_ROLES,
+        linears=(*rt.ATTENTION_ROLES, *rt.FEED_FORWARDS["swiglu"]),
+        feed_forwards=tuple(rt.FEED_FORWARDS),
+    )
+    assert rt.undecodable(spec, **everything) == []
+    assert rt.undecodable(spec, **everything, formats=("f32",)) == []
+    assert rt.undecodable(spec, **everything, formats=("q8_0",)) == ["f32 weights"]
+    per_kind = {"gelu": ("query", "key", "value", "output", "expand", "project")}
+    # A kind the mapping does not name has no linear role it may use.
+    lacking = rt.undecodable(spec, **{**everything, "linears": per_kind, "feed_forwards": ["gelu"]})
+    roles = sorted(f"linear role {r!r}" for r in spec.layers[0].linears)
+    assert lacking == ["feed-forward 'swiglu'", *roles]
+    per_kind["swiglu"] = ("query", "key", "value", "output", "gate", "up")
+    lacking = rt.undecodable(spec, **{**everything, "linears": per_kind})
+    assert lacking == ["linear role 'down'"]
+    flagged = replace(spec, topology={"parallel_blocks": True})
+    assert rt.undecodable(flagged, **everything) == ["topology flag 'parallel_blocks'"]
+    assert rt.undecodable(flagged, **everything, topology={"parallel_blocks"}) == []
+
+
 def test_a_backend_without_the_capability_is_told_so():
     from plugins_for_tests import Partial
 

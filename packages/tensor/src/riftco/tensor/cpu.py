@@ -20,6 +20,7 @@ from riftco.tensor import _native
 from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, KernelError
+from riftco.tensor.ops.decode import undecodable
 
 BF16 = DType.bfloat16
 _BF16_NUMPY = BF16.numpy
@@ -298,20 +299,8 @@ class CpuBackend(Backend):
         # decode (a role, a feed-forward kind, a topology flag) is refused here, typed,
         # so the model decodes op by op.
         norms, linears, feed_forwards, topology = _native.decode_features()
-        unknown = sorted(
-            {f"topology flag {k!r}" for k in spec.topology if k not in topology}
-            | {f"norm role {r!r}" for layer in spec.layers for r in layer.norms if r not in norms}
-            | {
-                f"linear role {r!r}"
-                for layer in spec.layers
-                for r in layer.linears
-                if r not in linears
-            }
-            | {
-                f"feed-forward {layer.feed_forward!r}"
-                for layer in spec.layers
-                if layer.feed_forward not in feed_forwards
-            }
+        unknown = undecodable(
+            spec, norms=norms, linears=linears, feed_forwards=feed_forwards, topology=topology
         )
         if unknown:
             raise CapabilityMissing(

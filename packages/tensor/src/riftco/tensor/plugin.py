@@ -47,6 +47,7 @@ from riftco.tensor.errors import (
     RiftcoError,
     ShapeError,
 )
+from riftco.tensor.ops.decode import undecodable
 from riftco.tensor.ops.vocabulary import (
     ACTIVATION_GRADIENTS,
     BINARY,
@@ -103,4 +104,5 @@ __all__ = [
     "coalesce",
     "contiguous_strides",
     "overridden_capabilities",
+    "undecodable",
 ]

@@ -24,7 +24,7 @@ import numpy as np
 from riftco.backends.metal import fused
 from riftco.backends.metal.errors import GpuError
 from riftco.backends.metal.runtime import Runtime, Storage, f32bits, groups_for
-from riftco.tensor.plugin import CapabilityMissing, DType
+from riftco.tensor.plugin import CapabilityMissing, DType, undecodable
 
 _F32 = DType.float32
 _I64 = DType.int64
@@ -40,30 +40,13 @@ MAX_HEAD_DIM = 256
 
 
 def _refuse(spec: Any) -> None:
-    unknown = sorted(
-        {f"topology flag {k!r}" for k in spec.topology}
-        | {f"norm role {r!r}" for layer in spec.layers for r in layer.norms if r not in _NORMS}
-        | {
-            f"feed-forward {layer.feed_forward!r}"
-            for layer in spec.layers
-            if layer.feed_forward not in _ROLES
-        }
-        | {
-            f"linear role {r!r}"
-            for layer in spec.layers
-            for r in layer.linears
-            if r not in _ROLES.get(layer.feed_forward, set())
-        }
-        | {
-            f"{lin.format} weights"
-            for layer in spec.layers
-            for lin in (*layer.linears.values(),)
-            if lin.format != "f32"
-        }
-        | ({f"{spec.head.format} weights"} if spec.head.format != "f32" else set())
-        | ({f"head size {spec.head_dim}"} if spec.head_dim > MAX_HEAD_DIM else set())
-        | ({"odd rotary head size"} if spec.rope_theta is not None and spec.head_dim % 2 else set())
+    unknown = undecodable(
+        spec, norms=_NORMS, linears=_ROLES, feed_forwards=_ROLES, formats=("f32",)
     )
+    if spec.head_dim > MAX_HEAD_DIM:
+        unknown.append(f"head size {spec.head_dim}")
+    if spec.rope_theta is not None and spec.head_dim % 2:
+        unknown.append("odd rotary head size")
     if unknown:
         raise CapabilityMissing(
             f"the wgpu backends' whole-step decoder does not decode {', '.join(unknown)}"

@@ -26,7 +26,7 @@ description in riftco-nn, a field of the schema here, and the native step
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -404,6 +404,44 @@ class Decoder:
         return (int(cache_shape[0]), s.kv_heads, s.head_dim)
 
 
+def undecodable(
+    spec: DecodeSpec,
+    *,
+    norms: Collection[str],
+    linears: Collection[str] | Mapping[str, Collection[str]],
+    feed_forwards: Collection[str],
+    topology: Collection[str] = (),
+    formats: Collection[str] | None = None,
+) -> list[str]:
+    """What of ``spec`` a backend's whole-step decoder cannot decode, sorted and named
+    for a ``CapabilityMissing`` message (empty when it decodes all of it).
+
+    ``norms``, ``feed_forwards`` and ``topology`` are the norm roles, feed-forward
+    kinds and topology flags it decodes; ``linears`` the linear roles, or per
+    feed-forward kind the roles a layer of that kind may have; ``formats`` the weight
+    formats of its linears and head (``None``: every format).
+    """
+
+    def roles(layer: DecodeLayer) -> Collection[str]:
+        if isinstance(linears, Mapping):
+            return linears.get(layer.feed_forward, ())
+        return linears
+
+    found = {f"topology flag {k!r}" for k in spec.topology if k not in topology}
+    for layer in spec.layers:
+        found |= {f"norm role {r!r}" for r in layer.norms if r not in norms}
+        found |= {f"linear role {r!r}" for r in layer.linears if r not in roles(layer)}
+        if layer.feed_forward not in feed_forwards:
+            found.add(f"feed-forward {layer.feed_forward!r}")
+        if formats is not None:
+            found |= {
+                f"{w.format} weights" for w in layer.linears.values() if w.format not in formats
+            }
+    if formats is not None and spec.head.format not in formats:
+        found.add(f"{spec.head.format} weights")
+    return sorted(found)
+
+
 def _int64(v: Any) -> np.ndarray:
     if type(v) is np.ndarray and v.dtype == np.int64 and v.ndim == 1:
         return np.ascontiguousarray(v)
@@ -424,4 +462,5 @@ __all__ = [
     "DecodeSpec",
     "Decoder",
     "lower",
+    "undecodable",
 ]

@@ -35,7 +35,7 @@ import numpy as np
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.ops.launch import Kernel, Launcher, grid, kernel, row_grid
-from riftco.tensor.plugin import CapabilityMissing
+from riftco.tensor.plugin import CapabilityMissing, undecodable
 
 _EMBED = kernel("decode", "decode_embed")
 _NORM = kernel("decode", "decode_norm")
@@ -550,27 +550,12 @@ def _host(a: Any) -> np.ndarray:
 
 
 def _refuse_unknown(spec: Any) -> None:
-    unknown = sorted(
-        {f"topology flag {k!r}" for k in spec.topology}
-        | {f"norm role {r!r}" for layer in spec.layers for r in layer.norms if r not in NORM_ROLES}
-        | {
-            f"linear role {r!r}"
-            for layer in spec.layers
-            for r in layer.linears
-            if r not in LINEAR_ROLES
-        }
-        | {
-            f"feed-forward {layer.feed_forward!r}"
-            for layer in spec.layers
-            if layer.feed_forward not in FEED_FORWARDS
-        }
-        | {
-            f"{lin.format} weights"
-            for layer in spec.layers
-            for lin in (*layer.linears.values(),)
-            if lin.format not in HELD_FORMATS
-        }
-        | ({f"{spec.head.format} weights"} if spec.head.format not in HELD_FORMATS else set())
+    unknown = undecodable(
+        spec,
+        norms=NORM_ROLES,
+        linears=LINEAR_ROLES,
+        feed_forwards=FEED_FORWARDS,
+        formats=HELD_FORMATS,
     )
     if unknown:
         raise CapabilityMissing(
