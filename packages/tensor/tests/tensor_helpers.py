@@ -37,3 +37,13 @@ BROADCAST_PAIRS = [
     ((2, 0, 3), (3,)),
     ((300, 257), (257,)),
 ]
+
+
+#: The CPU kernels' vector levels, narrowest first (``rt.set_cpu_isa``).
+LEVELS = ("portable", "avx2", "avx512", "avx512-vnni")
+
+
+def reachable() -> list[str]:
+    """The levels this machine can run."""
+    detected = rt.cpu_isa_detected()
+    return list(LEVELS[: LEVELS.index(detected) + 1]) if detected in LEVELS else [detected]

@@ -10,25 +10,11 @@ import time
 
 import numpy as np
 import pytest
+from tensor_helpers import LEVELS, reachable
 from test_decode import Model, cache
 
 import riftco.tensor as rt
 from riftco.tensor.ops.blockquant import BlockWeight, quantize_block_array
-
-LEVELS = ("portable", "avx2", "avx512", "avx512-vnni")
-
-
-def reachable() -> list[str]:
-    detected = rt.cpu_isa_detected()
-    return list(LEVELS[: LEVELS.index(detected) + 1]) if detected in LEVELS else [detected]
-
-
-@pytest.fixture
-def restore():
-    isa, threads = rt.cpu_isa(), rt.get_num_threads()
-    yield
-    rt.set_cpu_isa(isa)
-    rt.set_num_threads(threads)
 
 
 def run_everything(matmul: bool = True) -> list[np.ndarray]:

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from tensor_helpers import rand
+from tensor_helpers import LEVELS, rand
 
 import riftco.tensor as rt
 from riftco.tensor import _native
@@ -74,9 +74,6 @@ def test_bit_identical_with_one_and_two_threads(restore_threads):
 def test_set_num_threads_validates():
     with pytest.raises(ValueError, match="positive"):
         rt.set_num_threads(0)
-
-
-LEVELS = ["portable", "avx2", "avx512", "avx512-vnni"]
 
 
 def test_cpu_isa_is_capped_never_raised():

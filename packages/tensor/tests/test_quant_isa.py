@@ -8,26 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tensor_helpers import reachable
 
 import riftco.tensor as rt
 from riftco.tensor.ops.blockquant import BlockWeight, quantize_block_array
 from riftco.tensor.ops.quantized import NF4Weight, dequantize_nf4_array
-
-LEVELS = ("portable", "avx2", "avx512", "avx512-vnni")
-
-
-def reachable() -> list[str]:
-    detected = rt.cpu_isa_detected()
-    return list(LEVELS[: LEVELS.index(detected) + 1]) if detected in LEVELS else [detected]
-
-
-@pytest.fixture
-def restore():
-    isa, threads = rt.cpu_isa(), rt.get_num_threads()
-    yield
-    rt.set_cpu_isa(isa)
-    rt.set_num_threads(threads)
-
 
 # (rows, cols): odd block counts (3, 7, 49), a short last piece, many rows.
 SHAPES = ((37, 96), (70, 224), (1029, 1568))
