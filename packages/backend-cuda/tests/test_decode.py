@@ -305,42 +305,9 @@ def test_seeded_device_sampling_repeats_and_follows_its_rules(emu):
     np.testing.assert_array_equal(ids, np.argmax(logits, axis=1))
 
 
-class Counting(cuda_emulation.EmulatedDevice):
-    """The emulated device, counting what a step asks of it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts = {"upload": 0, "download": 0, "launch": 0, "graph_launch": 0, "capture": 0}
-
-    def upload(self, data, dtype):
-        self.counts["upload"] += 1
-        return super().upload(data, dtype)
-
-    def write(self, dst, offset, data):
-        self.counts["upload"] += 1
-        return super().write(dst, offset, data)
-
-    def download(self, src, offset, nbytes):
-        self.counts["download"] += 1
-        return super().download(src, offset, nbytes)
-
-    def launch(self, *a):
-        if self._capture is None:
-            self.counts["launch"] += 1
-        super().launch(*a)
-
-    def begin_capture(self):
-        self.counts["capture"] += 1
-        super().begin_capture()
-
-    def graph_launch(self, graph):
-        self.counts["graph_launch"] += 1
-        super().graph_launch(graph)
-
-
 def counting_backend(graphs: bool):
     backend = cuda_emulation.EmulatedCudaBackend()
-    backend.device = backend.kernels.device = Counting()
+    backend.device = backend.kernels.device = cuda_emulation.CountingDevice()
     if not graphs:
         backend.device.begin_capture = None  # type: ignore[method-assign]
         del backend.device.begin_capture
@@ -364,6 +331,7 @@ def test_a_batch_1_token_costs_one_upload_one_launch_and_one_read(monkeypatch, g
         assert dev.counts == {
             "upload": 1,
             "download": 1,
+            "download_bytes": 8,
             "launch": launches,
             "graph_launch": int(graphs),
             "capture": 0,
@@ -453,6 +421,7 @@ def test_a_riftco_nn_session_token_costs_one_upload_one_graph_launch_one_read(pa
         assert dev.counts == {
             "upload": 1,
             "download": 1,
+            "download_bytes": 4 * 48,  # the float32 logits of one row
             "launch": 0,
             "graph_launch": 1,
             "capture": 0,

@@ -27,45 +27,6 @@ CONFIG = {
 }
 
 
-class Counting(cuda_emulation.EmulatedDevice):
-    """The emulated device, counting transfers (and the bytes read) and launches."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reset()
-
-    def reset(self) -> None:
-        self.counts = dict.fromkeys(
-            ("upload", "download", "download_bytes", "launch", "graph_launch", "capture"), 0
-        )
-
-    def upload(self, data, dtype):
-        self.counts["upload"] += 1
-        return super().upload(data, dtype)
-
-    def write(self, dst, offset, data):
-        self.counts["upload"] += 1
-        return super().write(dst, offset, data)
-
-    def download(self, src, offset, nbytes):
-        self.counts["download"] += 1
-        self.counts["download_bytes"] += nbytes
-        return super().download(src, offset, nbytes)
-
-    def launch(self, *a):
-        if self._capture is None:
-            self.counts["launch"] += 1
-        super().launch(*a)
-
-    def begin_capture(self):
-        self.counts["capture"] += 1
-        super().begin_capture()
-
-    def graph_launch(self, graph):
-        self.counts["graph_launch"] += 1
-        super().graph_launch(graph)
-
-
 def model(preset: str, backend) -> object:
     config = nn.TransformerConfig.preset(preset, **CONFIG[preset])
     return nn.DecoderOnlyTransformer(config, seed=3, backend=backend)
@@ -80,7 +41,7 @@ def test_the_backend_declares_device_sampling():
 def test_a_greedy_session_token_reads_back_only_the_ids(monkeypatch, batch):
     monkeypatch.setenv("RIFTCO_CUDA_GRAPHS", "1")
     backend = cuda_emulation.EmulatedCudaBackend()
-    dev = backend.device = backend.kernels.device = Counting()
+    dev = backend.device = backend.kernels.device = cuda_emulation.CountingDevice()
     pool = nn.DecodeSessionPool(model("gpt2", backend), pages=4 * batch, page_size=8)
     sessions = [pool.session(reserve_tokens=24, lease=True) for _ in range(batch)]
     greedy = nn.SamplingConfig()
@@ -110,7 +71,7 @@ def test_a_greedy_session_token_reads_back_only_the_ids(monkeypatch, batch):
 def test_a_seeded_draw_reads_the_logits_for_the_host_sampler(monkeypatch):
     monkeypatch.setenv("RIFTCO_CUDA_GRAPHS", "1")
     backend = cuda_emulation.EmulatedCudaBackend()
-    dev = backend.device = backend.kernels.device = Counting()
+    dev = backend.device = backend.kernels.device = cuda_emulation.CountingDevice()
     session = nn.DecodeSessionPool(model("gpt2", backend), pages=4, page_size=8).session()
     seeded = nn.SamplingConfig(temperature=0.9, top_k=4, seed=7)
     nn.prefill_many([session], [[1, 2, 3]], logits=False)

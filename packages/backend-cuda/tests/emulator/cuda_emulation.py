@@ -250,6 +250,46 @@ class EmulatedDevice:
             view[...] = product
 
 
+class CountingDevice(EmulatedDevice):
+    """The emulated device, counting what the plans ask of it: transfers (and the bytes
+    read), launches outside a capture, captures and graph launches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts = dict.fromkeys(
+            ("upload", "download", "download_bytes", "launch", "graph_launch", "capture"), 0
+        )
+
+    def upload(self, data, dtype):
+        self.counts["upload"] += 1
+        return super().upload(data, dtype)
+
+    def write(self, dst, offset, data):
+        self.counts["upload"] += 1
+        return super().write(dst, offset, data)
+
+    def download(self, src, offset, nbytes):
+        self.counts["download"] += 1
+        self.counts["download_bytes"] += nbytes
+        return super().download(src, offset, nbytes)
+
+    def launch(self, *a):
+        if self._capture is None:
+            self.counts["launch"] += 1
+        super().launch(*a)
+
+    def begin_capture(self):
+        self.counts["capture"] += 1
+        super().begin_capture()
+
+    def graph_launch(self, graph):
+        self.counts["graph_launch"] += 1
+        super().graph_launch(graph)
+
+
 class EmulatedCudaBackend(CudaBackend):
     name = "cudaemu"
     runs_on_host = True
