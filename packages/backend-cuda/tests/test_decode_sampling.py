@@ -124,3 +124,54 @@ def test_riftco_generate_on_cudaemu_prints_the_cpus_greedy_text(tmp_path, monkey
         outs.append(capsys.readouterr().out)
     assert outs[1] == outs[0] and outs[0].strip()
     assert len(steps) == 9  # every token after the prompt's through the cuda plan
+
+
+def test_continuous_batching_drives_the_plan_and_gives_the_cpus_tokens(monkeypatch):
+    # riftco-serve's scheduler, unchanged: requests join and leave between steps; on the
+    # emulated device every one-token batch goes through the cuda plan.
+    serve = pytest.importorskip("riftco.serve")
+    from riftco.serve.scheduler import Scheduler
+    from riftco.serve.sequence import SequenceState
+
+    class Sink:
+        def __init__(self):
+            self.tokens, self.finish, self.error = [], None, None
+
+        def on_token(self, token_id):
+            self.tokens.append(token_id)
+            return False
+
+        def on_finish(self, reason, prompt_tokens, completion_tokens):
+            self.finish = reason
+
+        def on_error(self, error):
+            self.error = error
+
+    steps = []
+    step = DecodePlan.step
+    monkeypatch.setattr(
+        DecodePlan, "step", lambda self, batch: steps.append(batch.q_counts) or step(self, batch)
+    )
+    emu = cuda_emulation.EmulatedCudaBackend()
+    requests = [([1, 2, 3], 9), ([7, 5], 4), ([9, 9, 4, 0, 2], 7)]
+    results = []
+    for backend in ("cpu", emu):
+        net = model("llama", backend)
+        cache = serve.PagedKVCachePool(net.config, pages=16, page_size=4, backend=backend)
+        scheduler = Scheduler(net, cache)
+        sinks = []
+        for i, (tokens, n) in enumerate(requests):
+            sink = Sink()
+            options = nn.SamplingConfig(max_new_tokens=n, temperature=0.0)
+            scheduler.submit(SequenceState(i, tokens, options, sink))
+            sinks.append(sink)
+            if i == 0:
+                scheduler.step()  # the others join a running batch
+        while scheduler.has_work():
+            scheduler.step()
+        assert all(s.error is None and s.finish == "length" for s in sinks)
+        results.append([s.tokens for s in sinks])
+        assert cache.pages_in_use == 0
+    assert results[1] == results[0]
+    # Batched one-token steps of all three sequences ran on the plan (prefills too).
+    assert steps.count((1, 1, 1)) >= 3
