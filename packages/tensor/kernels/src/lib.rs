@@ -23,6 +23,7 @@ pub mod loss;
 pub mod math;
 pub mod matmul;
 pub mod nf4;
+pub mod nf4_int;
 mod nf4_vector;
 pub mod norm;
 pub mod packed;

@@ -4,12 +4,16 @@
 //! take several, and NF4 against the float32 product of its dequantized weights,
 //! timed alternately. Run with `RAYON_NUM_THREADS=1 cargo run --release
 //! --example qdot_bench [rounds [format]]`
-//! (with a format, only it and float32). With `QDOT_VS_ISA=<level>` (say
+//! (with a format, only it and float32). `nf4i` is NF4's integer product (8-bit
+//! inputs, the decode step's with `RIFTCO_NF4_DECODE=int8`) timed against Q4_0's
+//! several-row product on the same shapes ("old" is Q4_0: old/new is NF4's speed
+//! as a fraction of Q4_0's). With `QDOT_VS_ISA=<level>` (say
 //! `avx2`), "old" is the same kernel as "new" at that vector level
 //! ([`riftco_kernels::isa::set_cap`] around each product), so the columns compare
 //! the levels, which must give the same bits.
 use riftco_kernels::blockq::{linear, linear_row_by_row, BlockFormat, BlockWeight};
 use riftco_kernels::nf4::{self, Nf4Weight, Scales};
+use riftco_kernels::nf4_int;
 use std::time::Instant;
 
 mod reference;
@@ -202,6 +206,26 @@ fn main() {
         },
         Box::new(move |j, x, out| nf4::linear(&nf[j].weight(), x, 1, None, out).unwrap()),
     ));
+    // NF4's integer product against Q4_0's (another weight of the same shapes: the
+    // values differ; the bytes read are the same to a scale byte per 64 weights).
+    let q4 = &block[1];
+    let q4_weight = move |j: usize| BlockWeight {
+        format: BlockFormat::Q4_0,
+        data: &q4[j],
+        rows: shape(j).0,
+        cols: shape(j).1,
+    };
+    cases.push((
+        "nf4i".to_string(),
+        if vs.is_some() {
+            Box::new(move |j, x, out| {
+                at_vs(&mut || nf4_int::linear(&nf[j].weight(), x, 1, None, out).unwrap())
+            })
+        } else {
+            Box::new(move |j, x, out| linear(&q4_weight(j), x, 1, None, out).unwrap())
+        },
+        Box::new(move |j, x, out| nf4_int::linear(&nf[j].weight(), x, 1, None, out).unwrap()),
+    ));
     let dense = &dense;
     let f32_kernel =
         move |j: usize, x: &[f32], out: &mut [f32]| reference::dot_rows_f32(&dense[j], x, out);
@@ -230,7 +254,7 @@ fn main() {
         let mut worst = 0.0f64;
         for (a, b) in outs.iter().zip(&outs2) {
             for (&p, &q) in a.iter().zip(b) {
-                if name != "nf4" || vs.is_some() {
+                if (name != "nf4" && name != "nf4i") || vs.is_some() {
                     assert_eq!(p.to_bits(), q.to_bits(), "{name}: {p} vs {q}");
                 }
                 worst = worst.max(((p - q).abs() / (1e-3 + p.abs())) as f64);

@@ -4,6 +4,7 @@
 use super::{Linear, Weight};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
+use crate::nf4_int::{self, Nf4Input};
 use crate::nf4_vector::{row_dot as nf4_row_dot, row_dots as nf4_row_dots};
 use crate::pool::{parallel, Shared};
 
@@ -18,6 +19,12 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         .iter()
         .any(|l| matches!(l.weight, Weight::Block(b) if b.format != BlockFormat::F16));
     let codes: Option<QuantizedRows> = needs_codes.then(|| quantize_rows(x, true));
+    // NF4 with 8-bit inputs (when chosen): the input quantized once for every such linear.
+    let nf4_codes: Option<Nf4Input> = (nf4_int::decode_int8()
+        && lins
+            .iter()
+            .any(|l| matches!(l.weight, Weight::Nf4(w) if nf4_int::supports(&w))))
+    .then(|| nf4_int::quantize_input(x, k));
     let mut pieces = Vec::new();
     for (j, l) in lins.iter().enumerate() {
         pieces.extend((0..l.rows.div_ceil(ROWS)).map(|p| (j, p * ROWS)));
@@ -41,6 +48,12 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
             Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, t),
             Weight::Block(b) => {
                 piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
+                    t[i * width + r - first] = v
+                })
+            }
+            Weight::Nf4(w) if nf4_codes.is_some() && nf4_int::supports(&w) => {
+                let xq = nf4_codes.as_ref().expect("quantized above");
+                nf4_int::piece_rows(&w, xq, m, first..last, |i, r, v| {
                     t[i * width + r - first] = v
                 })
             }
