@@ -342,3 +342,35 @@ extern "C" __global__ void attention_dscores_f32(const float* probs, float* dp, 
         __syncthreads();
     }
 }
+
+// attention_softmax_dscores_f32: a backward's two row passes in one. scores [B, H, T, S]
+// (q k^T, unscaled) become the probabilities from the forward's statistics row_max and
+// row_sum, as attention_softmax_f32 with `given` writes them, and dp (dout v^T) becomes
+// the scores' gradient as attention_dscores_f32 writes it, both in place: the same
+// arithmetic in the same order, so the same bits as the two kernels one after the other.
+extern "C" __global__ void attention_softmax_dscores_f32(float* scores, float* dp, const float* row_max,
+                                                         const float* row_sum, i64 rows, i64 t_, i64 s_,
+                                                         float scale, i64 causal) {
+    __shared__ double dscratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* sr = scores + row * s_;
+        float* dr = dp + row * s_;
+        i64 pos = s_ - t_ + row % t_;
+        i64 visible = causal ? (pos + 1 < s_ ? pos + 1 : s_) : s_;
+        float m = row_max[row];
+        double l = (double)row_sum[row];
+        double part = 0.0;
+        for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
+            float p = 0.0f;
+            if (s < visible && l > 0.0) p = (float)((double)expf(scale * sr[s] - m) / l);
+            sr[s] = p;
+            if (p != 0.0f) part += (double)p * (double)dr[s];
+        }
+        float delta = (float)block_sum(part, dscratch);
+        for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
+            float p = sr[s];
+            dr[s] = p == 0.0f ? 0.0f : scale * p * (dr[s] - delta);
+        }
+        __syncthreads();
+    }
+}

@@ -1,5 +1,6 @@
 // Layout kernels, by element size: strided copies (permute, slices,
-// broadcast_to) and the placement of one operand of a concatenation.
+// broadcast_to), the placement of one operand of a concatenation (or all of them),
+// and attention's head-axis swaps.
 
 #define COPY_STRIDED(NAME, T)                                                             \
     extern "C" __global__ void NAME(const T* x, T* out, i64 n, Dims shape, Dims strides, \
@@ -49,3 +50,45 @@ PLACE_MANY(place_many_1, unsigned char)
 PLACE_MANY(place_many_2, unsigned short)
 PLACE_MANY(place_many_4, unsigned int)
 PLACE_MANY(place_many_8, u64)
+
+// Up to six tensors [B, X, Y, D] copied to [B, Y, X, D] in one launch (attention's
+// [B, T, H, Dh] to the heads-first [B, H, T, Dh] its strided-batched products read,
+// and back). Part p reads xs_p (shape [b, xn.v[p], yn.v[p], d], element kind from.v[p])
+// and writes ys_p (kind to.v[p]); kinds are the convert kernel's codes, 0 float32 and
+// 4 bfloat16: a part of one kind copies the bits, float32 to bfloat16 rounds to
+// nearest even. Parts from `parts` on are null.
+__device__ __forceinline__ void swap_part(const void* x, void* y, i64 from, i64 to, i64 src, i64 dst) {
+    if (from == to) {
+        if (from == 0) ((unsigned int*)y)[dst] = ((const unsigned int*)x)[src];
+        else ((bf16*)y)[dst] = ((const bf16*)x)[src];
+        return;
+    }
+    float v = from == 0 ? ((const float*)x)[src] : bf16_to_f32(((const bf16*)x)[src]);
+    if (to == 0) ((float*)y)[dst] = v;
+    else ((bf16*)y)[dst] = f32_to_bf16(v);
+}
+
+extern "C" __global__ void swap_heads(const void* x0, void* y0, const void* x1, void* y1,
+                                      const void* x2, void* y2, const void* x3, void* y3,
+                                      const void* x4, void* y4, const void* x5, void* y5,
+                                      i64 parts, i64 b, i64 d, Dims xn, Dims yn, Dims from,
+                                      Dims to) {
+    const void* xs[6] = {x0, x1, x2, x3, x4, x5};
+    void* ys[6] = {y0, y1, y2, y3, y4, y5};
+    i64 total = 0;
+    for (i64 p = 0; p < parts; ++p) total += b * xn.v[p] * yn.v[p] * d;
+    FOR_EACH(i, total) {
+        i64 j = i, p = 0;
+        while (j >= b * xn.v[p] * yn.v[p] * d) {
+            j -= b * xn.v[p] * yn.v[p] * d;
+            ++p;
+        }
+        i64 nx = xn.v[p], ny = yn.v[p];
+        // j indexes the output [b, ny, nx, d].
+        i64 c = j % d, r = j / d;
+        i64 x = r % nx;
+        r /= nx;
+        i64 yy = r % ny, bb = r / ny;
+        swap_part(xs[p], ys[p], from.v[p], to.v[p], ((bb * nx + x) * ny + yy) * d + c, j);
+    }
+}

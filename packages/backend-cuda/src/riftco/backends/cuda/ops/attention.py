@@ -3,17 +3,25 @@ packed forms used by decoding (contiguous varlen and paged key/value caches).
 
 The dense forms take q, k and v all float32 or all bfloat16 (a kernel per input
 type, reading bfloat16 widened to float32); scores, statistics, outputs and
-gradients are float32. Decoding attention reads float32 only."""
+gradients are float32. Decoding attention reads float32 only.
+
+With one key/value head per query head and no window, dense attention runs on
+cuBLAS: q, k and v move heads first (``[B, H, T, Dh]``, one ``swap_heads`` launch
+for all of them) so every product is one strided-batched call over all B * H
+matrices -- forward the scores and the values, backward dp, the scores again, dv,
+dq and dk -- between one softmax launch (scale, causal mask, statistics) forward,
+one probabilities-and-score-gradient launch backward, and one launch moving the
+results back to ``[B, T, H, Dh]``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError, CudaError
-from riftco.backends.cuda.ops.launch import Launcher, float32_only, kernel
+from riftco.backends.cuda.ops.launch import MAX_DIMS, Launcher, float32_only, kernel
 from riftco.tensor.plugin import Shape
 
 #: The largest head dimension the kernels hold in shared memory.
@@ -27,6 +35,12 @@ _DKV = {t: kernel("attention", f"attention_dkv_{s}") for t, s in _SUFFIX.items()
 _RAGGED = kernel("attention", "attention_ragged_f32")
 _SOFTMAX = kernel("attention", "attention_softmax_f32")
 _DSCORES = kernel("attention", "attention_dscores_f32")
+_SOFTMAX_DSCORES = kernel("attention", "attention_softmax_dscores_f32")
+_SWAP_HEADS = kernel("layout", "swap_heads")
+#: The tensors one ``swap_heads`` launch moves (the kernel's pointer pairs).
+SWAP_PARTS = 6
+#: The element kinds ``swap_heads`` reads and writes (the convert kernel's codes).
+_KIND = {"float32": 0, "bfloat16": 4}
 #: The cuBLAS route holds [B, H, T, S] float32 scores (twice in backward): used up to
 #: this many score bytes, the row kernels beyond.
 GEMM_ROUTE_BYTES = 8 << 30
@@ -60,7 +74,6 @@ def _input_type(op: str, q, k, v) -> str:
 class AttentionOps:
     kernels: Launcher
     device: _native.Device
-    _convert: Callable[[_native.Buffer, Shape, str, str], _native.Buffer]  # BaseOps
 
     def _gemm_route(self, b: int, t: int, s: int, h: int, hkv: int, window: int) -> bool:
         """Attention through cuBLAS: one key/value head per query head, no window, the
@@ -102,95 +115,147 @@ class AttentionOps:
             batch,
         )
 
-    def _scores(self, dtype, q, k, b, t, s, h, dh):
-        """[B, H, T, S] float32 q k^T (unscaled): per batch row, one product batched over heads."""
-        scores = self.kernels.alloc((b, h, t, s), "float32")
-        row = h * dh
-        for i in range(b):
-            self._heads_gemm(
-                dtype, t, s, dh,
-                q, i * t * row, row, dh, False,
-                k, i * s * row, row, dh, True,
-                scores, i * h * t * s, s, t * s,
-                h,
-            )  # fmt: skip
+    def _swap_heads(self, b: int, d: int, parts) -> list:
+        """``[B, X, Y, D]`` tensors copied to ``[B, Y, X, D]`` in one launch (up to
+        ``SWAP_PARTS``): each part ``(buffer, dtype, x, y, to)`` read as ``dtype`` and
+        written as ``to`` (float32 or bfloat16). Returns the new buffers, in order."""
+        if not 0 < len(parts) <= SWAP_PARTS:
+            raise CudaError(f"swap_heads moves one to six tensors a launch, given {len(parts)}")
+        outs = [self.kernels.alloc((b, y, x, d), to) for _, _, x, y, to in parts]
+        pad = SWAP_PARTS - len(parts)
+        pointers: list = []
+        for (buf, _, _, _, _), out in zip(parts, outs):
+            pointers += [buf, out]
+        pointers += [None, None] * pad
+
+        def table(values):
+            return tuple(int(v) for v in values) + (1,) * (MAX_DIMS - len(parts))
+
+        total = sum(b * x * y * d for _, _, x, y, _ in parts)
+        self.kernels.launch(
+            _SWAP_HEADS,
+            total,
+            [
+                *pointers,
+                len(parts),
+                b,
+                d,
+                table(x for _, _, x, _, _ in parts),
+                table(y for _, _, _, y, _ in parts),
+                table(_KIND[dt] for _, dt, _, _, _ in parts),
+                table(_KIND[to] for _, _, _, _, to in parts),
+            ],
+        )
+        return outs
+
+    def _scores(self, dtype, qh, kh, bh, t, s, dh):
+        """``[B, H, T, S]`` float32 q k^T (unscaled) from heads-first q and k: one
+        product batched over every batch row and head."""
+        scores = self.kernels.alloc((bh, t, s), "float32")
+        self._heads_gemm(
+            dtype, t, s, dh,
+            qh, 0, dh, t * dh, False,
+            kh, 0, dh, s * dh, True,
+            scores, 0, s, t * s,
+            bh,
+        )  # fmt: skip
         return scores
 
     def _gemm_forward(self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized):
-        scores = self._scores(dtype, q, k, b, t, s, h, dh)
-        rows = b * h * t
+        # Heads first ([B, H, T, Dh]), so each product is one strided-batched call over
+        # B * H; v widened to float32 on the way (the probabilities are float32).
+        qh, kh, vh = self._swap_heads(
+            b,
+            dh,
+            [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype), (v, dtype, s, h, "float32")],
+        )
+        bh = b * h
+        scores = self._scores(dtype, qh, kh, bh, t, s, dh)
+        rows = bh * t
         row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
         row_sum = None if materialized else self.kernels.alloc((b, h, t), "float32")
         self.kernels.rows(
             _SOFTMAX, rows, [scores, row_max, row_sum, rows, t, s, float(scale), int(causal), 0]
         )
-        vf = v if dtype == "float32" else self._convert(v, (b, s, h, dh), dtype, "float32")
-        out = self.kernels.alloc((b, t, h, dh), "float32")
-        row = h * dh
-        for i in range(b):
-            self._heads_gemm(
-                "float32", t, dh, s,
-                scores, i * h * t * s, s, t * s, False,
-                vf, i * s * row, row, dh, False,
-                out, i * t * row, row, dh,
-                h,
-            )  # fmt: skip
+        out_h = self.kernels.alloc((b, h, t, dh), "float32")
+        self._heads_gemm(
+            "float32", t, dh, s,
+            scores, 0, s, t * s, False,
+            vh, 0, dh, s * dh, False,
+            out_h, 0, dh, t * dh,
+            bh,
+        )  # fmt: skip
+        (out,) = self._swap_heads(b, dh, [(out_h, "float32", h, t, "float32")])
         return out, (scores if materialized else None), row_max, row_sum
 
     def _gemm_backward(
         self, dout, q, k, v, probs, row_max, row_sum, dtype, b, t, s, h, dh, scale, causal
     ):
-        rows, row = b * h * t, h * dh
-        if probs is None:
-            probs = self._scores(dtype, q, k, b, t, s, h, dh)
+        bh = b * h
+        rows = bh * t
+        # Heads first, in one launch: dout, and q, k, v widened to float32 for the
+        # products with float32 gradients; q and k as they are too when the scores are
+        # recomputed (bfloat16 products, the forward's bits).
+        f32 = "float32"
+        parts = [
+            (dout, f32, t, h, f32),
+            (q, dtype, t, h, f32),
+            (k, dtype, s, h, f32),
+            (v, dtype, s, h, f32),
+        ]
+        recompute = probs is None
+        if recompute and dtype != f32:
+            parts += [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype)]
+        swapped = self._swap_heads(b, dh, parts)
+        dout_h, qf, kf, vf = swapped[:4]
+        dp = self.kernels.alloc((b, h, t, s), f32)
+        # dp = dout v^T
+        self._heads_gemm(
+            f32, t, s, dh,
+            dout_h, 0, dh, t * dh, False,
+            vf, 0, dh, s * dh, True,
+            dp, 0, s, t * s,
+            bh,
+        )  # fmt: skip
+        if recompute:
+            qh, kh = swapped[4:] if dtype != f32 else (qf, kf)
+            probs = self._scores(dtype, qh, kh, bh, t, s, dh)
+            # The probabilities from the statistics and the scores' gradient: one pass.
             self.kernels.rows(
-                _SOFTMAX, rows, [probs, row_max, row_sum, rows, t, s, float(scale), int(causal), 1]
+                _SOFTMAX_DSCORES,
+                rows,
+                [probs, dp, row_max, row_sum, rows, t, s, float(scale), int(causal)],
             )
-        widen = (
-            (lambda x, n: x)
-            if dtype == "float32"
-            else (lambda x, n: self._convert(x, (b, n, h, dh), dtype, "float32"))
+        else:
+            self.kernels.rows(_DSCORES, rows, [probs, dp, rows, s, float(scale)])
+        dq_h = self.kernels.alloc((b, h, t, dh), f32)
+        dk_h = self.kernels.alloc((b, h, s, dh), f32)
+        dv_h = self.kernels.alloc((b, h, s, dh), f32)
+        # dv = p^T dout; dq = ds k; dk = ds^T q (ds carries the scale)
+        self._heads_gemm(
+            f32, s, dh, t,
+            probs, 0, s, t * s, True,
+            dout_h, 0, dh, t * dh, False,
+            dv_h, 0, dh, s * dh,
+            bh,
+        )  # fmt: skip
+        self._heads_gemm(
+            f32, t, dh, s,
+            dp, 0, s, t * s, False,
+            kf, 0, dh, s * dh, False,
+            dq_h, 0, dh, t * dh,
+            bh,
+        )  # fmt: skip
+        self._heads_gemm(
+            f32, s, dh, t,
+            dp, 0, s, t * s, True,
+            qf, 0, dh, t * dh, False,
+            dk_h, 0, dh, s * dh,
+            bh,
+        )  # fmt: skip
+        dq, dk, dv = self._swap_heads(
+            b, dh, [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)]
         )
-        qf, kf, vf = widen(q, t), widen(k, s), widen(v, s)
-        dq = self.kernels.alloc((b, t, h, dh), "float32")
-        dk = self.kernels.alloc((b, s, h, dh), "float32")
-        dv = self.kernels.alloc((b, s, h, dh), "float32")
-        dp = self.kernels.alloc((b, h, t, s), "float32")
-        for i in range(b):
-            p0, q0, k0 = i * h * t * s, i * t * row, i * s * row
-            # dv = p^T dout; dp = dout v^T
-            self._heads_gemm(
-                "float32", s, dh, t,
-                probs, p0, s, t * s, True,
-                dout, q0, row, dh, False,
-                dv, k0, row, dh,
-                h,
-            )  # fmt: skip
-            self._heads_gemm(
-                "float32", t, s, dh,
-                dout, q0, row, dh, False,
-                vf, k0, row, dh, True,
-                dp, p0, s, t * s,
-                h,
-            )  # fmt: skip
-        self.kernels.rows(_DSCORES, rows, [probs, dp, rows, s, float(scale)])
-        for i in range(b):
-            p0, q0, k0 = i * h * t * s, i * t * row, i * s * row
-            # dq = ds k; dk = ds^T q (ds carries the scale)
-            self._heads_gemm(
-                "float32", t, dh, s,
-                dp, p0, s, t * s, False,
-                kf, k0, row, dh, False,
-                dq, q0, row, dh,
-                h,
-            )  # fmt: skip
-            self._heads_gemm(
-                "float32", s, dh, t,
-                dp, p0, s, t * s, True,
-                qf, q0, row, dh, False,
-                dk, k0, row, dh,
-                h,
-            )  # fmt: skip
         return dq, dk, dv
 
     def _forward(self, q, k, v, q_shape, kv_shape, scale, causal, window, materialized: bool):
