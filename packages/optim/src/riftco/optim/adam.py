@@ -5,6 +5,8 @@ norm (overflow-safe, see ``clipping``), derives the clip scale, and hands every
 parameter, gradient and moment to ``riftco.tensor.adam_update_`` (the backend's
 ``adam_update`` capability) in one call. The backend writes nothing unless every new parameter and moment is
 finite, so a failed step leaves parameters, moments and step counts as they were.
+``measured_step`` does the same in one device read where the backend has
+``clipped_adam_update`` (the norm, the scale and the update all on the device).
 The arithmetic follows ``torch.optim.Adam`` / ``torch.optim.AdamW``.
 """
 
@@ -18,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 import riftco.tensor as rt
-from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values
+from riftco.optim.clipping import clip_scale, global_grad_norm, norm_and_values, norm_from_sums
 from riftco.optim.errors import (
     NonFiniteUpdate,
     OptimizerConfigError,
@@ -199,6 +201,58 @@ class Adam:
         self._step += 1
         return AdamStepStats(self._step, norm, scale)
 
+    def measured_step(
+        self, values: Sequence[Tensor] = ()
+    ) -> tuple[AdamStepStats | None, list[float]]:
+        """``measure(values)`` then ``step()``, with one device read in all.
+
+        Where the backend has ``clipped_adam_update`` (API 1.8) the norm, the clip
+        scale and the update run on the device before anything is read, and the
+        sums, ``values`` and the outcome come back together; elsewhere this is
+        ``measure`` and ``step``. When a value is not finite nothing is updated (not
+        even the step count) and the stats are None: the caller decides (a trainer
+        stops on a non-finite loss). Otherwise it is ``step()``: the same stats, the
+        same bits, the same ``NonFiniteUpdate``.
+        """
+        entries = self._gather()
+        for x in values:
+            if not isinstance(x, Tensor) or x.size != 1:
+                raise ShapeError(
+                    f"{type(self).__name__}.measured_step: values must be one-element "
+                    f"tensors, found {getattr(x, 'shape', type(x).__name__)}"
+                )
+        backend = entries[0].param.value.backend if entries else None
+        if backend is None or "clipped_adam_update" not in backend.capabilities():
+            norm, read = self.measure(values)
+            if not all(math.isfinite(x) for x in read):
+                return None, read
+            return self.step(gradient_norm=norm), read
+        states = self._states(entries)
+        result = rt.clipped_adam_update_(
+            [e.param.value for e in entries],
+            [e.grad for e in entries],
+            [s.moments.m for s in states],
+            [s.moments.v for s in states],
+            **self._hyperparameters(entries, states),
+            max_grad_norm=self.max_grad_norm,
+            values=list(values),
+            page_size=self.page_size if self.paged else None,
+        )
+        if not all(math.isfinite(x) for x in result.values):
+            return None, result.values
+        if not result.applied and result.bad is None:
+            # A sum the device would not take (overflowed, underflowed, not finite):
+            # the norm as step() computes it, then step()'s own update.
+            norm = norm_from_sums([e.grad for e in entries], result.sums)
+            return self.step(gradient_norm=norm), result.values
+        # Every sum was normal or exactly zero: the norm the device clipped with.
+        norm = math.sqrt(math.fsum(result.sums))
+        if result.bad is not None:
+            self._refuse(entries[result.bad])
+        self._commit(entries, states)
+        self._step += 1
+        return AdamStepStats(self._step, norm, clip_scale(norm, self.max_grad_norm)), result.values
+
     def _gather(self) -> list[_Entry]:
         entries, backend, index = [], None, -1
         for group in self.param_groups:
@@ -227,7 +281,7 @@ class Adam:
                 entries.append(_Entry(index, group, p, grad))
         return entries
 
-    def _apply(self, entries: list[_Entry], scale: float) -> None:
+    def _states(self, entries: list[_Entry]) -> list[_ParamState]:
         backend = entries[0].param.value.backend
         page_size = self.page_size if self.paged else None
         states = []
@@ -248,11 +302,10 @@ class Adam:
                     "move parameters before the first step or reload the optimizer state"
                 )
             states.append(old)
-        bad = rt.adam_update_(
-            [e.param.value for e in entries],
-            [e.grad for e in entries],
-            [s.moments.m for s in states],
-            [s.moments.v for s in states],
+        return states
+
+    def _hyperparameters(self, entries: list[_Entry], states: list[_ParamState]) -> dict[str, Any]:
+        return dict(
             lr=[float(e.group["lr"]) for e in entries],
             beta1=[float(e.group["betas"][0]) for e in entries],
             beta2=[float(e.group["betas"][1]) for e in entries],
@@ -260,19 +313,34 @@ class Adam:
             weight_decay=[float(e.group["weight_decay"]) for e in entries],
             decoupled=self.decoupled,
             step=[s.step + 1 for s in states],
-            grad_scale=scale,
-            page_size=page_size,
         )
-        if bad is not None:
-            e = entries[bad]
-            raise NonFiniteUpdate(
-                f"{type(self).__name__} step {self._step + 1}: the update of "
-                f"{_label(e.index, e.param)} is not finite; parameters, moments and step "
-                "count are unchanged",
-                parameter=e.index,
-            )
+
+    def _refuse(self, e: _Entry) -> None:
+        raise NonFiniteUpdate(
+            f"{type(self).__name__} step {self._step + 1}: the update of "
+            f"{_label(e.index, e.param)} is not finite; parameters, moments and step "
+            "count are unchanged",
+            parameter=e.index,
+        )
+
+    def _commit(self, entries: list[_Entry], states: list[_ParamState]) -> None:
         for e, s in zip(entries, states):
             self._state[e.index] = _ParamState(s.step + 1, s.moments)
+
+    def _apply(self, entries: list[_Entry], scale: float) -> None:
+        states = self._states(entries)
+        bad = rt.adam_update_(
+            [e.param.value for e in entries],
+            [e.grad for e in entries],
+            [s.moments.m for s in states],
+            [s.moments.v for s in states],
+            **self._hyperparameters(entries, states),
+            grad_scale=scale,
+            page_size=self.page_size if self.paged else None,
+        )
+        if bad is not None:
+            self._refuse(entries[bad])
+        self._commit(entries, states)
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -61,13 +61,19 @@ def norm_and_values(
     host = rt.concatenate([p.to(backend) for p in parts], 0).numpy().tolist()
     sums, read = host[: len(parts) - len(values)], host[len(parts) - len(values) :]
     totals = iter(sums)
-    squares = []
-    for g in grads:
-        if not g.size:
-            continue
-        total = next(totals)
-        squares.append(total if _TINY <= total < math.inf else sum_of_squares(g))
-    return math.sqrt(math.fsum(squares)), read
+    return norm_from_sums(
+        [g for g in grads if g.size], [next(totals) for g in grads if g.size]
+    ), read
+
+
+def norm_from_sums(grads: Sequence[Tensor], sums: Sequence[float]) -> float:
+    """The global norm from each gradient's float32 sum of squares as the backend gave
+    it: a sum that overflowed or underflowed is recomputed rescaled (a read each)."""
+    squares = [
+        total if _TINY <= total < math.inf else sum_of_squares(g)
+        for g, total in zip(grads, sums, strict=True)
+    ]
+    return math.sqrt(math.fsum(squares))
 
 
 def global_grad_norm(grads: Iterable[Tensor]) -> float:
@@ -82,4 +88,4 @@ def clip_scale(norm: float, max_norm: float | None) -> float:
     return max_norm / norm
 
 
-__all__ = ["clip_scale", "global_grad_norm", "norm_and_values", "sum_of_squares"]
+__all__ = ["clip_scale", "global_grad_norm", "norm_and_values", "norm_from_sums", "sum_of_squares"]

@@ -342,6 +342,43 @@ class Backend(FusedKernels):
         """
         raise self._missing("adam_update")
 
+    def clipped_adam_update(
+        self,
+        params: Sequence[Storage],
+        grads: Sequence[Storage],
+        m: Sequence[Sequence[Storage]],
+        v: Sequence[Sequence[Storage]],
+        sizes: Sequence[int],
+        page_size: int,
+        lr: Sequence[float],
+        beta1: Sequence[float],
+        beta2: Sequence[float],
+        eps: Sequence[float],
+        weight_decay: Sequence[float],
+        decoupled: bool,
+        step: Sequence[int],
+        max_grad_norm: float | None,
+        values: Sequence[Storage],
+    ) -> tuple[list[float], list[float], bool, int | None]:
+        """API 1.8: a training step's gradient norm, clip scale and Adam update in one
+        call, and one read of what the host needs (on a device, the step's only wait).
+
+        ``sums[i]`` is gradient i's sum of squares over the flat gradient, accumulated
+        in float64 (in an order fixed by its size) and rounded once to float32 (0.0
+        for an empty one) and ``read[j]`` the value of ``values[j]`` (one-element float32
+        storages, a step's loss). The update goes ahead only when every value is
+        finite and every sum is a normal float32 or exactly zero (every element zero);
+        then ``norm = sqrt(math.fsum(sums))`` (the exactly rounded sum), ``scale =
+        max_grad_norm / norm`` when ``norm > max_grad_norm`` (else 1; None: no
+        clipping), and the update is ``adam_update``'s with ``grad_scale = scale``.
+
+        Returns ``(sums, read, applied, bad)``: ``applied`` when the parameters and
+        moments were written; otherwise nothing changed and ``bad`` is the index of the
+        first parameter with a non-finite candidate, or None when the update did not
+        go ahead (a value not finite, or a sum the host must recompute: overflowed,
+        underflowed or not finite)."""
+        raise self._missing("clipped_adam_update")
+
 
 def composed_capabilities(backend: Backend) -> frozenset[str]:
     """The COMPOSED capabilities that ``backend`` lacks as kernels and has every

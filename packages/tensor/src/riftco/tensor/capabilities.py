@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 7)
+BACKEND_API_VERSION = (1, 8)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -33,6 +33,7 @@ CAPABILITIES["paged_attention"] = 3
 CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_backward"), 4))
 CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
 CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
+CAPABILITIES["clipped_adam_update"] = 8
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on

@@ -21,6 +21,7 @@ from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, KernelError
 from riftco.tensor.ops.decode import undecodable
+from riftco.tensor.ops.inplace import clip_factor, clip_ready
 
 BF16 = DType.bfloat16
 _BF16_NUMPY = BF16.numpy
@@ -176,6 +177,40 @@ class CpuBackend(Backend):
             list(step),
             grad_scale,
         )
+
+    def clipped_adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        max_grad_norm,
+        values,
+    ):
+        # Host memory: the sums and values are read where they are; the update is
+        # adam_update's kernel with the scale the norm gives.
+        sums = []
+        for g, size in zip(grads, sizes, strict=True):
+            flat = np.asarray(g).reshape(-1)[: int(size)]
+            sums.append(float(_native.reduce("sum_squares", flat, 0)) if size else 0.0)
+        read = [float(np.asarray(x).reshape(-1)[0]) for x in values]
+        if not clip_ready(sums, read, lambda i: not np.asarray(grads[i]).any()):
+            return sums, read, False, None
+        scale = clip_factor(sums, max_grad_norm)
+        bad = self.adam_update(
+            params, grads, m, v, sizes, page_size, lr, beta1, beta2, eps, weight_decay,
+            decoupled, step, scale,
+        )  # fmt: skip
+        return sums, read, bad is None, bad
 
     def layer_norm(self, x, shape, weight, bias, eps):
         return _native.layer_norm(x, weight, bias, eps)

@@ -16,6 +16,7 @@ from importlib.metadata import EntryPoint
 import numpy as np
 
 import riftco.tensor as rt
+from riftco.tensor.ops.inplace import clip_factor, clip_ready
 from riftco.tensor.plugin import (
     ACTIVATION_GRADIENTS,
     BASE_DTYPES,
@@ -222,6 +223,37 @@ class NumpyReferenceBackend(Backend):
             for page, new in zip([*m[i], *v[i]], [*m_pages, *v_pages]):
                 unbox(page)[...] = new
         return None
+
+    def clipped_adam_update(
+        self,
+        params,
+        grads,
+        m,
+        v,
+        sizes,
+        page_size,
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        decoupled,
+        step,
+        max_grad_norm,
+        values,
+    ):
+        wide = [unbox(g).reshape(-1).astype(np.float64) for g in grads]
+        with np.errstate(over="ignore"):
+            sums = [float(np.float32(np.sum(g * g))) for g in wide]
+        read = [float(unbox(x).reshape(-1)[0]) for x in values]
+        if not clip_ready(sums, read, lambda i: not wide[i].any()):
+            return sums, read, False, None
+        scale = clip_factor(sums, max_grad_norm)
+        bad = self.adam_update(
+            params, grads, m, v, sizes, page_size, lr, beta1, beta2, eps, weight_decay,
+            decoupled, step, scale,
+        )  # fmt: skip
+        return sums, read, bad is None, bad
 
     # -- fused neural-network kernels, in float64 ------------------------------
     def layer_norm(self, x, shape, weight, bias, eps):

@@ -161,15 +161,24 @@ class Trainer:
             self.optimizer.zero_grad()
             loss = self.loss(batch)
             loss.backward()
-            # The loss and the gradient norm come to the host in one read: on an
-            # accelerator, the only device round trip of the step.
-            norm, (value,) = self.optimizer.measure([loss.value])
-            if not math.isfinite(value):
-                raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
             tokens = batch.tokens
         lr = self.schedule.lr_at(self.step + 1)
         self.optimizer.set_lr(lr)
-        stats = self.optimizer.step(gradient_norm=norm)
+        measured_step = getattr(self.optimizer, "measured_step", None)
+        if self._parallel_step is not None:
+            stats = self.optimizer.step(gradient_norm=norm)
+        elif measured_step is not None:
+            # The loss, the gradient norm and the update's outcome come to the host in
+            # one read, after the update (nothing is updated on a non-finite loss): on
+            # an accelerator, the only device round trip of the step.
+            stats, (value,) = measured_step([loss.value])
+            if stats is None or not math.isfinite(value):
+                raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
+        else:
+            norm, (value,) = self.optimizer.measure([loss.value])
+            if not math.isfinite(value):
+                raise TrainError(f"{self.stage} step {self.step + 1}: the loss is {value}")
+            stats = self.optimizer.step(gradient_norm=norm)
         elapsed = time.perf_counter() - started
         self.step += 1
         self.tokens += tokens

@@ -27,8 +27,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: The backend API this package implements (riftco.tensor's BACKEND_API_VERSION):
 #: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights have no kernel here
 #: (riftco-tensor's op layer composes them from the ops here, on the device); 1.7's
-#: whole-step decoding is a device plan (ops.decode).
-API_VERSION = (1, 7)
+#: whole-step decoding is a device plan (ops.decode); 1.8's clipped Adam step runs its
+#: gradient norm, clip scale and update on the device with one read (ops.optim).
+API_VERSION = (1, 8)
 
 
 class CudaBackend(
