@@ -190,7 +190,13 @@ fn every_level_gives_the_portable_bits() {
 #[test]
 fn the_product_is_within_the_stated_bound_of_the_dequantized_one() {
     let mut g = Lcg(11);
-    for &(rows, cols, block, m) in &[(37, 384, 64, 3), (16, 1536, 64, 1), (5, 96, 32, 2)] {
+    for &(rows, cols, block, m) in &[
+        (37, 384, 64, 3),
+        (16, 1536, 64, 1),
+        (5, 96, 32, 2),
+        (9, 96, 64, 2),
+        (6, 160, 128, 1),
+    ] {
         let p = Packed::new(rows, cols, block, None, &mut g);
         for double in [false, true] {
             let w = p.weight(double);
