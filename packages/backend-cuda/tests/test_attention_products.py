@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import riftco.tensor as rt
+from riftco.backends.cuda.errors import CudaError
 from riftco.backends.cuda.ops import attention as attention_ops
 from riftco.tensor.plugin import DType
 
@@ -163,7 +164,7 @@ def test_swap_heads_moves_the_head_axis_and_converts(emu):
 
 def test_swap_heads_takes_at_most_six_parts(emu):
     x = emu.from_numpy(np.zeros((1, 2, 2, 2), np.float32))
-    with pytest.raises(Exception, match="six"):
+    with pytest.raises(CudaError, match="one to six tensors a launch, given 7"):
         emu._swap_heads(1, 2, [(x, "float32", 2, 2, "float32")] * 7)
 
 
