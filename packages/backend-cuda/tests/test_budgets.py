@@ -31,9 +31,10 @@ PASSES = {"bf16": 990, "f32": 805}
 #: The roofline estimate of one step at the H200's figures (counting.roofline), in
 #: seconds: the row-kernel attention alone was 48 ms of a 57 ms bf16 step.
 ESTIMATE = {"bf16": 0.020, "f32": 0.065}
-#: Reads from the device a step: the loss and gradient norm together, and Adam's
-#: all-or-nothing flag.
-HOST_READS = 2
+#: Reads from the device a step: one, after the update -- the gradients' sums of
+#: squares, the loss and Adam's all-or-nothing outcome together (riftco-optim's
+#: measured_step over clipped_adam_update; test_budgets_optim.py counts its launches).
+HOST_READS = 1
 UPLOAD_BYTES = 1_000_000
 
 
@@ -42,7 +43,7 @@ def step(request):
     return request.param, training_step_counts(request.param)
 
 
-def test_one_step_reads_the_device_at_most_twice(step):
+def test_one_step_reads_the_device_once(step):
     _precision, counts = step
     assert counts.host_reads <= HOST_READS, counts.summary()
 

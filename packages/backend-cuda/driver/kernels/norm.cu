@@ -92,7 +92,8 @@ extern "C" __global__ void rms_norm_dx_f32(const float* dy, const float* x, cons
 }
 
 // Parameter gradients, stage 1: partial[chunk, col] = sum over the chunk's rows of
-// dy * xhat (what 0) or dy (what 1), xhat = (x - mean) * rstd (mean may be null: RMS).
+// dy * xhat (what 0) or dy (what 1), xhat = (x - mean) * rstd (mean may be null: RMS);
+// what 2: both, partial holding the dy * xhat sums then the dy sums ([2, chunks, d]).
 extern "C" __global__ void norm_param_partial_f32(const float* dy, const float* x, const float* mean,
                                                   const float* rstd, double* partial, i64 rows, i64 d,
                                                   i64 chunk, i64 what) {
@@ -100,25 +101,33 @@ extern "C" __global__ void norm_param_partial_f32(const float* dy, const float* 
     FOR_EACH(j, chunks * d) {
         i64 c = j / d, col = j % d;
         i64 end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
-        double acc = 0.0;
+        double acc = 0.0, plain = 0.0;
         for (i64 row = c * chunk; row < end; ++row) {
             double g = (double)dy[row * d + col];
-            if (what == 0) {
+            plain += g;
+            if (what != 1) {
                 float m = mean ? mean[row] : 0.0f;
                 g *= (double)((x[row * d + col] - m) * rstd[row]);
             }
             acc += g;
         }
         partial[j] = acc;
+        if (what == 2) partial[chunks * d + j] = plain;
     }
 }
 
-// Stage 2: out[col] = sum over chunks, in order.
-extern "C" __global__ void norm_param_final_f32(const double* partial, float* out, i64 chunks, i64 d) {
+// Stage 2: out[col] = sum over chunks, in order (and out2 from the second half of a
+// what-2 partial, when out2 is not null).
+extern "C" __global__ void norm_param_final_f32(const double* partial, float* out, float* out2, i64 chunks, i64 d) {
     FOR_EACH(col, d) {
         double acc = 0.0;
         for (i64 c = 0; c < chunks; ++c) acc += partial[c * d + col];
         out[col] = (float)acc;
+        if (out2) {
+            double acc2 = 0.0;
+            for (i64 c = 0; c < chunks; ++c) acc2 += partial[(chunks + c) * d + col];
+            out2[col] = (float)acc2;
+        }
     }
 }
 

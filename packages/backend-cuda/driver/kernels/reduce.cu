@@ -33,6 +33,34 @@ extern "C" __global__ void reduce_cols_f32(const float* x, float* out, i64 outer
     }
 }
 
+// Few outputs over a long axis (a bias gradient: [tokens, width] summed over tokens):
+// a block takes COLS_TILE adjacent outputs of one outer index, its threads COLS_TILE
+// columns by blockDim.x / COLS_TILE row lanes; lane l reads rows l, l + lanes, ... in
+// order, then the lanes combine in a fixed tree. Blocks: outer * ceil(inner / COLS_TILE).
+#define COLS_TILE 8
+extern "C" __global__ void reduce_cols_tiled_f32(const float* x, float* out, i64 outer, i64 n, i64 inner, i64 op) {
+    __shared__ double scratch[THREADS];
+    unsigned int t = threadIdx.x, lanes = blockDim.x / COLS_TILE;
+    unsigned int col = t % COLS_TILE, lane = t / COLS_TILE;
+    i64 tiles = (inner + COLS_TILE - 1) / COLS_TILE;
+    for (i64 b = blockIdx.x; b < outer * tiles; b += gridDim.x) {
+        i64 o = b / tiles, c = (b % tiles) * COLS_TILE + col;
+        double acc = reduce_start(op);
+        if (c < inner) {
+            const float* base = x + o * n * inner + c;
+            for (i64 k = lane; k < n; k += lanes) acc = reduce_step(op, acc, (double)base[k * inner]);
+        }
+        scratch[t] = acc;
+        __syncthreads();
+        for (unsigned int s = lanes / 2; s > 0; s >>= 1) {
+            if (lane < s) scratch[t] = reduce_combine(op, scratch[t], scratch[t + s * COLS_TILE]);
+            __syncthreads();
+        }
+        if (lane == 0 && c < inner) out[o * inner + c] = (float)(op == REDUCE_MEAN ? scratch[t] / (double)n : scratch[t]);
+        __syncthreads();
+    }
+}
+
 // One block per output row (inner == 1): each thread a strided slice, then a tree.
 extern "C" __global__ void reduce_rows_f32(const float* x, float* out, i64 outer, i64 n, i64 op) {
     __shared__ double scratch[THREADS];

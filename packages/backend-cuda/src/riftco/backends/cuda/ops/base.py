@@ -55,6 +55,12 @@ _PLACE_MANY = sized("layout", "place_many")
 _PLACE_MANY_FROM = 3
 _REDUCE_ROWS = kernel("reduce", "reduce_rows_f32")
 _REDUCE_COLS = kernel("reduce", "reduce_cols_f32")
+_REDUCE_COLS_TILED = kernel("reduce", "reduce_cols_tiled_f32")
+#: The tiled column reduction's outputs a block (the kernel's COLS_TILE), and the work
+#: where it replaces a thread an output: fewer outputs than this, over an axis this long.
+COLS_TILE = 8
+TILED_OUTPUTS = 1 << 15
+TILED_AXIS = 64
 _REDUCE_I64 = kernel("reduce", "reduce_i64")
 _ARGMAX = {"float32": kernel("reduce", "argmax_f32"), "int64": kernel("reduce", "argmax_i64")}
 _SOFTMAX = kernel("reduce", "softmax_f32")
@@ -222,6 +228,13 @@ class BaseOps:
             require(f"reduce {op!r}", dtype, "float32")
             if inner == 1:
                 self.kernels.rows(_REDUCE_ROWS, outer, [x, out, outer, n, op_code])
+            elif (
+                outer * inner < TILED_OUTPUTS
+                and n >= TILED_AXIS
+                and self.kernels.block >= 2 * COLS_TILE
+            ):
+                tiles = outer * -(-inner // COLS_TILE)
+                self.kernels.rows(_REDUCE_COLS_TILED, tiles, [x, out, outer, n, inner, op_code])
             else:
                 self.kernels.launch(_REDUCE_COLS, outer * inner, [x, out, outer, n, inner, op_code])
         return out

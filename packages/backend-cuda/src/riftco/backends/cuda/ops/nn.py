@@ -36,19 +36,30 @@ class NnOps:
     kernels: Launcher
     device: _native.Device
 
-    def _param_grad(self, dy, x, mean, rstd, rows: int, d: int, what: int) -> _native.Buffer:
-        """sum over rows of dy * xhat (what 0) or dy (what 1), in fixed chunks."""
+    def _param_grads(
+        self, dy, x, mean, rstd, rows: int, d: int, weight: bool, bias: bool
+    ) -> tuple[_native.Buffer | None, _native.Buffer | None]:
+        """The weight (sum over rows of dy * xhat) and bias (of dy) gradients in fixed
+        chunks: one partial and one final launch for both."""
+        if not weight and not bias:
+            return None, None
+        both = weight and bias
+        what = 2 if both else (0 if weight else 1)
         chunks = max(1, (rows + PARAM_CHUNK - 1) // PARAM_CHUNK)
-        partial = self.device.alloc(chunks * d * 8, "float64")
-        out = self.kernels.alloc((d,), "float32")
+        outs = [self.kernels.alloc((d,), "float32") for _ in range(2 if both else 1)]
         if rows == 0:
-            self.device.zero(out)
-            return out
-        self.kernels.launch(
-            _PARAM_PARTIAL, chunks * d, [dy, x, mean, rstd, partial, rows, d, PARAM_CHUNK, what]
-        )
-        self.kernels.launch(_PARAM_FINAL, d, [partial, out, chunks, d])
-        return out
+            for out in outs:
+                self.device.zero(out)
+        else:
+            partial = self.device.alloc(len(outs) * chunks * d * 8, "float64")
+            self.kernels.launch(
+                _PARAM_PARTIAL, chunks * d, [dy, x, mean, rstd, partial, rows, d, PARAM_CHUNK, what]
+            )
+            second = outs[1] if both else None
+            self.kernels.launch(_PARAM_FINAL, d, [partial, outs[0], second, chunks, d])
+        if both:
+            return outs[0], outs[1]
+        return (outs[0], None) if weight else (None, outs[0])
 
     def layer_norm(self, x, shape: Shape, weight, bias, eps: float):
         float32_only("layer_norm", x, weight, bias)
@@ -82,8 +93,7 @@ class NnOps:
         self.kernels.rows(
             _LAYER_NORM_DX, rows, [dy, x, weight, mean, rstd, dx, rows, d, int(weight is not None)]
         )
-        dw = self._param_grad(dy, x, mean, rstd, rows, d, 0) if weight is not None else None
-        db = self._param_grad(dy, x, mean, rstd, rows, d, 1) if with_bias else None
+        dw, db = self._param_grads(dy, x, mean, rstd, rows, d, weight is not None, with_bias)
         return dx, dw, db
 
     def rms_norm(self, x, shape: Shape, weight, eps: float):
@@ -103,7 +113,7 @@ class NnOps:
         self.kernels.rows(
             _RMS_NORM_DX, rows, [dy, x, weight, rstd, dx, rows, d, int(weight is not None)]
         )
-        dw = self._param_grad(dy, x, None, rstd, rows, d, 0) if weight is not None else None
+        dw, _ = self._param_grads(dy, x, None, rstd, rows, d, weight is not None, False)
         return dx, dw
 
     def activation_backward(self, op: str, x, dy, shape: Shape):

@@ -106,16 +106,17 @@ class OptimOps:
             for buf in (params[i], grads[i]):
                 if buf.nbytes < 4 * size:
                     raise CudaError(f"{op}: parameter {i} holds fewer than {size} elements")
-            coef[i * 10 : i * 10 + 10] = coefficients(
-                float(lr[i]),
-                float(beta1[i]),
-                float(beta2[i]),
-                float(eps[i]),
-                float(weight_decay[i]),
-                bool(decoupled),
-                int(step[i]),
-                float(grad_scale),
-            )
+            with np.errstate(over="ignore"):  # an infinite coefficient: its update is flagged
+                coef[i * 10 : i * 10 + 10] = coefficients(
+                    float(lr[i]),
+                    float(beta1[i]),
+                    float(beta2[i]),
+                    float(eps[i]),
+                    float(weight_decay[i]),
+                    bool(decoupled),
+                    int(step[i]),
+                    float(grad_scale),
+                )
             for j, (pm, pv) in enumerate(zip(pages_m, pages_v)):
                 first = j * page_size
                 elements = max(0, min(page_size, size - first))
@@ -141,13 +142,14 @@ class OptimOps:
     def _adam_passes(
         self,
         segments: list[list[int]],
-        seg_buf: _native.Buffer | None,
+        seg_buf: _native.Buffer | int | None,
         coef_buf: _native.Buffer,
         n: int,
         bad: _native.Buffer | None,
-        status: _native.Buffer | None,
+        status: _native.Buffer | int | None,
     ) -> None:
-        """The check and commit passes (commit also finds the first flagged parameter)."""
+        """The check and commit passes (commit also finds the first flagged parameter);
+        an int is a device address (a table or a result inside a larger buffer)."""
         flags = self.device.alloc(4 * n, "uint32")
         self.device.zero(flags)
         block = self.kernels.block
@@ -199,7 +201,7 @@ class OptimOps:
         )  # fmt: skip
         if n == 0:
             return None
-        bad = self.kernels.flag()
+        bad = self.device.alloc(8, "int64")  # the commit pass always writes it
         seg_buf = None
         if segments:
             table = np.array(segments, dtype=np.uint64).view(np.int64)
