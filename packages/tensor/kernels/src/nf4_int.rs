@@ -125,22 +125,57 @@ fn round_even(v: f32) -> f32 {
     (v + MAGIC) - MAGIC
 }
 
+/// The factors of a block's codes `q = round((x * first) * second)` for its largest
+/// magnitude `a`: `(1, 127 / a)`, or where `127 / a` overflows (`a` below about
+/// 3.7e-37) `(2^64, 127 / (a * 2^64))`, exact scalings that keep the codes' range;
+/// `(1, 0)` for `a` 0 (all codes 0). A NaN or infinite `a` gives codes 0.
+#[inline(always)]
+pub(crate) fn block_factors(a: f32) -> (f32, f32) {
+    const UP: f32 = 18_446_744_073_709_551_616.0; // 2^64
+    if a == 0.0 {
+        return (1.0, 0.0);
+    }
+    let inv = 127.0 / a;
+    if inv.is_finite() {
+        (1.0, inv)
+    } else {
+        (UP, 127.0 / (a * UP))
+    }
+}
+
 /// Quantize `x` (`[m, cols]`, `cols` a multiple of 32) for the integer product.
 /// A block with a NaN or an infinity gets a non-finite scale and codes 0: its
 /// products are NaN.
 pub fn quantize_input(x: &[f32], cols: usize) -> Nf4Input {
+    quantize_input_with(x, cols, true)
+}
+
+/// [`quantize_input`], `vector`: with the AVX2 version where the CPU has it (the same
+/// results).
+fn quantize_input_with(x: &[f32], cols: usize, vector: bool) -> Nf4Input {
     assert!(cols.is_multiple_of(QK) && x.len().is_multiple_of(cols.max(1)));
     let blocks = x.len() / QK;
     let mut q = vec![0i8; x.len()];
     let mut scales = vec![0.0f32; blocks];
     let mut sums = vec![0i32; blocks * 8];
+    #[cfg(target_arch = "x86_64")]
+    if vector && crate::pool::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; the buffers have the lengths it needs.
+        unsafe { avx2::quantize(x, &mut q, &mut scales, &mut sums) };
+        return Nf4Input {
+            q,
+            scales,
+            sums,
+            cols,
+        };
+    }
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let a = absmax(xb);
-        let inv = if a != 0.0 { 127.0 / a } else { 0.0 };
+        let (up, inv) = block_factors(a);
         for p in 0..QK / 2 {
             // |x * inv| <= 127 (up to rounding): the cast is exact; NaN reads 0.
-            qb[p] = round_even(xb[2 * p] * inv) as i8;
-            qb[QK / 2 + p] = round_even(xb[2 * p + 1] * inv) as i8;
+            qb[p] = round_even((xb[2 * p] * up) * inv) as i8;
+            qb[QK / 2 + p] = round_even((xb[2 * p + 1] * up) * inv) as i8;
         }
         scales[b] = a / 127.0;
         for (j, g) in qb.chunks_exact(4).enumerate() {
@@ -256,7 +291,17 @@ fn decode_scales(codes: &[u8], ranges: &[f32], offset: f32, first: usize, out: &
         let group = b / SCALE_GROUP;
         let stop = ((group + 1) * SCALE_GROUP).min(first + out.len());
         let range = ranges[group];
-        for (v, &c) in out[o..o + stop - b].iter_mut().zip(&codes[b..stop]) {
+        #[allow(unused_mut)]
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if crate::pool::has_avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA; the slices are in bounds.
+            done = unsafe { avx2::decode_scales(&codes[b..stop], range, offset, &mut out[o..]) };
+        }
+        for (v, &c) in out[o + done..o + stop - b]
+            .iter_mut()
+            .zip(&codes[b + done..stop])
+        {
             *v = crate::nf4::decode_scale(c, range, offset);
         }
         o += stop - b;

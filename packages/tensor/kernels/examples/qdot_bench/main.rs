@@ -66,6 +66,8 @@ struct Nf4Data {
     codes: Vec<u8>,
     qscales: Vec<u8>,
     ranges: Vec<f32>,
+    /// The double-quantized scales decoded, with `QDOT_NF4_PLAIN=1`.
+    plain: Option<Vec<f32>>,
     rows: usize,
     cols: usize,
 }
@@ -73,7 +75,7 @@ struct Nf4Data {
 impl Nf4Data {
     fn new(rows: usize, cols: usize, g: &mut Lcg) -> Nf4Data {
         let blocks = (rows * cols).div_ceil(NF4_BLOCK);
-        Nf4Data {
+        let mut d = Nf4Data {
             codes: (0..(rows * cols).div_ceil(2))
                 .map(|_| g.next() as u8)
                 .collect(),
@@ -81,17 +83,26 @@ impl Nf4Data {
             ranges: (0..blocks.div_ceil(nf4::SCALE_GROUP))
                 .map(|_| 0.01 + g.unit().abs() * 0.01)
                 .collect(),
+            plain: None,
             rows,
             cols,
+        };
+        if std::env::var("QDOT_NF4_PLAIN").is_ok_and(|v| v == "1") {
+            let w = d.weight();
+            d.plain = Some((0..w.blocks()).map(|b| w.scale(b)).collect());
         }
+        d
     }
     fn weight(&self) -> Nf4Weight<'_> {
         Nf4Weight {
             codes: &self.codes,
-            scales: Scales::Double {
-                codes: &self.qscales,
-                ranges: &self.ranges,
-                offset: 0.02,
+            scales: match &self.plain {
+                Some(p) => Scales::Plain(p),
+                None => Scales::Double {
+                    codes: &self.qscales,
+                    ranges: &self.ranges,
+                    offset: 0.02,
+                },
             },
             rows: self.rows,
             cols: self.cols,

@@ -292,3 +292,45 @@ fn the_decoded_scales_are_the_weights_own() {
         assert_eq!(v.to_bits(), want.to_bits());
     }
 }
+
+#[test]
+fn the_vector_quantization_and_scale_decoding_match_the_portable_loops() {
+    let mut g = Lcg(13);
+    let mut x: Vec<f32> = (0..32 * 12)
+        .map(|i| g.unit() * [1.0, 1e-3, 3e-39, 1e30][i / 96])
+        .collect();
+    // Ties: a block whose largest magnitude is 127 multiplies by 1.
+    for (j, v) in x[..32].iter_mut().enumerate() {
+        *v = if j == 5 { -127.0 } else { j as f32 - 16.5 };
+    }
+    x[40] = f32::NAN;
+    x[75] = f32::INFINITY;
+    x[100] = f32::NEG_INFINITY;
+    x[128..160].fill(0.0);
+    x[161] = -0.0;
+    x[200] = f32::MIN_POSITIVE;
+    let fast = quantize_input_with(&x, 32 * 12, true);
+    let slow = quantize_input_with(&x, 32 * 12, false);
+    assert_eq!(fast.q, slow.q);
+    assert_eq!(fast.sums, slow.sums);
+    assert_eq!(bits(&fast.scales), bits(&slow.scales));
+    assert_eq!(slow.q[..4], [-16, -14, -12, -10]); // -16.5, -14.5, ... to even
+    assert!(slow.scales[1].is_nan() && slow.scales[2].is_infinite());
+    // Scale bytes 0..=255 with ranges and offsets that clamp at 0 and at f32::MAX, NaN.
+    let codes: Vec<u8> = (0..=255u8).chain(0..=255).collect();
+    for (range, offset) in [
+        (0.3, 0.1),
+        (-2.0, 0.0),
+        (f32::MAX, f32::MAX),
+        (f32::NAN, 1.0),
+        (1.0, -0.5),
+    ] {
+        let ranges = vec![range; 2];
+        let mut out = vec![0.0; codes.len() - 3];
+        decode_scales(&codes, &ranges, offset, 3, &mut out);
+        for (j, &v) in out.iter().enumerate() {
+            let want = decode_scale(codes[3 + j], range, offset);
+            assert_eq!(v.to_bits(), want.to_bits(), "{range} {offset} {j}");
+        }
+    }
+}
