@@ -87,8 +87,14 @@ extern "C" __global__ void adam_commit(const i64* seg, const float* coef, const 
     const float* tail = coef + params * 10;
     if (tail[1] == 0.0f) return;
     float scale = tail[0];
+    bool reports = blockIdx.x == 0 && blockIdx.y == 0;
+    bool work = reports;  // a block with no element to write skips the search (block-uniform)
+    for (i64 sg = blockIdx.y; sg < segments && !work; sg += gridDim.y) {
+        work = (i64)blockIdx.x * blockDim.x < seg[sg * 6 + 4];
+    }
+    if (!work) return;
     i64 first = first_flagged(flags, params, scratch);
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    if (reports && threadIdx.x == 0) {
         if (bad) bad[0] = first;
         if (status && first != ADAM_NONE) status[0] = -(float)(first + 1);
     }
