@@ -7,7 +7,9 @@
 //! (with a format, only it and float32). `nf4i` is NF4's integer product (8-bit
 //! inputs, the decode step's with `RIFTCO_NF4_DECODE=int8`) timed against Q4_0's
 //! several-row product on the same shapes ("old" is Q4_0: old/new is NF4's speed
-//! as a fraction of Q4_0's). With `QDOT_VS_ISA=<level>` (say
+//! as a fraction of Q4_0's; its largest difference compares different weights).
+//! `QDOT_NF4_PLAIN=1` gives NF4 its double-quantized scales decoded beforehand.
+//! With `QDOT_VS_ISA=<level>` (say
 //! `avx2`), "old" is the same kernel as "new" at that vector level
 //! ([`riftco_kernels::isa::set_cap`] around each product), so the columns compare
 //! the levels, which must give the same bits.
