@@ -34,8 +34,9 @@
 //! Bound against the float32 product of the dequantized weight, for output `y =
 //! sum_i w_i x_i`: `|y_int - y| <= sum_i S_i a_i (0.5/127 (1 + 1/254) + 1/254) +
 //! float32 rounding`, where `S_i` is weight `i`'s block scale and `a_i` the
-//! largest magnitude of its input block of 32: at most `0.0079 sum_i S_i a_i`,
-//! stated with margin as `0.008 sum_i S_i a_i + 1e-6 sum_i |w_i x_i|` (tested).
+//! largest magnitude of its input block of 32: `0.00789 sum_i S_i a_i` plus
+//! float32 rounding (about `(cols / 64 + 5) 2^-24` of the same sum), stated as
+//! `0.008 sum_i S_i a_i` (tested) for rows of up to a million columns.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
