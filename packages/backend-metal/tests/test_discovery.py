@@ -173,10 +173,113 @@ def test_the_matmul_path_follows_the_adapter_or_the_environment(monkeypatch):
         choose_matmul_path(nvidia)
 
 
+#: What the adapter report holds for a GPU with cooperative matrices (NVIDIA's Vulkan
+#: driver lists rectangular shapes too; the coop path takes the square f16 one).
+COOP_GPU = {
+    **NVIDIA,
+    "shader_f16": True,
+    "subgroup": True,
+    "subgroup_sizes": (32, 32),
+    "cooperative_matrix": True,
+    "cooperative_matrices": ["16x8x16 f16->f32", "16x16x16 f16->f32"],
+    "cooperative_matrix_config": "16x16x16 f16->f32",
+}
+
+
+class _FakeCoopDevice(_FakeDevice):
+    name = NVIDIA["name"]
+    shader_f16 = True
+    subgroup_sizes = (32, 32)
+    cooperative_matrix = (16, "f16", 32)
+
+
+def test_the_coop_path_is_opt_in_and_refused_with_the_reason_where_not_offered(monkeypatch):
+    from riftco.backends.metal.backend import (
+        MATMUL_VAR,
+        choose_matmul_path,
+        matmul_paths,
+        wants_cooperative_matrix,
+    )
+
+    gpu = discovery._as_adapters("vulkan", [COOP_GPU])[0]
+    lavapipe = discovery._as_adapters("vulkan", [LAVAPIPE])[0]
+    withheld = discovery._as_adapters(
+        "vulkan",
+        [{**COOP_GPU, "cooperative_matrix": False, "cooperative_matrix_config": None}],
+    )[0]
+    rectangular = discovery._as_adapters(
+        "vulkan",
+        [
+            {
+                **COOP_GPU,
+                "cooperative_matrices": ["16x8x16 f16->f32"],
+                "cooperative_matrix_config": None,
+            }
+        ],
+    )[0]
+    monkeypatch.delenv(MATMUL_VAR, raising=False)
+    assert gpu.cooperative_matrix_config == "16x16x16 f16->f32"
+    assert matmul_paths(gpu) == ["tiled", "blocked", "f16", "subgroup", "coop"]
+    # The adapter offers it; auto never takes it and the device opens without it.
+    assert choose_matmul_path(gpu) == "tiled"
+    assert wants_cooperative_matrix(gpu) is False
+    assert "coop" not in matmul_paths(lavapipe)
+    assert "coop" not in matmul_paths(withheld)
+    monkeypatch.setenv(MATMUL_VAR, "coop")
+    assert wants_cooperative_matrix(gpu) is True
+    assert choose_matmul_path(gpu, _FakeCoopDevice()) == "coop"
+    with pytest.raises(rt.BackendUnavailable, match="opened without cooperative matrices"):
+        choose_matmul_path(gpu, _FakeDevice())
+    cases = [
+        (lavapipe, "llvmpipe .* reports no cooperative matrices"),
+        (withheld, "reports 16x8x16 f16->f32, 16x16x16 f16->f32 but wgpu withholds them"),
+        (rectangular, "offers only 16x8x16 f16->f32"),
+    ]
+    for adapter, reason in cases:
+        with pytest.raises(rt.BackendUnavailable, match="RIFTCO_WGPU_MATMUL=coop needs") as e:
+            wants_cooperative_matrix(adapter)
+        assert re.search(reason, str(e.value)), e.value
+        with pytest.raises(rt.BackendUnavailable, match=reason):
+            choose_matmul_path(adapter)
+
+
+def test_coop_opens_the_device_with_cooperative_matrices_or_refuses_before_opening(monkeypatch):
+    opened = []
+
+    def device(api, index, pool, **options):
+        opened.append(options)
+        return _FakeCoopDevice() if options else _FakeDevice()
+
+    monkeypatch.setattr(metal, "find_adapter", _fake_find)
+    monkeypatch.setattr(metal._native, "adapters", lambda api: [COOP_GPU])
+    monkeypatch.setattr(metal._native, "Device", device)
+    monkeypatch.setenv("RIFTCO_WGPU_MATMUL", "coop")
+    backend = metal.create_vulkan()
+    assert opened == [{"cooperative_matrix": True}]
+    assert backend.matmul_path == "coop"
+    assert "matmul path coop (16x16x16 f16->f32, workgroups of 32)" in backend.describe()
+    assert "cooperative matrices (16x8x16 f16->f32, 16x16x16 f16->f32)" in backend.describe()
+    monkeypatch.delenv("RIFTCO_WGPU_MATMUL")
+    assert metal.create_vulkan().matmul_path == "tiled"
+    assert opened[-1] == {}
+    monkeypatch.setattr(metal._native, "adapters", lambda api: [NVIDIA])
+    monkeypatch.setenv("RIFTCO_WGPU_MATMUL", "coop")
+    before = len(opened)
+    with pytest.raises(rt.BackendUnavailable, match="reports no cooperative matrices"):
+        metal.create_vulkan()
+    assert len(opened) == before, "refused before any device opened"
+
+
 def test_adapter_features_are_described():
     full = {**NVIDIA, "shader_f16": True, "subgroup": True, "subgroup_sizes": (32, 32)}
     (a,) = discovery._as_adapters("vulkan", [{**full, "cooperative_matrix": True}])
     assert a.features() == "f16, subgroups of 32, cooperative matrices"
+    (c,) = discovery._as_adapters("vulkan", [COOP_GPU])
+    assert c.features() == (
+        "f16, subgroups of 32, cooperative matrices (16x8x16 f16->f32, 16x16x16 f16->f32)"
+    )
+    (d,) = discovery._as_adapters("vulkan", [{**COOP_GPU, "cooperative_matrix": False}])
+    assert "cooperative matrices withheld by wgpu (16x8x16" in d.features()
     (b,) = discovery._as_adapters(
         "vulkan", [{**INTEL, "subgroup": True, "subgroup_sizes": (8, 32)}]
     )

@@ -26,7 +26,10 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-pub use adapters::{adapters, open, AdapterDescription, Api};
+pub use adapters::{
+    adapters, choose_cooperative, configuration_name, coop_workgroup, open, AdapterDescription,
+    Api, CoopConfig,
+};
 use pool::Pool;
 
 /// What went wrong, as text for the Python side.
@@ -122,6 +125,9 @@ pub struct Context {
     pub shader_f16: bool,
     /// The subgroup sizes (min, max) where the device was opened with SUBGROUP, else (0, 0).
     pub subgroup_sizes: (u32, u32),
+    /// The cooperative-matrix configuration and workgroup width of the coop matmul
+    /// path where the device was opened with EXPERIMENTAL_COOPERATIVE_MATRIX.
+    pub cooperative: Option<(CoopConfig, u32)>,
     /// Kernels compiled without wgpu's bounds and loop checks (`RIFTCO_WGPU_UNCHECKED=1`,
     /// through `create_shader_module_trusted`): only for kernels audited to stay in bounds.
     pub unchecked: bool,
@@ -233,6 +239,7 @@ impl Context {
             max_groups: limits.max_compute_workgroups_per_dimension,
             shader_f16: false,
             subgroup_sizes: (0, 0),
+            cooperative: None,
             unchecked: std::env::var("RIFTCO_WGPU_UNCHECKED").is_ok_and(|v| v.trim() == "1"),
             param_align: u64::from(limits.min_storage_buffer_offset_alignment).max(4),
         }
@@ -666,5 +673,7 @@ impl Context {
     }
 }
 
+#[cfg(test)]
+mod coop_tests;
 #[cfg(test)]
 mod tests;

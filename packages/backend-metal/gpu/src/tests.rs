@@ -6,7 +6,7 @@ use crate::{adapters, open, Api, Context};
 fn any_context() -> Option<Context> {
     for api in [Api::Vulkan, Api::Metal] {
         if !adapters(api).is_empty() {
-            return Some(open(api, 0, 1 << 24).expect("the first adapter opens"));
+            return Some(open(api, 0, 1 << 24, false).expect("the first adapter opens"));
         }
     }
     eprintln!("no Vulkan or Metal adapter here: nothing to run");

@@ -50,6 +50,11 @@ fn adapters<'py>(py: Python<'py>, api_name: &str) -> PyResult<Vec<Bound<'py, PyD
             d.set_item("subgroup", a.subgroup)?;
             d.set_item("subgroup_sizes", a.subgroup_sizes)?;
             d.set_item("cooperative_matrix", a.cooperative_matrix)?;
+            d.set_item("cooperative_matrices", a.cooperative_matrices)?;
+            d.set_item(
+                "cooperative_matrix_config",
+                a.cooperative_config.map(|c| c.to_string()),
+            )?;
             Ok(d)
         })
         .collect()
@@ -95,11 +100,22 @@ struct Device {
 
 #[pymethods]
 impl Device {
-    /// Open adapter `index` of `api`, keeping at most `pool_bytes` of free buffers.
+    /// Open adapter `index` of `api`, keeping at most `pool_bytes` of free buffers;
+    /// with `cooperative_matrix`, with wgpu's cooperative matrices too (the coop
+    /// matmul path), refused where the adapter has no configuration it can use.
     #[new]
-    fn new(py: Python<'_>, api_name: &str, index: usize, pool_bytes: u64) -> PyResult<Self> {
+    #[pyo3(signature = (api_name, index, pool_bytes, cooperative_matrix = false))]
+    fn new(
+        py: Python<'_>,
+        api_name: &str,
+        index: usize,
+        pool_bytes: u64,
+        cooperative_matrix: bool,
+    ) -> PyResult<Self> {
         let which = api(api_name)?;
-        let ctx = detached(py, move || riftco_wgpu::open(which, index, pool_bytes))?;
+        let ctx = detached(py, move || {
+            riftco_wgpu::open(which, index, pool_bytes, cooperative_matrix)
+        })?;
         Ok(Device { ctx: Arc::new(ctx) })
     }
 
@@ -149,6 +165,15 @@ impl Device {
     #[getter]
     fn subgroup_sizes(&self) -> (u32, u32) {
         self.ctx.subgroup_sizes
+    }
+
+    /// The coop matmul path's configuration where the device was opened with
+    /// cooperative matrices: (tile size, input type `f16` or `f32`, workgroup width).
+    #[getter]
+    fn cooperative_matrix(&self) -> Option<(u32, &'static str, u32)> {
+        self.ctx
+            .cooperative
+            .map(|(c, workgroup)| (c.size, c.input_type(), workgroup))
     }
 
     /// Counters: dispatches, submits, waits, uploads, reads, bind_groups,

@@ -24,7 +24,7 @@ if _native.__version__ != __version__:
         "come from one build"
     )
 
-from riftco.backends.metal.backend import API_VERSION, WgpuBackend
+from riftco.backends.metal.backend import API_VERSION, WgpuBackend, wants_cooperative_matrix
 from riftco.backends.metal.discovery import (
     ADAPTER_VAR,
     Adapter,
@@ -67,9 +67,12 @@ def _create(api: str) -> WgpuBackend:
     # (never at import): enumerating and opening load the Vulkan drivers, whose
     # stderr chatter is kept in driver_messages() instead of reaching the terminal.
     adapter = find_adapter(api, _quiet_adapters)
+    # Cooperative matrices are experimental in wgpu: the device opens with them only for
+    # the coop matmul path (RIFTCO_WGPU_MATMUL=coop), refused here where there are none.
+    coop = {"cooperative_matrix": True} if wants_cooperative_matrix(adapter) else {}
     try:
         with quiet_stderr():
-            device = _native.Device(api, adapter.index, _pool_bytes())
+            device = _native.Device(api, adapter.index, _pool_bytes(), **coop)
     except GpuError as exc:
         said = "; ".join(dict.fromkeys(driver_messages()))
         raise BackendUnavailable(

@@ -48,6 +48,9 @@ MATMUL_PATHS = {
     "(needs SHADER_F16; never auto: about 1e-3 relative error)",
     "subgroup": "the blocked kernel with A shared through subgroup shuffles "
     "(needs subgroups of at least 8 lanes)",
+    "coop": "cooperative matrices: 8 x 8 or 16 x 16 tiles, f16 inputs where offered "
+    "(else f32), f32 accumulation (needs wgpu's EXPERIMENTAL_COOPERATIVE_MATRIX with such "
+    "a configuration; never auto: the device opens with it only when asked)",
 }
 #: ``plan`` (default): whole-step decoding through decode.py's plan; ``ops``: the
 #: backend offers no ``decode_step``, so models decode op by op (for comparison).
@@ -57,10 +60,38 @@ _DECODE_CAPS = frozenset({"decode_program", "decode_step"})
 SUBGROUP_LANES = 8
 
 
+def _wanted_matmul_path() -> str:
+    return os.environ.get(MATMUL_VAR, "auto").strip().lower() or "auto"
+
+
+def _coop_refusal(adapter: Adapter) -> str:
+    if adapter.cooperative_matrices and not adapter.cooperative_matrix:
+        said = "reports " + ", ".join(adapter.cooperative_matrices) + " but wgpu withholds them"
+    elif adapter.cooperative_matrices:
+        said = "offers only " + ", ".join(adapter.cooperative_matrices)
+    else:
+        said = "reports no cooperative matrices"
+    return (
+        f"{MATMUL_VAR}=coop needs cooperative matrices wgpu can use (8x8x8 or 16x16x16 tiles, "
+        f"f16 or f32 inputs, f32 accumulation), and {adapter.name} {said}"
+    )
+
+
+def wants_cooperative_matrix(adapter: Adapter) -> bool:
+    """Whether the device should open with cooperative matrices: ``RIFTCO_WGPU_MATMUL=coop``,
+    refused with ``BackendUnavailable`` (the reason) where ``adapter`` has none it can use."""
+    if _wanted_matmul_path() != "coop":
+        return False
+    if adapter.cooperative_matrix_config is None:
+        raise BackendUnavailable(_coop_refusal(adapter))
+    return True
+
+
 def choose_matmul_path(adapter: Adapter, device: _native.Device | None = None) -> str:
     """The matmul path for ``adapter``: ``RIFTCO_WGPU_MATMUL`` if set (``tiled``,
-    ``blocked``, ``f16``), else ``blocked`` on a software adapter and ``tiled`` on a GPU."""
-    wanted = os.environ.get(MATMUL_VAR, "auto").strip().lower() or "auto"
+    ``blocked``, ``f16``, ``subgroup``, ``coop``), else ``blocked`` on a software adapter and
+    ``tiled`` on a GPU."""
+    wanted = _wanted_matmul_path()
     if wanted == "auto":
         return "blocked" if adapter.runs_on_host else "tiled"
     if wanted not in MATMUL_PATHS:
@@ -69,21 +100,40 @@ def choose_matmul_path(adapter: Adapter, device: _native.Device | None = None) -
             + ", ".join(MATMUL_PATHS)
         )
     if wanted not in matmul_paths(adapter, device):
+        if wanted == "coop":
+            raise BackendUnavailable(_coop_refusal(adapter))
         need = {
             "f16": "the SHADER_F16 feature",
             "subgroup": f"subgroups of at least {SUBGROUP_LANES} lanes",
         }[wanted]
         raise BackendUnavailable(f"{MATMUL_VAR}={wanted} needs {need}, which {adapter.name} lacks")
+    if wanted == "coop" and device is not None and coop_config(device) is None:
+        raise BackendUnavailable(
+            f"{MATMUL_VAR}=coop: the device on {adapter.name} was opened without cooperative "
+            "matrices (riftco.backends.metal opens it with them when this is set at open)"
+        )
     return wanted
 
 
+def coop_config(device: _native.Device) -> tuple[int, str, int] | None:
+    """The coop path's (tile size, input type, workgroup width) where ``device`` was opened
+    with cooperative matrices, else None."""
+    return getattr(device, "cooperative_matrix", None)
+
+
 def matmul_paths(adapter: Adapter, device: _native.Device | None = None) -> list[str]:
-    """The matmul paths this adapter (or the opened ``device``) can run."""
+    """The matmul paths this adapter (or the opened ``device``) can run. ``coop`` is the
+    adapter's to offer: a device opens with cooperative matrices only when that path is
+    asked for."""
     if device is not None:
         f16, lanes = device.shader_f16, device.subgroup_sizes[0]
     else:
         f16, lanes = adapter.shader_f16, adapter.subgroup_sizes[0] if adapter.subgroup else 0
-    offered = {"f16": f16, "subgroup": lanes >= SUBGROUP_LANES}
+    offered = {
+        "f16": f16,
+        "subgroup": lanes >= SUBGROUP_LANES,
+        "coop": adapter.cooperative_matrix_config is not None,
+    }
     return [p for p in MATMUL_PATHS if offered.get(p, True)]
 
 
@@ -137,8 +187,13 @@ class WgpuBackend(Backend):
 
     def describe(self) -> str:
         offered = " ".join(matmul_paths(self.adapter, self.device))
+        path = self.matmul_path
+        coop = coop_config(self.device)
+        if path == "coop" and coop is not None:
+            size, inputs, width = coop
+            path += f" ({size}x{size}x{size} {inputs}->f32, workgroups of {width})"
         text = (
-            f"wgpu {self.name}: {self.adapter.describe()}; matmul path {self.matmul_path} "
+            f"wgpu {self.name}: {self.adapter.describe()}; matmul path {path} "
             f"(offered here: {offered}); attention path {self.attention_path}; "
             f"decode path {self.decode_path}; "
             f"shader features: {self.adapter.features()}"

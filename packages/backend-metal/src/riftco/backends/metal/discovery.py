@@ -56,6 +56,11 @@ class Adapter:
     subgroup_sizes: tuple[int, int] = (0, 0)
     #: wgpu's EXPERIMENTAL_COOPERATIVE_MATRIX feature.
     cooperative_matrix: bool = False
+    #: Every cooperative-matrix configuration the adapter reports (``16x16x16 f16->f32``).
+    cooperative_matrices: tuple[str, ...] = ()
+    #: The one the ``coop`` matmul path would use, or None (none square of 8 or 16 with
+    #: an f32 accumulator, f16 inputs needing SHADER_F16 too, or the feature withheld).
+    cooperative_matrix_config: str | None = None
 
     def features(self) -> str:
         """The optional shader features the adapter offers, as text."""
@@ -66,7 +71,11 @@ class Adapter:
             lo, hi = self.subgroup_sizes
             found.append(f"subgroups of {lo}" if lo == hi else f"subgroups of {lo}-{hi}")
         if self.cooperative_matrix:
-            found.append("cooperative matrices")
+            listed = ", ".join(self.cooperative_matrices)
+            found.append(f"cooperative matrices ({listed})" if listed else "cooperative matrices")
+        elif self.cooperative_matrices:
+            listed = ", ".join(self.cooperative_matrices)
+            found.append(f"cooperative matrices withheld by wgpu ({listed})")
         return ", ".join(found) or "none"
 
     @property
@@ -153,6 +162,10 @@ def _as_adapters(api: str, raw: Sequence[dict[str, Any]]) -> list[Adapter]:
             bool(d.get("subgroup", False)),
             tuple(int(x) for x in d.get("subgroup_sizes", (0, 0)))[:2],  # type: ignore[arg-type]
             bool(d.get("cooperative_matrix", False)),
+            tuple(str(c) for c in d.get("cooperative_matrices", ())),
+            None
+            if d.get("cooperative_matrix_config") is None
+            else str(d["cooperative_matrix_config"]),
         )
         for d in raw
     ]

@@ -37,6 +37,8 @@ def matmul(rt: Runtime, a: Storage, a_shape, b: Storage, b_shape, ta: bool, tb: 
         return out
     if rt.matmul_path in ("blocked", "subgroup"):
         return _blocked(rt, a, b, out, m, n, k, count, nd, batch, a_batch, b_batch, params)
+    if rt.matmul_path == "coop":
+        return _coop(rt, a, b, out, m, n, k, count, nd, batch, a_batch, b_batch, params)
     rt.run(dense_matmul(rt), [a, b, out], params, matmul_groups(m, n, count))
     return out
 
@@ -126,6 +128,58 @@ def _pad_rows(rt: Runtime, x: Storage, entries: int, rows: int, rows_p: int, col
     # Viewed as one column per matrix entry: (entries, rows_p * cols) from (entries, rows * cols).
     params = [out.count, entries, rows * cols, rows_p * cols, rows * cols, 1, 0]
     rt.run(rt.kernel("matmul_pack"), [x, out], params, groups_for(out.count))
+    return out
+
+
+def _up(x: int, step: int) -> int:
+    return -(-x // step) * step
+
+
+def _coop_pack(rt, x, entries, rows, cols, rows_p, cols_p, r_step, c_step, half):
+    """``x`` as ``entries`` row-major ``rows_p x cols_p`` matrices with zeros past ``rows``
+    and ``cols``, as f16 pairs (``half``) or f32: ``x`` itself when it already is (f32)."""
+    if not half and (rows_p, cols_p, r_step, c_step) == (rows, cols, cols, 1):
+        return x
+    elements = entries * rows_p * cols_p
+    words = elements // 2 if half else elements
+    out = rt.empty(words, DType.float32)  # f16 pairs are 32-bit words too
+    params = [words, rows, cols, rows_p, cols_p, r_step, c_step, rows * cols]
+    kernel = rt.kernel("matmul_pack_coop", "half" if half else "single")
+    rt.run(kernel, [x, out], params, groups_for(words))
+    return out
+
+
+def _coop(rt, a, b, out, m, n, k, count, nd, batch, a_batch, b_batch, params):
+    """matmul_coop.wgsl: operands packed to whole tiles (2 x 2 tiles of C a workgroup), the
+    product unpacked when it was padded."""
+    if rt.coop is None:
+        raise GpuError("matmul: the coop path needs a device opened with cooperative matrices")
+    t, inputs, width = rt.coop
+    half = inputs == "f16"
+    a_m, a_k, b_k, b_n = params[3:7]
+    mp, np_, kp = _up(m, 2 * t), _up(n, 2 * t), _up(k, t)
+    groups = (np_ // (2 * t), mp // (2 * t), count)
+    if max(groups) > 65535:
+        raise GpuError(f"matmul: {m} x {n} outputs ({count} batch entries) exceed one dispatch")
+    a_entries, b_entries = shape_size(a_batch), shape_size(b_batch)
+    ap = _coop_pack(rt, a, a_entries, m, k, mp, kp, a_m, a_k, half)
+    bp = _coop_pack(rt, b, b_entries, k, n, kp, np_, b_k, b_n, half)
+    a_steps = [s * mp * kp for s in broadcast_strides(a_batch, batch)]
+    b_steps = [s * kp * np_ for s in broadcast_strides(b_batch, batch)]
+    padded = (mp, np_) != (m, n)
+    cp = rt.empty(count * mp * np_, DType.float32) if padded else out
+    kernel = rt.kernel(
+        "matmul_coop",
+        ENABLE="enable f16;" if half else "",
+        AB=inputs,
+        T=str(t),
+        T2=str(2 * t),
+        WG=str(width),
+    )
+    rt.run(kernel, [ap, bp, cp], [mp, np_, kp, nd, *batch, *a_steps, *b_steps], groups)
+    if padded:
+        params = [out.count, m, n, m, n, np_, 1, mp * np_]
+        rt.run(rt.kernel("matmul_pack_coop", "single"), [cp, out], params, groups_for(out.count))
     return out
 
 

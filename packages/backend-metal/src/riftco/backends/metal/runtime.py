@@ -169,6 +169,9 @@ class Runtime:
         #: ``rows`` (a thread per query row, keys read from the buffers) or ``tiled``
         #: (the dense forward shares key/value tiles through workgroup memory).
         self.attention_path = attention_path
+        #: The coop matmul path's (tile size, input type, workgroup width): the device's
+        #: cooperative matrices, or None where it was opened without them.
+        self.coop: tuple[int, str, int] | None = getattr(device, "cooperative_matrix", None)
         #: Index checks answered from a host copy (no readback).
         self.host_checks = 0
         self._kernels: dict[tuple[str, str, tuple[tuple[str, str], ...]], Any] = {}
@@ -177,20 +180,25 @@ class Runtime:
         key = (file, entry, tuple(sorted(subs.items())))
         k = self._kernels.get(key)
         if k is None:
-            text = _source(file)
-            for name, value in subs.items():
-                text = text.replace("{{" + name + "}}", value)
-            if "{{" in text:
-                missing = text[text.index("{{") : text.index("}}", text.index("{{")) + 2]
-                raise GpuError(f"kernel {file}.wgsl: placeholder {missing} is not filled")
-            # `enable` directives must precede every declaration (common.wgsl's too).
-            lines = text.splitlines()
-            enables = [line for line in lines if line.startswith("enable ")]
-            if enables:
-                rest = [line for line in lines if not line.startswith("enable ")]
-                text = "\n".join(enables + rest)
-            k = self._kernels[key] = self.device.kernel(text, entry)
+            k = self._kernels[key] = self.device.kernel(self.kernel_text(file, **subs), entry)
         return k
+
+    def kernel_text(self, file: str, **subs: str) -> str:
+        """The WGSL of ``kernels/<file>.wgsl`` as compiled: after common.wgsl, with the
+        placeholders filled and the ``enable`` directives first."""
+        text = _source(file)
+        for name, value in subs.items():
+            text = text.replace("{{" + name + "}}", value)
+        if "{{" in text:
+            missing = text[text.index("{{") : text.index("}}", text.index("{{")) + 2]
+            raise GpuError(f"kernel {file}.wgsl: placeholder {missing} is not filled")
+        # `enable` directives must precede every declaration (common.wgsl's too).
+        lines = text.splitlines()
+        enables = [line for line in lines if line.startswith("enable ")]
+        if enables:
+            rest = [line for line in lines if not line.startswith("enable ")]
+            text = "\n".join(enables + rest)
+        return text
 
     def run(
         self,
