@@ -15,7 +15,9 @@
 // tile lies inside its buffer and starts on a 16-byte boundary (the
 // alignment cooperative loads and stores ask for), so no load is clamped.
 // Cooperative operations need uniform control flow: the workgroup id and
-// the parameters alone decide it.
+// the parameters alone decide it. Every index is bound with `let` before a
+// cooperative load or store takes its address: naga 30.0.2's SPIR-V writer
+// fails ("Expression [..] is not cached") on one computed inside `&a[...]`.
 // P: Mp, Np, Kp, nbatch_dims, batch_shape[nd], a_batch[nd], b_batch[nd] (in elements)
 {{ENABLE}}
 enable wgpu_cooperative_matrix;
