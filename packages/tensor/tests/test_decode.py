@@ -204,6 +204,44 @@ def test_a_step_of_several_tokens_returns_the_rows_asked_for(backend):
     assert keys[0].version > 0 and values[1].version > 0  # written in place
 
 
+def _steps(decoder, tokens, backend):
+    keys, values = cache(16, backend), cache(16, backend)
+    return decoder.step(
+        tokens, range(len(tokens)), range(len(tokens)), keys, values,
+        logit_rows=range(len(tokens)), q_starts=[0], q_counts=[len(tokens)],
+        kv_lengths=[len(tokens)], kv_starts=[0],
+    ).numpy()  # fmt: skip
+
+
+def test_cpu_tiled_float32_weights_give_the_row_layouts_bits(monkeypatch):
+    """The CPU program's tiled copy of its float32 weights (the default) and the model's
+    own row-major arrays (RIFTCO_CPU_DECODE_F32=rows) give the same bits."""
+    cpu = rt.get_backend("cpu")
+    model = Model("swiglu", seed=4)
+    tokens = [3, 9, 1, 27, 5]
+    tiled = _steps(model.decoder(cpu), tokens, cpu)
+    monkeypatch.setenv("RIFTCO_CPU_DECODE_F32", "rows")
+    rows = _steps(model.decoder(cpu), tokens, cpu)
+    assert tiled.view(np.uint32).tolist() == rows.view(np.uint32).tolist()
+
+
+def test_writing_a_weight_in_place_reaches_the_next_step(backend):
+    """A program may hold its own copy of a weight (the CPU's tiles, a device upload):
+    an in-place write (the tensor's version moves) is seen by the next step."""
+    if not rt.Decoder.available(backend):
+        return
+    spec = Model("gelu_tanh", seed=5).spec(backend)
+    decoder = rt.Decoder(spec)
+    tokens = [2, 8, 4]
+    before = _steps(decoder, tokens, backend)
+    query = spec.layers[0].linears["query"].arrays[0]
+    query.assign_(query * 3.0)
+    after = _steps(decoder, tokens, backend)
+    fresh = _steps(rt.Decoder(spec), tokens, backend)
+    assert not np.array_equal(before, after)
+    np.testing.assert_array_equal(after, fresh)
+
+
 def test_bad_steps_and_models_are_refused_with_what_was_found():
     model = Model("swiglu")
     decoder = model.decoder("cpu")

@@ -36,6 +36,8 @@ use crate::{ensure, Result};
 #[derive(Debug, Clone, Copy)]
 pub enum Weight<'a> {
     F32(&'a [f32]),
+    /// A float32 weight in tiles of rows (`crate::f32_rows::tiles`): the same bits.
+    F32Tiled(&'a [f32]),
     Block(BlockWeight<'a>),
     Nf4(Nf4Weight<'a>),
 }
@@ -58,7 +60,7 @@ impl Linear<'_> {
             self.cols
         );
         match self.weight {
-            Weight::F32(w) => ensure!(
+            Weight::F32(w) | Weight::F32Tiled(w) => ensure!(
                 w.len() == rows * cols,
                 "decode: {name} holds {} floats, expected {rows} x {cols}",
                 w.len()

@@ -53,6 +53,7 @@ pub(crate) fn dot_tile_f32(w: &[f32], rows: usize, x: &[f32], m: usize, out: &mu
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub mod tiles;
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx2 {

@@ -13,7 +13,7 @@ pub mod bf16;
 pub mod binary;
 pub mod blockq;
 pub mod decode;
-mod f32_rows;
+pub mod f32_rows;
 pub mod flash;
 pub mod index;
 pub mod isa;

@@ -8,10 +8,11 @@
 //! rows); `nf4` with `[codes, absmax]` (float32 scales) or `[codes, absmax,
 //! group_range]` (double-quantized), its block size and scale offset.
 
-use numpy::PyUntypedArray;
+use numpy::{PyArrayMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use riftco_kernels::blockq::{BlockFormat, BlockWeight};
 use riftco_kernels::decode::{Linear, NormWeights, Weight};
+use riftco_kernels::f32_rows::tiles as f32_tiles;
 use riftco_kernels::nf4::{Nf4Weight, Scales};
 
 use crate::convert::{error, slice};
@@ -37,6 +38,8 @@ impl Raw {
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum RawWeight {
     F32(Raw),
+    /// A float32 weight in the program's own tiled copy (`riftco_kernels::f32_rows::tiles`).
+    F32Tiled(Raw),
     Block(BlockFormat, Raw),
     Nf4 {
         codes: Raw,
@@ -74,6 +77,8 @@ pub(crate) struct RawLayer {
 /// The arrays a program keeps alive, and how to read them.
 pub(crate) struct Holder {
     pub(crate) keep: Vec<Py<PyAny>>,
+    /// Whether float32 linears get a tiled copy (`Holder::tiled_f32`).
+    pub(crate) tile_f32: bool,
 }
 
 impl Holder {
@@ -110,7 +115,11 @@ impl Holder {
             .collect::<PyResult<Vec<_>>>()?;
         let bias = opt_array(spec.getattr("bias")?, what)?;
         let weight = match (format.as_str(), arrays.as_slice()) {
-            ("f32", [w]) => RawWeight::F32(self.take::<f32>(w)?),
+            ("f32", [w]) => {
+                let raw = self.take::<f32>(w)?;
+                self.tiled_f32(spec.py(), raw, rows, cols)?
+                    .map_or(RawWeight::F32(raw), RawWeight::F32Tiled)
+            }
             ("nf4", [codes, absmax, rest @ ..]) if rest.len() <= 1 => {
                 let codes = self.take::<u8>(codes)?;
                 let ranges = rest.first().map(|r| self.take::<f32>(r)).transpose()?;
@@ -144,6 +153,39 @@ impl Holder {
             cols,
             bias: self.opt_f32(bias.as_ref())?,
         })
+    }
+
+    /// A copy of the float32 weight `w` (`[rows, cols]`) in tiles of rows, aligned to a
+    /// cache line and kept with the arrays: the step reads each tile front to back.
+    /// None when the program keeps the row-major layout (`tile_f32` off) or the
+    /// weight does not have its shape (the program's check reports it).
+    fn tiled_f32(
+        &mut self,
+        py: Python<'_>,
+        w: Raw,
+        rows: usize,
+        cols: usize,
+    ) -> PyResult<Option<Raw>> {
+        let len = rows * cols;
+        if !self.tile_f32 || w.len != len || len == 0 {
+            return Ok(None);
+        }
+        const LINE: usize = 16; // floats in 64 bytes
+        let array = numpy::PyArray1::<f32>::zeros(py, len + LINE - 1, false);
+        let base = array.data() as usize;
+        let skip = (64 - base % 64) % 64 / std::mem::size_of::<f32>();
+        // SAFETY: the new array is ours alone, holds `len + LINE - 1` floats, and
+        // numpy aligns float32 data to 4 bytes, so `skip < LINE` floats reach a line;
+        // `w` is alive (held by `self.keep`).
+        unsafe {
+            let out = std::slice::from_raw_parts_mut((base as *mut f32).add(skip), len);
+            f32_tiles::pack(w.get(), rows, cols, out);
+        }
+        self.keep.push(array.into_any().unbind());
+        Ok(Some(Raw {
+            ptr: base + skip * std::mem::size_of::<f32>(),
+            len,
+        }))
     }
 }
 
@@ -257,6 +299,7 @@ pub(crate) fn decode_features() -> (
 pub(crate) unsafe fn linear<'a>(r: &RawLinear) -> Linear<'a> {
     let weight = match r.weight {
         RawWeight::F32(w) => Weight::F32(w.get()),
+        RawWeight::F32Tiled(w) => Weight::F32Tiled(w.get()),
         RawWeight::Block(format, data) => Weight::Block(BlockWeight {
             format,
             data: data.get(),

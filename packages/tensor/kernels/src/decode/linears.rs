@@ -4,9 +4,13 @@
 use super::{Linear, Weight};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
+use crate::f32_rows::tiles as f32_tiles;
 use crate::nf4_int::{self, Nf4Input};
 use crate::nf4_vector::{row_dot as nf4_row_dot, row_dots as nf4_row_dots};
 use crate::pool::{parallel, Shared};
+
+// A piece of output rows is one float32 tile.
+const _: () = assert!(ROWS == f32_tiles::TILE);
 
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
@@ -46,6 +50,7 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         };
         match l.weight {
             Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, t),
+            Weight::F32Tiled(w) => f32_tiles::dot_tile(&w[first * k..last * k], width, x, m, t),
             Weight::Block(b) => {
                 piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
                     t[i * width + r - first] = v

@@ -287,10 +287,13 @@ def lower(spec: DecodeSpec, backend: Backend) -> DecodeSpec:
 
 class Decoder:
     """A `DecodeSpec` compiled for whole-step decoding on the backend of its token
-    embedding (``Decoder.available(backend)`` says whether it can). The tensors are read
-    in place: writing into them (``assign_``) changes what the next step computes;
-    replacing them needs a new Decoder. A backend that cannot hold a part of the spec
-    (a role or topology flag it does not know) raises CapabilityMissing."""
+    embedding (``Decoder.available(backend)`` says whether it can). Writing into the
+    spec's tensors in place (``assign_``, ``adam_update_``: anything that bumps a
+    tensor's ``version``) changes what the next step computes: a program may hold its
+    own copy of a weight (a device upload, the CPU's tiled float32 layout), so the next
+    step compiles the program again when a version moved. Replacing a tensor needs a new
+    Decoder. A backend that cannot hold a part of the spec (a role or topology flag it
+    does not know) raises CapabilityMissing."""
 
     def __init__(self, spec: DecodeSpec) -> None:
         if not isinstance(spec.token_embedding, Tensor):
@@ -300,6 +303,8 @@ class Decoder:
             raise backend._missing("decode_step")
         self.spec = lower(spec, backend)
         self.backend = backend
+        self._watched = tuple(_tensors(spec))
+        self._versions = tuple(t.version for t in self._watched)
         self._program = backend.decode_program(self.spec)
         self._caches: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = (
             ((), ()),
@@ -373,6 +378,10 @@ class Decoder:
             width,
             int(page_size),
         )
+        versions = tuple(t.version for t in self._watched)
+        if versions != self._versions:
+            self._program = b.decode_program(self.spec)
+            self._versions = versions
         data = b.decode_step(self._program, batch)
         for t in keys:
             t.version += 1
@@ -402,6 +411,23 @@ class Decoder:
                 f"{cache_shape}"
             )
         return (int(cache_shape[0]), s.kv_heads, s.head_dim)
+
+
+def _tensors(node: Any) -> list[Tensor]:
+    """Every Tensor of a description (fields, mappings and tuples), each once."""
+    found: dict[int, Tensor] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Tensor):
+            found.setdefault(id(n), n)
+        elif isinstance(n, Mapping):
+            stack.extend(n.values())
+        elif isinstance(n, (tuple, list)):
+            stack.extend(n)
+        elif hasattr(n, "__dataclass_fields__"):
+            stack.extend(getattr(n, f) for f in n.__dataclass_fields__)
+    return list(found.values())
 
 
 def undecodable(
