@@ -28,6 +28,7 @@ mod linear;
 mod quantize;
 #[cfg(test)]
 mod test_weights;
+pub mod tiles;
 
 pub use dot::{f16_to_f32, f32_to_f16};
 pub use linear::{linear, linear_row_by_row};

@@ -26,6 +26,7 @@ mod pages;
 pub use forward::step;
 
 use crate::attention::{Heads, Segment};
+use crate::blockq::tiles::Tiles;
 use crate::blockq::BlockWeight;
 use crate::nf4::Nf4Weight;
 use crate::norm::Norm;
@@ -40,6 +41,10 @@ pub enum Weight<'a> {
     F32Tiled(&'a [f32]),
     Block(BlockWeight<'a>),
     Nf4(Nf4Weight<'a>),
+    /// A Q8_0 / Q4_0 weight with its tiles (`crate::blockq::tiles`): the same bits.
+    TiledBlock(BlockWeight<'a>, Tiles<'a>),
+    /// An NF4 weight with its tiles, read by the integer product.
+    TiledNf4(Nf4Weight<'a>, Tiles<'a>),
 }
 
 /// `y = x @ W^T (+ bias)`.
@@ -65,6 +70,30 @@ impl Linear<'_> {
                 "decode: {name} holds {} floats, expected {rows} x {cols}",
                 w.len()
             ),
+            Weight::TiledBlock(b, t) => {
+                t.check()?;
+                ensure!(
+                    b.rows == t.rows && b.cols == t.cols,
+                    "decode: {name}'s tiles do not match its blocks"
+                );
+                return Linear {
+                    weight: Weight::Block(b),
+                    ..*self
+                }
+                .check(name, rows, cols);
+            }
+            Weight::TiledNf4(w, t) => {
+                t.check()?;
+                ensure!(
+                    w.rows == t.rows && w.cols == t.cols,
+                    "decode: {name}'s tiles do not match its NF4 weight"
+                );
+                return Linear {
+                    weight: Weight::Nf4(w),
+                    ..*self
+                }
+                .check(name, rows, cols);
+            }
             Weight::Block(b) => {
                 b.check()?;
                 ensure!(

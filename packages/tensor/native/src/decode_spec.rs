@@ -10,6 +10,7 @@
 
 use numpy::{PyArrayMethods, PyUntypedArray};
 use pyo3::prelude::*;
+use riftco_kernels::blockq::tiles::{self, TileKind, Tiles};
 use riftco_kernels::blockq::{BlockFormat, BlockWeight};
 use riftco_kernels::decode::{Linear, NormWeights, Weight};
 use riftco_kernels::f32_rows::tiles as f32_tiles;
@@ -40,13 +41,15 @@ pub(crate) enum RawWeight {
     F32(Raw),
     /// A float32 weight in the program's own tiled copy (`riftco_kernels::f32_rows::tiles`).
     F32Tiled(Raw),
-    Block(BlockFormat, Raw),
+    /// The GGUF bytes, and the tiles the program made of them (Q8_0 / Q4_0 on a CPU that reads them).
+    Block(BlockFormat, Raw, Option<Raw>),
     Nf4 {
         codes: Raw,
         scales: Raw,
         ranges: Option<Raw>,
         offset: f32,
         block: usize,
+        tiles: Option<Raw>,
     },
 }
 
@@ -134,11 +137,12 @@ impl Holder {
                     ranges,
                     offset,
                     block,
+                    tiles: None,
                 }
             }
             (name, [data]) => {
                 let f = BlockFormat::parse(name).map_err(|e| error(e.0))?;
-                RawWeight::Block(f, self.take::<u8>(data)?)
+                RawWeight::Block(f, self.take::<u8>(data)?, None)
             }
             (name, found) => {
                 return Err(error(format!(
@@ -147,12 +151,14 @@ impl Holder {
                 )))
             }
         };
-        Ok(RawLinear {
+        let mut lin = RawLinear {
             weight,
             rows,
             cols,
             bias: self.opt_f32(bias.as_ref())?,
-        })
+        };
+        self.tile(spec.py(), &mut lin)?;
+        Ok(lin)
     }
 
     /// A copy of the float32 weight `w` (`[rows, cols]`) in tiles of rows, aligned to a
@@ -186,6 +192,31 @@ impl Holder {
             ptr: base + skip * std::mem::size_of::<f32>(),
             len,
         }))
+    }
+
+    /// Give a Q8_0, Q4_0 or NF4 linear its tiles (made once, kept with the arrays)
+    /// where this CPU reads them; a weight that does not fit stays as it is (the
+    /// program's check reports it).
+    fn tile(&mut self, py: Python<'_>, lin: &mut RawLinear) -> PyResult<()> {
+        if !tiles::useful() {
+            return Ok(());
+        }
+        // SAFETY: the arrays behind `lin` are held by `self.keep`.
+        let made = match unsafe { linear(lin) }.weight {
+            Weight::Block(b) => tiles::tile_block(&b),
+            Weight::Nf4(w) => tiles::tile_nf4(&w),
+            _ => None,
+        };
+        let Some(made) = made else {
+            return Ok(());
+        };
+        let array = numpy::PyArray1::from_vec(py, made).into_any();
+        let raw = self.take::<u8>(&array.cast_into::<PyUntypedArray>()?)?;
+        match &mut lin.weight {
+            RawWeight::Block(_, _, tiles) | RawWeight::Nf4 { tiles, .. } => *tiles = Some(raw),
+            RawWeight::F32(_) | RawWeight::F32Tiled(_) => {}
+        }
+        Ok(())
     }
 }
 
@@ -294,38 +325,70 @@ pub(crate) fn decode_features() -> (
     )
 }
 
+/// The tile kind of a Q8_0 / Q4_0 format.
+fn format_kind(f: BlockFormat) -> TileKind {
+    match f {
+        BlockFormat::Q8_0 => TileKind::Q8_0,
+        _ => TileKind::Q4_0,
+    }
+}
+
+/// # Safety
+/// The tiles behind `t` are alive.
+unsafe fn tile_view<'a>(t: Raw, kind: TileKind, r: &RawLinear) -> Tiles<'a> {
+    Tiles {
+        kind,
+        data: t.get(),
+        rows: r.rows,
+        cols: r.cols,
+    }
+}
+
 /// # Safety
 /// `r`'s arrays are alive.
 pub(crate) unsafe fn linear<'a>(r: &RawLinear) -> Linear<'a> {
     let weight = match r.weight {
         RawWeight::F32(w) => Weight::F32(w.get()),
         RawWeight::F32Tiled(w) => Weight::F32Tiled(w.get()),
-        RawWeight::Block(format, data) => Weight::Block(BlockWeight {
-            format,
-            data: data.get(),
-            rows: r.rows,
-            cols: r.cols,
-        }),
+        RawWeight::Block(format, data, tiled) => {
+            let b = BlockWeight {
+                format,
+                data: data.get(),
+                rows: r.rows,
+                cols: r.cols,
+            };
+            match tiled {
+                Some(t) => Weight::TiledBlock(b, tile_view(t, format_kind(format), r)),
+                None => Weight::Block(b),
+            }
+        }
         RawWeight::Nf4 {
             codes,
             scales,
             ranges,
             offset,
             block,
-        } => Weight::Nf4(Nf4Weight {
-            codes: codes.get(),
-            scales: match ranges {
-                Some(ranges) => Scales::Double {
-                    codes: scales.get(),
-                    ranges: ranges.get(),
-                    offset,
+            tiles: tiled,
+        } => {
+            let w = Nf4Weight {
+                codes: codes.get(),
+                scales: match ranges {
+                    Some(ranges) => Scales::Double {
+                        codes: scales.get(),
+                        ranges: ranges.get(),
+                        offset,
+                    },
+                    None => Scales::Plain(scales.get()),
                 },
-                None => Scales::Plain(scales.get()),
-            },
-            rows: r.rows,
-            cols: r.cols,
-            block,
-        }),
+                rows: r.rows,
+                cols: r.cols,
+                block,
+            };
+            match tiled {
+                Some(t) => Weight::TiledNf4(w, tile_view(t, TileKind::Nf4, r)),
+                None => Weight::Nf4(w),
+            }
+        }
     };
     Linear {
         weight,

@@ -142,7 +142,12 @@ pub(crate) fn dot_rows_q8_0<const R: usize>(rows: [&[u8]; R], q: &[i8], s: &[f32
 }
 
 /// [`dot_rows_q8_0`] on the path of level `isa` (at most the detected one).
-fn rows_q8_0_at<const R: usize>(isa: Isa, rows: [&[u8]; R], q: &[i8], s: &[f32]) -> [f32; R] {
+pub(crate) fn rows_q8_0_at<const R: usize>(
+    isa: Isa,
+    rows: [&[u8]; R],
+    q: &[i8],
+    s: &[f32],
+) -> [f32; R] {
     assert!(q.len() == s.len() * QK && rows.iter().all(|r| r.len() == s.len() * 34));
     assert!(isa <= crate::isa::detected());
     #[cfg(target_arch = "x86_64")]
@@ -168,7 +173,7 @@ pub(crate) fn dot_rows_q4_0<const R: usize>(
 }
 
 /// [`dot_rows_q4_0`] on the path of level `isa` (at most the detected one).
-fn rows_q4_0_at<const R: usize>(
+pub(crate) fn rows_q4_0_at<const R: usize>(
     isa: Isa,
     rows: [&[u8]; R],
     q: &[i8],

@@ -2,6 +2,7 @@
 //! weight rows (float32, block-layout or NF4) handed to the team.
 
 use super::{Linear, Weight};
+use crate::blockq::tiles::{self, tile_dots, TileKind, TILE};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
 use crate::f32_rows::tiles as f32_tiles;
@@ -19,16 +20,21 @@ const PARALLEL_WEIGHTS: usize = 1 << 16;
 /// input, as one job of pieces of `ROWS` output rows.
 pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
     let k = lins[0].cols;
-    let needs_codes = lins
-        .iter()
-        .any(|l| matches!(l.weight, Weight::Block(b) if b.format != BlockFormat::F16));
+    let needs_codes = lins.iter().any(|l| match l.weight {
+        Weight::Block(b) | Weight::TiledBlock(b, _) => b.format != BlockFormat::F16,
+        _ => false,
+    });
     let codes: Option<QuantizedRows> = needs_codes.then(|| quantize_rows(x, true));
     // NF4 with 8-bit inputs (when chosen): the input quantized once for every such linear.
     let nf4_codes: Option<Nf4Input> = (nf4_int::decode_int8()
-        && lins
-            .iter()
-            .any(|l| matches!(l.weight, Weight::Nf4(w) if nf4_int::supports(&w))))
+        && lins.iter().any(|l| match l.weight {
+            Weight::Nf4(w) | Weight::TiledNf4(w, _) => nf4_int::supports(&w),
+            _ => false,
+        }))
     .then(|| nf4_int::quantize_input(x, k));
+    // Tiles are read at this level only (the row products give the same bits).
+    let isa = crate::isa::current();
+    let tiled = tiles::runs(isa);
     let mut pieces = Vec::new();
     for (j, l) in lins.iter().enumerate() {
         pieces.extend((0..l.rows.div_ceil(ROWS)).map(|p| (j, p * ROWS)));
@@ -51,18 +57,28 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         match l.weight {
             Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, t),
             Weight::F32Tiled(w) => f32_tiles::dot_tile(&w[first * k..last * k], width, x, m, t),
-            Weight::Block(b) => {
+            Weight::TiledBlock(_, tl) if tiled => {
+                let a = codes.as_ref().expect("quantized above");
+                tile_rows(isa, &tl, &a.q, &a.scales, &a.sums, m, first, width, t)
+            }
+            Weight::TiledNf4(_, tl) if tiled && nf4_codes.is_some() => {
+                let a = nf4_codes.as_ref().expect("quantized above");
+                tile_rows(isa, &tl, &a.q, &a.scales, &a.sums, m, first, width, t)
+            }
+            Weight::Block(b) | Weight::TiledBlock(b, _) => {
                 piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
                     t[i * width + r - first] = v
                 })
             }
-            Weight::Nf4(w) if nf4_codes.is_some() && nf4_int::supports(&w) => {
+            Weight::Nf4(w) | Weight::TiledNf4(w, _)
+                if nf4_codes.is_some() && nf4_int::supports(&w) =>
+            {
                 let xq = nf4_codes.as_ref().expect("quantized above");
                 nf4_int::piece_rows(&w, xq, m, first..last, |i, r, v| {
                     t[i * width + r - first] = v
                 })
             }
-            Weight::Nf4(w) => {
+            Weight::Nf4(w) | Weight::TiledNf4(w, _) => {
                 // Four rows at a time (the input's loads shared), each with the bits
                 // of the one-row product.
                 for i in 0..m {
@@ -96,6 +112,32 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         crate::team::team().run(pieces.len(), &piece);
     } else {
         (0..pieces.len()).for_each(piece);
+    }
+}
+
+/// The tile of output rows `first .. first + width` (a piece is one tile) against
+/// each of the `m` input rows' codes, into `t` (`[m, width]`).
+#[allow(clippy::too_many_arguments)]
+fn tile_rows(
+    isa: crate::isa::Isa,
+    tl: &tiles::Tiles,
+    q: &[i8],
+    s: &[f32],
+    sums: &[i32],
+    m: usize,
+    first: usize,
+    width: usize,
+    t: &mut [f32],
+) {
+    const _: () = assert!(ROWS == TILE);
+    let (k, kb) = (tl.cols, tl.cols / crate::blockq::QK);
+    let per = if tl.kind == TileKind::Q8_0 { 0 } else { 8 };
+    let mut y = [0.0f32; TILE];
+    for i in 0..m {
+        let sums = &sums[i * kb * per..(i + 1) * kb * per];
+        let (qi, si) = (&q[i * k..(i + 1) * k], &s[i * kb..(i + 1) * kb]);
+        tile_dots(isa, tl, first / TILE, qi, si, sums, &mut y);
+        t[i * width..(i + 1) * width].copy_from_slice(&y[..width]);
     }
 }
 
@@ -133,5 +175,80 @@ mod tests {
                 assert_eq!(one[r].to_bits(), want.to_bits());
             }
         }
+    }
+    #[test]
+    fn tiled_weights_give_the_bits_of_their_row_products() {
+        use crate::blockq::tiles::{tile_block, tile_nf4, Tiles};
+        use crate::blockq::BlockWeight;
+        use crate::nf4::{Nf4Weight, Scales};
+        let (n, k, m) = (37, 96, 3);
+        let x = values(m * k, 5);
+        let bias = values(n, 4);
+        let bytes: Vec<u8> = (0..2 * n * k)
+            .map(|i| ((i * 131 + 7) % 251) as u8)
+            .collect();
+        let scale_bytes = crate::blockq::f32_to_f16(0.01).to_le_bytes();
+        let mut all = Vec::new();
+        for (format, stride) in [(BlockFormat::Q8_0, 34), (BlockFormat::Q4_0, 18)] {
+            let mut data = bytes[..n * k / 32 * stride].to_vec();
+            for blk in data.chunks_exact_mut(stride) {
+                blk[..2].copy_from_slice(&scale_bytes);
+            }
+            all.push((format, data));
+        }
+        let codes = &bytes[..n * k / 2];
+        let absmax = values((n * k).div_ceil(64), 9);
+        let nf4 = Nf4Weight {
+            codes,
+            scales: Scales::Plain(&absmax),
+            rows: n,
+            cols: k,
+            block: 64,
+        };
+        let nf4_tiles = tile_nf4(&nf4).unwrap();
+        let before = nf4_int::set_decode_int8(true);
+        for (format, data) in &all {
+            let b = BlockWeight {
+                format: *format,
+                data,
+                rows: n,
+                cols: k,
+            };
+            let tl = tile_block(&b).unwrap();
+            let kind = if *format == BlockFormat::Q8_0 {
+                TileKind::Q8_0
+            } else {
+                TileKind::Q4_0
+            };
+            let t = Tiles {
+                kind,
+                data: &tl,
+                rows: n,
+                cols: k,
+            };
+            let nf4_t = Tiles {
+                kind: TileKind::Nf4,
+                data: &nf4_tiles,
+                rows: n,
+                cols: k,
+            };
+            for (plain, tiled) in [
+                (Weight::Block(b), Weight::TiledBlock(b, t)),
+                (Weight::Nf4(nf4), Weight::TiledNf4(nf4, nf4_t)),
+            ] {
+                let lin = |weight| Linear {
+                    weight,
+                    rows: n,
+                    cols: k,
+                    bias: Some(&bias),
+                };
+                let (mut want, mut got) = (vec![0.0; m * n], vec![0.0; m * n]);
+                linears(&[&lin(plain)], &x, m, &mut [&mut want]);
+                linears(&[&lin(tiled)], &x, m, &mut [&mut got]);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{format:?}");
+            }
+        }
+        nf4_int::set_decode_int8(before);
     }
 }
