@@ -221,6 +221,11 @@ def estimate(args) -> None:
             f"compute floor {r['ideal'] * 1e3:.1f} ms, x{r['seconds'] / r['ideal']:.2f} of it; "
             f"{counts.gemm_flops / 1e12:.2f} TFLOP in {counts.gemms} GEMMs"
         )
+        if counts.epilogues:
+            # cuBLASLt products: each call's bytes include its bias read or bias
+            # gradient written (riftco.backends.cuda.counting.CountingDevice.gemm_epilogue).
+            fused = ", ".join(f"{k} {v}" for k, v in sorted(counts.epilogues.items()))
+            print(f"  GEMMs with fused epilogues: {fused}")
         print(f"  largest (ms): {top}", flush=True)
     __import__("cuda_decode_estimate").print_estimate()  # the decode roofline (no GPU)
 

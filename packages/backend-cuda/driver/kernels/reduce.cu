@@ -61,6 +61,36 @@ extern "C" __global__ void reduce_cols_tiled_f32(const float* x, float* out, i64
     }
 }
 
+// A bias gradient and the bfloat16 copy of the gradient in one pass over x [n, inner]:
+// sums[c] = sum_k x[k, c], in reduce_cols_tiled_f32's order and tree (the same bits
+// as that kernel's sum), while each element read is written to low as bfloat16 (the
+// operand of the products that follow). Blocks: ceil(inner / COLS_TILE).
+extern "C" __global__ void colsum_to_bf16(const float* x, float* sums, bf16* low, i64 n, i64 inner) {
+    __shared__ double scratch[THREADS];
+    unsigned int t = threadIdx.x, lanes = blockDim.x / COLS_TILE;
+    unsigned int col = t % COLS_TILE, lane = t / COLS_TILE;
+    i64 tiles = (inner + COLS_TILE - 1) / COLS_TILE;
+    for (i64 b = blockIdx.x; b < tiles; b += gridDim.x) {
+        i64 c = b * COLS_TILE + col;
+        double acc = 0.0;
+        if (c < inner) {
+            for (i64 k = lane; k < n; k += lanes) {
+                float v = x[k * inner + c];
+                low[k * inner + c] = f32_to_bf16(v);
+                acc += (double)v;
+            }
+        }
+        scratch[t] = acc;
+        __syncthreads();
+        for (unsigned int s = lanes / 2; s > 0; s >>= 1) {
+            if (lane < s) scratch[t] = scratch[t] + scratch[t + s * COLS_TILE];
+            __syncthreads();
+        }
+        if (lane == 0 && c < inner) sums[c] = (float)scratch[t];
+        __syncthreads();
+    }
+}
+
 // One block per output row (inner == 1): each thread a strided slice, then a tree.
 extern "C" __global__ void reduce_rows_f32(const float* x, float* out, i64 outer, i64 n, i64 op) {
     __shared__ double scratch[THREADS];

@@ -17,7 +17,7 @@ pub(crate) fn status(s: blas::cublasStatus_t, what: &str) -> Result<()> {
 }
 
 /// Element type of a matrix operand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Element {
     F32,
     Bf16,
@@ -48,7 +48,7 @@ pub struct Operand<'a> {
 }
 
 /// An operand read as `rows x cols` (after its transpose) must lie inside its buffer.
-fn check_extent(
+pub(crate) fn check_extent(
     name: &str,
     o: &Operand<'_>,
     rows: i64,

@@ -6,9 +6,11 @@
 //!   cache keys (source, architecture, NVRTC version, options) and the on-disk
 //!   CUBIN cache; [`nvrtc`] compiles them, no GPU needed.
 //! - [`device`]: one GPU, its stream, its memory [`pool`], kernel launches, and
-//!   [`blas`] matrix products; [`graph`]: stream capture into CUDA graphs.
+//!   [`blas`] matrix products, [`cublaslt`] products with fused epilogues;
+//!   [`graph`]: stream capture into CUDA graphs.
 
 pub mod blas;
+pub mod cublaslt;
 pub mod device;
 pub mod error;
 pub mod graph;

@@ -14,6 +14,7 @@ use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFloat, PyList, PyTuple};
 use riftco_cuda::blas::{self, Element, Operand};
+use riftco_cuda::cublaslt::{self, Epilogue};
 use riftco_cuda::kernels::{self, CubinCache};
 use riftco_cuda::libs::Library;
 use riftco_cuda::{nvrtc, Arg};
@@ -328,6 +329,66 @@ impl Device {
                 op(&bb, b),
                 op(&cb, c),
                 batch,
+            )
+        })
+    }
+
+    /// Enqueue one column-major product `c[m, n] = op(a)[m, k] op(b)[k, n]` through
+    /// cuBLASLt with a fused epilogue: `"none"`, `"bias"` (`c += bias[m]` after the
+    /// float32 sums), `"bgrada"` (`bias[i] = sum_k op(a)[i, k]`) or `"bgradb"`
+    /// (`bias[j] = sum_k op(b)[k, j]`); operands `(buffer, element offset, ld,
+    /// transposed)`, `bias` `(buffer, element offset)` float32. The algorithm of a
+    /// shape is chosen once and never splits `k` (riftco_cuda::cublaslt).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (element, m, n, k, a, b, c, epilogue, bias=None))]
+    fn gemm_epilogue(
+        &self,
+        py: Python<'_>,
+        element: &str,
+        m: i64,
+        n: i64,
+        k: i64,
+        a: (PyRef<'_, Buffer>, usize, i64, bool),
+        b: (PyRef<'_, Buffer>, usize, i64, bool),
+        c: (PyRef<'_, Buffer>, usize, i64, bool),
+        epilogue: &str,
+        bias: Option<(PyRef<'_, Buffer>, usize)>,
+    ) -> PyResult<()> {
+        let element = match element {
+            "float32" => Element::F32,
+            "bfloat16" => Element::Bf16,
+            other => {
+                return Err(error(format!(
+                    "gemm_epilogue: expected float32 or bfloat16 operands, found {other}"
+                )))
+            }
+        };
+        let epilogue = Epilogue::parse(epilogue).map_err(|e| error(e.0))?;
+        let d = self.inner.clone();
+        let (ab, bb, cb) = (a.0.inner.clone(), b.0.inner.clone(), c.0.inner.clone());
+        let (a, b, c) = ((a.1, a.2, a.3), (b.1, b.2, b.3), (c.1, c.2, c.3));
+        let bias = bias.map(|(buf, offset)| (buf.inner.clone(), offset));
+        detached(py, move || {
+            fn op(buf: &riftco_cuda::Buffer, o: (usize, i64, bool)) -> Operand<'_> {
+                Operand {
+                    buffer: buf,
+                    offset: o.0,
+                    ld: o.1,
+                    stride: 0,
+                    transpose: o.2,
+                }
+            }
+            cublaslt::gemm_epilogue(
+                &d,
+                element,
+                m,
+                n,
+                k,
+                op(&ab, a),
+                op(&bb, b),
+                op(&cb, c),
+                epilogue,
+                bias.as_ref().map(|(buf, offset)| (&**buf, *offset)),
             )
         })
     }

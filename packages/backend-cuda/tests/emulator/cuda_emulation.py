@@ -249,6 +249,54 @@ class EmulatedDevice:
             view = np.lib.stride_tricks.as_strided(flat[first:], shape=(m, n), strides=(4, ld * 4))
             view[...] = product
 
+    def gemm_epilogue(self, element, m, n, k, a, b, c, epilogue, bias=None) -> None:
+        """cuBLASLt's product with an epilogue, as ``gemm`` computes the product:
+        ``bias`` adds the float32 bias to the float32 result (one rounding each, as a
+        product then an add); ``bgrada`` / ``bgradb`` write the column sums of op(A)
+        rows / op(B) columns over k, summed in float64 and rounded once."""
+        if m <= 0 or n <= 0 or k <= 0:
+            raise CudaError(f"gemm_epilogue: expected positive dims, found {m} {n} {k}")
+        if epilogue not in ("none", "bias", "bgrada", "bgradb"):
+            raise CudaError(f"gemm_epilogue: no epilogue {epilogue!r}")
+        if (epilogue == "none") != (bias is None):
+            raise CudaError(f"gemm_epilogue: epilogue {epilogue} with bias {bias!r}")
+        size = 4 if element == "float32" else 2
+
+        def matrix(op, rows, cols):
+            buf, offset, ld, transpose = op
+            stored = (cols, rows) if transpose else (rows, cols)
+            if ld < stored[0] or offset + (stored[1] - 1) * ld + stored[0] > buf.nbytes // size:
+                raise CudaError("gemm_epilogue: an operand reaches past its buffer")
+            flat = buf.array[: buf.nbytes].view(np.float32 if size == 4 else np.uint16)
+            mat = np.lib.stride_tricks.as_strided(
+                flat[offset:], shape=stored, strides=(size, ld * size)
+            )
+            wide = (
+                mat.astype(np.float64)
+                if size == 4
+                else (mat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+            )
+            return wide.T if transpose else wide
+
+        x, y = matrix(a, m, k), matrix(b, k, n)
+        product = (x @ y).astype(np.float32)
+        if bias is not None:
+            vec_buf, vec_offset = bias
+            length = n if epilogue == "bgradb" else m
+            if (vec_offset + length) * 4 > vec_buf.nbytes:
+                raise CudaError("gemm_epilogue: the bias reaches past its buffer")
+            vec = vec_buf.array[: vec_buf.nbytes].view(np.float32)[vec_offset : vec_offset + length]
+            if epilogue == "bias":
+                product = product + vec[:, None]
+            elif epilogue == "bgrada":
+                vec[:] = x.sum(axis=1).astype(np.float32)
+            else:
+                vec[:] = y.sum(axis=0).astype(np.float32)
+        buf, offset, ld, _ = c
+        flat = buf.array[: buf.nbytes].view(np.float32)
+        view = np.lib.stride_tricks.as_strided(flat[offset:], shape=(m, n), strides=(4, ld * 4))
+        view[...] = product
+
 
 class CountingDevice(EmulatedDevice):
     """The emulated device, counting what the plans ask of it: transfers (and the bytes

@@ -33,6 +33,7 @@ BUILD_ID_MARKER: str
 NVRTC_OPTIONS: list[str]
 
 _Operand = tuple[Buffer, int, int, int, bool]
+_LtOperand = tuple[Buffer, int, int, bool]
 
 @final
 class Buffer:
@@ -96,6 +97,18 @@ class Device:
         b: _Operand,
         c: _Operand,
         batch: int,
+    ) -> None: ...
+    def gemm_epilogue(
+        self,
+        element: str,
+        m: int,
+        n: int,
+        k: int,
+        a: _LtOperand,
+        b: _LtOperand,
+        c: _LtOperand,
+        epilogue: str,
+        bias: tuple[Buffer, int] | None = None,
     ) -> None: ...
 
 def probe_libraries() -> list[tuple[str, bool, list[str]]]: ...

@@ -19,6 +19,7 @@ from riftco.backends.cuda.ops.base import BaseOps
 from riftco.backends.cuda.ops.decode import DecodeOps
 from riftco.backends.cuda.ops.index import IndexOps
 from riftco.backends.cuda.ops.launch import Launcher
+from riftco.backends.cuda.ops.linear import LinearOps
 from riftco.backends.cuda.ops.nn import NnOps
 from riftco.backends.cuda.ops.optim import OptimOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
@@ -34,6 +35,7 @@ API_VERSION = (1, 8)
 
 class CudaBackend(
     BaseOps,
+    LinearOps,
     IndexOps,
     NnOps,
     AttentionOps,

@@ -60,6 +60,8 @@ class Counts:
 
     launches: Counter[str] = field(default_factory=Counter)
     gemms: int = 0
+    #: cuBLASLt products by epilogue (``bias``, ``bgradb``, ...), counted in ``gemms`` too.
+    epilogues: Counter[str] = field(default_factory=Counter)
     gemm_flops: float = 0.0
     gemm_bytes: float = 0.0
     #: (kernel or "gemm <dims>", flops, bytes) per call, in order.
@@ -86,7 +88,9 @@ class Counts:
 
     def summary(self) -> str:
         return (
-            f"{self.kernel_launches} launches, {self.gemms} GEMMs, {self.uploads} uploads "
+            f"{self.kernel_launches} launches, {self.gemms} GEMMs"
+            + (f" ({sum(self.epilogues.values())} with epilogues)" if self.epilogues else "")
+            + f", {self.uploads} uploads "
             f"({self.upload_bytes / 1e6:.2f} MB), {self.host_reads} host reads, "
             f"{self.memsets} memsets, {self.copies} device copies"
         )
@@ -175,6 +179,23 @@ class CountingDevice:
         self.counts.gemm_flops += flops
         self.counts.gemm_bytes += moved
         self.counts.calls.append((f"gemm {m}x{n}x{k}x{batch} {element}", flops, moved))
+
+    def gemm_epilogue(self, element, m, n, k, a, b, c, epilogue, bias=None) -> None:
+        """A cuBLASLt product with its epilogue: one GEMM, whose bytes are the
+        operands, the float32 result and the epilogue's float32 bias vector (read for
+        ``bias``, written for ``bgrada`` / ``bgradb``); the bias add's FLOPs with it."""
+        size = 4 if element == "float32" else 2
+        flops = 2.0 * m * n * k
+        moved = float((m * k + k * n) * size + m * n * 4)
+        if epilogue != "none":
+            length = n if epilogue == "bgradb" else m
+            moved += 4.0 * length
+            flops += float(m * n) if epilogue == "bias" else float(length * k)
+        self.counts.gemms += 1
+        self.counts.epilogues[epilogue] += 1
+        self.counts.gemm_flops += flops
+        self.counts.gemm_bytes += moved
+        self.counts.calls.append((f"gemm {m}x{n}x{k}x1+{epilogue} {element}", flops, moved))
 
 
 class CountingCudaBackend(CudaBackend):

@@ -35,7 +35,7 @@ STICKY = (
 )
 
 #: Calls that enqueue work a fault can come from (synchronized under SYNC_VAR).
-_WORK = frozenset({"launch", "gemm"})
+_WORK = frozenset({"launch", "gemm", "gemm_epilogue"})
 
 
 def is_sticky(error: BaseException) -> bool:
@@ -102,6 +102,8 @@ def _describe(name: str, args: tuple) -> str:
         return f"kernel {args[1]} of module {args[0]}"
     if name == "gemm" and args:
         return f"a {args[0]} cuBLAS product"
+    if name == "gemm_epilogue" and len(args) >= 8:
+        return f"a {args[0]} cuBLASLt product with epilogue {args[7]}"
     return name
 
 
