@@ -64,7 +64,10 @@ def test_reduced_precision_weights_decode_as_their_linears_compute(name, fmt):
         model.quantize_for_inference(fmt)  # the head too: a BlockHead
         assert isinstance(model.language_model_head, nn.BlockHead)
     assert decoder_for(model) is not None
-    assert_close(decode(model, True), decode(model, False))
+    # NF4's whole-step products take 8-bit inputs by default (riftco-tensor's README:
+    # a few percent of the largest logit from the float32-input decode, 3.1% at most
+    # here); the others follow their linears to float32 rounding.
+    assert_close(decode(model, True), decode(model, False), 6e-2 if fmt == "nf4" else 1e-5)
 
 
 def test_a_sequence_decodes_the_same_alone_batched_and_at_any_thread_count():

@@ -74,14 +74,14 @@ pub fn supports(w: &Nf4Weight) -> bool {
 static DECODE: AtomicU8 = AtomicU8::new(0);
 
 /// Whether the whole-step decoder's NF4 linears use the integer product (8-bit
-/// inputs). Off unless `RIFTCO_NF4_DECODE=int8` (read once) or
-/// [`set_decode_int8`]; `float` (the default) keeps the float32 product, whose
-/// bits equal the op-by-op `nf4_linear` of one row.
+/// inputs, the default). `RIFTCO_NF4_DECODE=float` (read once) or
+/// [`set_decode_int8`] keeps the float32 product, whose bits equal the op-by-op
+/// `nf4_linear` of one row.
 pub fn decode_int8() -> bool {
     match DECODE.load(Ordering::Relaxed) {
         0 => {
-            let on = std::env::var("RIFTCO_NF4_DECODE")
-                .is_ok_and(|v| v.trim().eq_ignore_ascii_case("int8"));
+            let on = !std::env::var("RIFTCO_NF4_DECODE")
+                .is_ok_and(|v| v.trim().eq_ignore_ascii_case("float"));
             DECODE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             on
         }
