@@ -213,15 +213,36 @@ def _steps(decoder, tokens, backend):
     ).numpy()  # fmt: skip
 
 
-def test_cpu_tiled_float32_weights_give_the_row_layouts_bits(monkeypatch):
-    """The CPU program's tiled copy of its float32 weights (the default) and the model's
-    own row-major arrays (RIFTCO_CPU_DECODE_F32=rows) give the same bits."""
+def _as_f16(spec):
+    """``spec`` with every layer linear's weight in the F16 block layout."""
+    from dataclasses import replace
+
+    from riftco.tensor.ops.blockquant import BlockWeight, quantize_block_array
+
+    def f16(lin):
+        w = lin.arrays[0]
+        data = rt.tensor(quantize_block_array(w.numpy(), "f16"), backend=w.backend)
+        return rt.DecodeLinear.of(BlockWeight("f16", w.shape, data), lin.bias)
+
+    layers = tuple(
+        replace(la, linears={role: f16(lin) for role, lin in la.linears.items()})
+        for la in spec.layers
+    )
+    return replace(spec, layers=layers)
+
+
+@pytest.mark.parametrize("weights", ["f32", "f16"])
+def test_cpu_tiled_weights_give_the_row_layouts_bits(monkeypatch, weights):
+    """The CPU program's tiled copies of its float32 and F16 weights (the default) and
+    the model's own row-major arrays (RIFTCO_CPU_DECODE_LAYOUT=rows) give the same bits."""
     cpu = rt.get_backend("cpu")
-    model = Model("swiglu", seed=4)
+    spec = Model("swiglu", seed=4).spec(cpu)
+    if weights == "f16":
+        spec = _as_f16(spec)
     tokens = [3, 9, 1, 27, 5]
-    tiled = _steps(model.decoder(cpu), tokens, cpu)
-    monkeypatch.setenv("RIFTCO_CPU_DECODE_F32", "rows")
-    rows = _steps(model.decoder(cpu), tokens, cpu)
+    tiled = _steps(rt.Decoder(spec), tokens, cpu)
+    monkeypatch.setenv("RIFTCO_CPU_DECODE_LAYOUT", "rows")
+    rows = _steps(rt.Decoder(spec), tokens, cpu)
     assert tiled.view(np.uint32).tolist() == rows.view(np.uint32).tolist()
 
 

@@ -39,6 +39,9 @@ pub enum Weight<'a> {
     F32(&'a [f32]),
     /// A float32 weight in tiles of rows (`crate::f32_rows::tiles`): the same bits.
     F32Tiled(&'a [f32]),
+    /// An F16 weight (halves) in tiles of rows (`crate::blockq::f16_tiles`): the
+    /// same bits as its block-layout rows.
+    F16Tiled(&'a [u8]),
     Block(BlockWeight<'a>),
     Nf4(Nf4Weight<'a>),
     /// A Q8_0 / Q4_0 weight with its tiles (`crate::blockq::tiles`): the same bits.
@@ -65,6 +68,11 @@ impl Linear<'_> {
             self.cols
         );
         match self.weight {
+            Weight::F16Tiled(w) => ensure!(
+                w.len() == 2 * rows * cols,
+                "decode: {name} holds {} bytes of halves, expected {rows} x {cols} x 2",
+                w.len()
+            ),
             Weight::F32(w) | Weight::F32Tiled(w) => ensure!(
                 w.len() == rows * cols,
                 "decode: {name} holds {} floats, expected {rows} x {cols}",

@@ -119,12 +119,13 @@ impl DecodeProgram {
             }
         };
         only(&spec.getattr("topology")?, &TOPOLOGY, "topology flag")?;
-        // Float32 weights are tiled unless `RIFTCO_CPU_DECODE_F32=rows` keeps the model's
-        // own arrays (the tiled copy is the weights' size again).
-        let tile_f32 = !std::env::var("RIFTCO_CPU_DECODE_F32").is_ok_and(|v| v.trim() == "rows");
+        // Float32 and F16 weights are tiled unless `RIFTCO_CPU_DECODE_LAYOUT=rows` keeps
+        // the model's own arrays (a tiled copy is the weights' size again).
+        let tile_rows =
+            !std::env::var("RIFTCO_CPU_DECODE_LAYOUT").is_ok_and(|v| v.trim() == "rows");
         let mut h = Holder {
             keep: Vec::new(),
-            tile_f32,
+            tile_rows,
         };
         let layers = spec
             .getattr("layers")?

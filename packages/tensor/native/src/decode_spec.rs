@@ -11,7 +11,7 @@
 use numpy::{PyArrayMethods, PyUntypedArray};
 use pyo3::prelude::*;
 use riftco_kernels::blockq::tiles::{self, TileKind, Tiles};
-use riftco_kernels::blockq::{BlockFormat, BlockWeight};
+use riftco_kernels::blockq::{f16_tiles, BlockFormat, BlockWeight};
 use riftco_kernels::decode::{Linear, NormWeights, Weight};
 use riftco_kernels::f32_rows::tiles as f32_tiles;
 use riftco_kernels::nf4::{Nf4Weight, Scales};
@@ -41,6 +41,8 @@ pub(crate) enum RawWeight {
     F32(Raw),
     /// A float32 weight in the program's own tiled copy (`riftco_kernels::f32_rows::tiles`).
     F32Tiled(Raw),
+    /// An F16 weight in the program's own tiled copy (`riftco_kernels::blockq::f16_tiles`).
+    F16Tiled(Raw),
     /// The GGUF bytes, and the tiles the program made of them (Q8_0 / Q4_0 on a CPU that reads them).
     Block(BlockFormat, Raw, Option<Raw>),
     Nf4 {
@@ -80,8 +82,9 @@ pub(crate) struct RawLayer {
 /// The arrays a program keeps alive, and how to read them.
 pub(crate) struct Holder {
     pub(crate) keep: Vec<Py<PyAny>>,
-    /// Whether float32 linears get a tiled copy (`Holder::tiled_f32`).
-    pub(crate) tile_f32: bool,
+    /// Whether float32 and F16 linears get a tiled copy (`Holder::tiled_f32`,
+    /// `Holder::tiled_f16`).
+    pub(crate) tile_rows: bool,
 }
 
 impl Holder {
@@ -142,7 +145,13 @@ impl Holder {
             }
             (name, [data]) => {
                 let f = BlockFormat::parse(name).map_err(|e| error(e.0))?;
-                RawWeight::Block(f, self.take::<u8>(data)?, None)
+                let raw = self.take::<u8>(data)?;
+                match f {
+                    BlockFormat::F16 => self
+                        .tiled_f16(spec.py(), raw, rows, cols)?
+                        .map_or(RawWeight::Block(f, raw, None), RawWeight::F16Tiled),
+                    _ => RawWeight::Block(f, raw, None),
+                }
             }
             (name, found) => {
                 return Err(error(format!(
@@ -163,7 +172,7 @@ impl Holder {
 
     /// A copy of the float32 weight `w` (`[rows, cols]`) in tiles of rows, aligned to a
     /// cache line and kept with the arrays: the step reads each tile front to back.
-    /// None when the program keeps the row-major layout (`tile_f32` off) or the
+    /// None when the program keeps the row-major layout (`tile_rows` off) or the
     /// weight does not have its shape (the program's check reports it).
     fn tiled_f32(
         &mut self,
@@ -173,7 +182,7 @@ impl Holder {
         cols: usize,
     ) -> PyResult<Option<Raw>> {
         let len = rows * cols;
-        if !self.tile_f32 || w.len != len || len == 0 {
+        if !self.tile_rows || w.len != len || len == 0 {
             return Ok(None);
         }
         const LINE: usize = 16; // floats in 64 bytes
@@ -192,6 +201,27 @@ impl Holder {
             ptr: base + skip * std::mem::size_of::<f32>(),
             len,
         }))
+    }
+
+    /// A copy of the F16 weight `data` (`[rows, cols]` halves) in tiles of rows, kept
+    /// with the arrays; None as for [`Holder::tiled_f32`].
+    fn tiled_f16(
+        &mut self,
+        py: Python<'_>,
+        data: Raw,
+        rows: usize,
+        cols: usize,
+    ) -> PyResult<Option<Raw>> {
+        let len = 2 * rows * cols;
+        if !self.tile_rows || data.len != len || len == 0 {
+            return Ok(None);
+        }
+        let mut tiled = vec![0u8; len];
+        // SAFETY: `data` is alive (held by `self.keep`) and holds `len` bytes.
+        f16_tiles::pack(unsafe { data.get() }, rows, cols, &mut tiled);
+        let array = numpy::PyArray1::from_vec(py, tiled).into_any();
+        self.take::<u8>(&array.cast_into::<PyUntypedArray>()?)
+            .map(Some)
     }
 
     /// Give a Q8_0, Q4_0 or NF4 linear its tiles (made once, kept with the arrays)
@@ -214,7 +244,7 @@ impl Holder {
         let raw = self.take::<u8>(&array.cast_into::<PyUntypedArray>()?)?;
         match &mut lin.weight {
             RawWeight::Block(_, _, tiles) | RawWeight::Nf4 { tiles, .. } => *tiles = Some(raw),
-            RawWeight::F32(_) | RawWeight::F32Tiled(_) => {}
+            RawWeight::F32(_) | RawWeight::F32Tiled(_) | RawWeight::F16Tiled(_) => {}
         }
         Ok(())
     }
@@ -350,6 +380,7 @@ pub(crate) unsafe fn linear<'a>(r: &RawLinear) -> Linear<'a> {
     let weight = match r.weight {
         RawWeight::F32(w) => Weight::F32(w.get()),
         RawWeight::F32Tiled(w) => Weight::F32Tiled(w.get()),
+        RawWeight::F16Tiled(w) => Weight::F16Tiled(w.get()),
         RawWeight::Block(format, data, tiled) => {
             let b = BlockWeight {
                 format,

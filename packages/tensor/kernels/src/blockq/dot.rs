@@ -266,6 +266,7 @@ mod avx2;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_f16;
+pub mod f16_tiles;
 
 #[cfg(test)]
 mod tests {

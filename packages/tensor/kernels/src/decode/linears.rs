@@ -2,6 +2,7 @@
 //! weight rows (float32, block-layout or NF4) handed to the team.
 
 use super::{Linear, Weight};
+use crate::blockq::f16_tiles;
 use crate::blockq::tiles::{self, tile_dots, TileKind, TILE};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
@@ -10,8 +11,8 @@ use crate::nf4_int::{self, Nf4Input};
 use crate::nf4_vector::{row_dot as nf4_row_dot, row_dots as nf4_row_dots};
 use crate::pool::{parallel, Shared};
 
-// A piece of output rows is one float32 tile.
-const _: () = assert!(ROWS == f32_tiles::TILE);
+// A piece of output rows is one float32 tile, and whole F16 tiles.
+const _: () = assert!(ROWS == f32_tiles::TILE && ROWS.is_multiple_of(f16_tiles::TILE));
 
 /// Below this many weight elements a job runs on the calling thread.
 const PARALLEL_WEIGHTS: usize = 1 << 16;
@@ -57,6 +58,9 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         match l.weight {
             Weight::F32(w) => dot_tile_f32(&w[first * k..last * k], width, x, m, t),
             Weight::F32Tiled(w) => f32_tiles::dot_tile(&w[first * k..last * k], width, x, m, t),
+            Weight::F16Tiled(w) => {
+                f16_tiles::dot_piece(&w[2 * first * k..2 * last * k], width, x, m, t)
+            }
             Weight::TiledBlock(_, tl) if tiled => {
                 let a = codes.as_ref().expect("quantized above");
                 tile_rows(isa, &tl, &a.q, &a.scales, &a.sums, m, first, width, t)

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 #[inline(always)]
-unsafe fn half(p: *const u8) -> f32 {
+pub(super) unsafe fn half(p: *const u8) -> f32 {
     let h = std::ptr::read_unaligned(p as *const u16);
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
 }
@@ -24,7 +24,7 @@ unsafe fn reduce(v: __m256) -> f32 {
 
 /// `(s0 + s1) + (s2 + s3)` from the two accumulators, reduced.
 #[inline(always)]
-unsafe fn finish(a: __m512, b: __m512) -> f32 {
+pub(super) unsafe fn finish(a: __m512, b: __m512) -> f32 {
     let lo = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps::<1>(a));
     let hi = _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps::<1>(b));
     reduce(_mm256_add_ps(lo, hi))
@@ -32,7 +32,7 @@ unsafe fn finish(a: __m512, b: __m512) -> f32 {
 
 /// Sixteen halves at `p` as float32.
 #[inline(always)]
-unsafe fn load16(p: *const u8) -> __m512 {
+pub(super) unsafe fn load16(p: *const u8) -> __m512 {
     _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
 }
 
