@@ -171,16 +171,19 @@ def test_errors_are_riftco_errors():
 
 
 #: Composed by riftco-tensor's op layer (block weights) or decoded op by op in riftco-nn.
-NOT_NATIVE = {"block_dequantize", "block_linear", "decode_program", "decode_step"}
+NOT_NATIVE = {"block_dequantize", "block_linear", "matmul_compute", "decode_program", "decode_step"}
 #: Capabilities of a newer API than the backend's (1.8's clipped Adam step: riftco-optim
 #: measures and steps in two calls there).
-NEWER = {c for c, minor in rt.CAPABILITIES.items() if minor > tpu.API_VERSION[1]}
+NEWER = {c for c, minor in rt.CAPABILITIES.items() if minor > tpu.API_VERSION[1]} - set(rt.COMPOSED)
+#: What riftco-tensor's op layer composes on tpu from its kernels (1.9's products in a
+#: compute dtype among them: astype, then matmul).
+COMPOSED = ("block_dequantize", "block_linear", "matmul_compute")
 
 
 def test_implements_every_capability_of_its_api_and_ranks_as_an_accelerator(monkeypatch):
     backend = tpu.TpuBackend(FakeDevice(False), plugin.PluginLocation(Path("/x.so"), "test"))
     assert backend.capabilities() == frozenset(rt.CAPABILITIES) - NOT_NATIVE - NEWER
-    assert rt.composed_capabilities(backend) == {"block_dequantize", "block_linear"}
+    assert rt.composed_capabilities(backend) == set(COMPOSED)
     assert max(rt.CAPABILITIES.values()) >= tpu.API_VERSION[1]
     assert backend.priority > rt.get_backend("cpu").priority
     monkeypatch.setattr(tpu, "create_backend", lambda: backend)
@@ -188,6 +191,6 @@ def test_implements_every_capability_of_its_api_and_ranks_as_an_accelerator(monk
         assert rt.get_backend("auto") is backend
         (info,) = [i for i in rt.backends() if i.name == "tpu"]
         assert info.capabilities == tuple(c for c in rt.CAPABILITIES if c not in NOT_NATIVE | NEWER)
-        assert info.composed == ("block_dequantize", "block_linear")
+        assert info.composed == COMPOSED
         assert info.missing_capabilities == ("decode_program", "decode_step", *sorted(NEWER))
         assert info.priority == backend.priority

@@ -1,5 +1,6 @@
 //! Matrix products through cuBLAS: float32 or bfloat16 operands, float32
-//! accumulation and float32 results (never TF32: the default math mode).
+//! accumulation and float32 results (never TF32: the default math mode); float32
+//! operands may be multiplied as their bfloat16 roundings ([`Compute`]).
 
 use std::ffi::c_void;
 
@@ -34,6 +35,26 @@ impl Element {
         match self {
             Element::F32 => 4,
             Element::Bf16 => 2,
+        }
+    }
+}
+
+/// How a product's operands are multiplied. `F32` multiplies them as they are
+/// (`CUBLAS_COMPUTE_32F`); `Bf16Products` rounds float32 operands to bfloat16 (to
+/// nearest, ties to even) and multiplies the roundings on the bfloat16 tensor cores with
+/// float32 sums (`CUBLAS_COMPUTE_32F_FAST_16BF`): the bits of the product of operands
+/// converted to bfloat16 first, without the converted copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Compute {
+    F32,
+    Bf16Products,
+}
+
+impl Compute {
+    fn cuda(self) -> blas::cublasComputeType_t {
+        match self {
+            Compute::F32 => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            Compute::Bf16Products => blas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
         }
     }
 }
@@ -94,6 +115,29 @@ pub fn gemm(
     c: Operand<'_>,
     batch: i64,
 ) -> Result<()> {
+    gemm_compute(device, element, Compute::F32, m, n, k, a, b, c, batch)
+}
+
+/// [`gemm`] with the operands multiplied as `compute` says; `Bf16Products` takes
+/// float32 operands only.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_compute(
+    device: &Device,
+    element: Element,
+    compute: Compute,
+    m: i64,
+    n: i64,
+    k: i64,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    c: Operand<'_>,
+    batch: i64,
+) -> Result<()> {
+    if compute == Compute::Bf16Products && element != Element::F32 {
+        return Err(error(format!(
+            "gemm: bfloat16 products take float32 operands, found {element:?}"
+        )));
+    }
     if m == 0 || n == 0 || batch == 0 {
         return Ok(());
     }
@@ -136,7 +180,7 @@ pub fn gemm(
                 c.ld,
                 c.stride,
                 batch,
-                blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                compute.cuda(),
                 blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         };

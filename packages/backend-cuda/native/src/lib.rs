@@ -13,7 +13,7 @@ use std::sync::Arc;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyFloat, PyList, PyTuple};
-use riftco_cuda::blas::{self, Element, Operand};
+use riftco_cuda::blas::{self, Compute, Element, Operand};
 use riftco_cuda::cublaslt::{self, Epilogue};
 use riftco_cuda::kernels::{self, CubinCache};
 use riftco_cuda::libs::Library;
@@ -278,9 +278,11 @@ impl Device {
 
     /// Enqueue a batched column-major product `c[m, n] = op(a)[m, k] op(b)[k, n]`
     /// (cuBLAS's convention); operands `(buffer, element offset, ld, batch stride,
-    /// transposed)`, `element` is `float32` or `bfloat16`, `c` float32.
+    /// transposed)`, `element` is `float32` or `bfloat16`, `c` float32. `compute`
+    /// `"bfloat16"` multiplies float32 operands as their bfloat16 roundings
+    /// (`CUBLAS_COMPUTE_32F_FAST_16BF`); `"float32"` (the default) as they are.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (element, m, n, k, a, b, c, batch))]
+    #[pyo3(signature = (element, m, n, k, a, b, c, batch, compute="float32"))]
     fn gemm(
         &self,
         py: Python<'_>,
@@ -292,7 +294,17 @@ impl Device {
         b: (PyRef<'_, Buffer>, usize, i64, i64, bool),
         c: (PyRef<'_, Buffer>, usize, i64, i64, bool),
         batch: i64,
+        compute: &str,
     ) -> PyResult<()> {
+        let compute = match compute {
+            "float32" => Compute::F32,
+            "bfloat16" => Compute::Bf16Products,
+            other => {
+                return Err(error(format!(
+                    "gemm: expected a float32 or bfloat16 compute type, found {other}"
+                )))
+            }
+        };
         let element = match element {
             "float32" => Element::F32,
             "bfloat16" => Element::Bf16,
@@ -319,9 +331,10 @@ impl Device {
                     transpose: o.3,
                 }
             }
-            blas::gemm(
+            blas::gemm_compute(
                 &d,
                 element,
+                compute,
                 m,
                 n,
                 k,

@@ -25,6 +25,7 @@ import threading
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from riftco.backends.cuda import _native
@@ -220,7 +221,16 @@ class EmulatedDevice:
         lib.emu_launch(ctypes.cast(fn, ctypes.c_void_p), pointers, g[0], g[1], g[2], int(block[0]))
         self.launches += 1
 
-    def gemm(self, element, m, n, k, a, b, c, batch) -> None:
+    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32") -> None:
+        """cuBLAS's strided-batched product: float64 sums of the (exact) products,
+        rounded once to float32. ``compute="bfloat16"`` (``CUBLAS_COMPUTE_32F_FAST_16BF``)
+        rounds float32 operands to bfloat16 (to nearest, ties to even) first: then the
+        bits equal those of bfloat16 operands."""
+        if compute not in ("float32", "bfloat16"):
+            raise CudaError(f"gemm: no compute type {compute!r}")
+        if compute == "bfloat16" and element != "float32":
+            raise CudaError(f"gemm: bfloat16 products take float32 operands, found {element}")
+
         def matrices(op, rows, cols, size):
             buf, offset, ld, stride, transpose = op
             dtype = np.float32 if size == 4 else np.uint16
@@ -232,11 +242,12 @@ class EmulatedDevice:
                 mat = np.lib.stride_tricks.as_strided(
                     flat[first:], shape=stored, strides=(size, ld * size)
                 )
-                mat = (
-                    mat.astype(np.float64)
-                    if size == 4
-                    else (mat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-                )
+                if size == 4 and compute == "bfloat16":
+                    mat = mat.astype(ml_dtypes.bfloat16).astype(np.float64)
+                elif size == 4:
+                    mat = mat.astype(np.float64)
+                else:
+                    mat = (mat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
                 out.append(mat.T if transpose else mat)
             return out
 

@@ -44,24 +44,18 @@ def _plain(like: Any, y: Tensor) -> Any:
     return y if isinstance(like, Tensor) else Variable(y)
 
 
-def _low(t: Tensor, dtype: rt.DType | None) -> Tensor:
-    """``t`` in the compute dtype of ``mixed_precision`` (itself when float32)."""
-    return t if dtype is None else t.astype(dtype)
-
-
 def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     """``x @ weight.T + bias`` over the last axis of ``x``; ``weight`` is ``[out, in]``.
     The leading axes are flattened, so the weight gradient is one matrix product.
-    Under ``mixed_precision`` the products (forward and backward) read bfloat16
-    operands and accumulate in float32."""
+    Under ``mixed_precision`` the products (forward and backward) multiply the
+    operands' bfloat16 roundings and accumulate in float32 (``rt.matmul``'s compute
+    dtype: no converted copies where the backend rounds as it reads)."""
     w, b = _value(weight), _value(bias)
     xv = _value(x)
     lead = xv.shape[:-1]
     x2 = xv.reshape(-1, xv.shape[-1]) if xv.ndim != 2 else xv
     low = compute_dtype()
-    if low is not None:
-        x2, w = x2.astype(low), w.astype(low)
-    y2 = rt.matmul(x2, w, transpose_b=True)
+    y2 = rt.matmul(x2, w, transpose_b=True, compute=low)
     if b is not None:
         y2 = y2 + b
     y = y2.reshape(*lead, w.shape[0]) if xv.ndim != 2 else y2
@@ -74,9 +68,8 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
 
     def vjp(g: Tensor) -> list[Tensor | None]:
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
-        gl = _low(g2, low)
-        dx = rt.matmul(gl, w).reshape(shape) if need_x else None
-        dw = rt.matmul(gl, x2, transpose_a=True) if need_w else None
+        dx = rt.matmul(g2, w, compute=low).reshape(shape) if need_x else None
+        dw = rt.matmul(g2, x2, transpose_a=True, compute=low) if need_w else None
         grads = [dx, dw]
         if bias is not None:
             grads.append(g2.sum(axis=0) if need_b else None)
@@ -220,9 +213,7 @@ def projected_attention(
     x2 = xv.reshape(-1, xv.shape[-1])
     w = rt.concatenate(ws, axis=0)
     low = compute_dtype()
-    if low is not None:
-        x2, w = x2.astype(low), w.astype(low)
-    y = rt.matmul(x2, w, transpose_b=True)
+    y = rt.matmul(x2, w, transpose_b=True, compute=low)
     if bs is not None:
         y = y + rt.concatenate(bs, axis=0)
     starts = [0, sizes[0], sizes[0] + sizes[1]]
@@ -247,9 +238,8 @@ def projected_attention(
             dq = rt.rotary(dq, positions, theta, inverse=True)
             dk = rt.rotary(dk, positions, theta, inverse=True)
         gy = rt.concatenate([d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)], axis=1)
-        gl = _low(gy, low)
-        dx = rt.matmul(gl, w).reshape(*xv.shape) if need_x else None
-        dw = rt.matmul(gl, x2, transpose_a=True)
+        dx = rt.matmul(gy, w, compute=low).reshape(*xv.shape) if need_x else None
+        dw = rt.matmul(gy, x2, transpose_a=True, compute=low)
         grads = [dx] + [rt.narrow(dw, 0, start, size) for start, size in zip(starts, sizes)]
         if bs is not None:
             db = gy.sum(axis=0)

@@ -239,6 +239,24 @@ class Backend(FusedKernels):
         backend knows the dtype from its own handles."""
         raise self._missing("matmul")
 
+    def matmul_compute(
+        self,
+        a: Storage,
+        a_shape: Shape,
+        b: Storage,
+        b_shape: Shape,
+        transpose_a: bool,
+        transpose_b: bool,
+        compute: DType,
+    ) -> Storage:
+        """API 1.9: ``matmul`` of two float32 operands in the compute dtype ``compute``
+        (bfloat16): each operand element is rounded to bfloat16 (to nearest, ties to
+        even) as it is read, the products of the roundings are exact in float32, the
+        sums float32, the result float32 -- bit for bit ``matmul`` of the two operands
+        converted with ``astype`` first, without writing the converted copies. The op
+        layer composes it from ``astype`` and ``matmul`` for a backend without it."""
+        raise self._missing("matmul_compute")
+
     # -- indexing -------------------------------------------------------------
     def index_select(
         self,

@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 8)
+BACKEND_API_VERSION = (1, 9)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -34,6 +34,7 @@ CAPABILITIES.update(dict.fromkeys(("nf4_dequantize", "nf4_linear", "nf4_linear_b
 CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
 CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
 CAPABILITIES["clipped_adam_update"] = 8
+CAPABILITIES["matmul_compute"] = 9
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -45,6 +46,9 @@ COMPOSED: dict[str, tuple[str, ...]] = dict.fromkeys(
         "compare", "where", "reduce", "matmul", "index_select",
     ),
 )  # fmt: skip
+#: float32 operands multiplied in a lower compute dtype: rounded by ``astype``, then
+#: ``matmul`` (the same products and sums as a kernel that rounds as it loads).
+COMPOSED["matmul_compute"] = ("astype", "matmul")
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).

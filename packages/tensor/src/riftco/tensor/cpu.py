@@ -125,6 +125,11 @@ class CpuBackend(Backend):
             return _native.matmul(_bits(a), _bits(b), transpose_a, transpose_b)
         return _native.matmul(a, b, transpose_a, transpose_b)
 
+    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+        if compute is not BF16:
+            raise CapabilityMissing(f"matmul_compute: no {compute.value} compute dtype on cpu")
+        return _native.matmul(_bits(_narrow(a)), _bits(_narrow(b)), transpose_a, transpose_b)
+
     def index_select(self, x, shape, dtype, axis, indices, count):
         if dtype is BF16:
             return _native.index_select(_bits(x), axis, indices).view(_BF16_NUMPY)

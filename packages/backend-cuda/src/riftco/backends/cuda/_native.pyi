@@ -97,6 +97,7 @@ class Device:
         b: _Operand,
         c: _Operand,
         batch: int,
+        compute: str = "float32",
     ) -> None: ...
     def gemm_epilogue(
         self,

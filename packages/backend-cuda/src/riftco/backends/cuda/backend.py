@@ -29,8 +29,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: 1.5's bfloat16 is held (``dtypes``); 1.6's block-layout weights have no kernel here
 #: (riftco-tensor's op layer composes them from the ops here, on the device); 1.7's
 #: whole-step decoding is a device plan (ops.decode); 1.8's clipped Adam step runs its
-#: gradient norm, clip scale and update on the device with one read (ops.optim).
-API_VERSION = (1, 8)
+#: gradient norm, clip scale and update on the device with one read (ops.optim);
+#: 1.9's products in a bfloat16 compute dtype are one cuBLAS call each (ops.base).
+API_VERSION = (1, 9)
 
 
 class CudaBackend(

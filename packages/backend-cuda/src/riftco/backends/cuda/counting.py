@@ -170,15 +170,18 @@ class CountingDevice:
             moved = max(moved, 2.0 * b * h * pairs * dh * size)
         self.counts.calls.append((kernel, flops, moved))
 
-    def gemm(self, element, m, n, k, a, b, c, batch, *rest) -> None:
+    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32") -> None:
         size = 4 if element == "float32" else 2
-        out_size = 2 if rest and rest[0] == "bfloat16" else 4
+        out_size = 4
         flops = 2.0 * m * n * k * batch
         moved = float(batch * ((m * k + k * n) * size + m * n * out_size))
         self.counts.gemms += 1
         self.counts.gemm_flops += flops
         self.counts.gemm_bytes += moved
-        self.counts.calls.append((f"gemm {m}x{n}x{k}x{batch} {element}", flops, moved))
+        # Products in bfloat16 (bfloat16 operands, or float32 ones rounded as they
+        # load) run on the tensor cores: the roofline's bfloat16 rate.
+        kind = "bfloat16" if compute == "bfloat16" else element
+        self.counts.calls.append((f"gemm {m}x{n}x{k}x{batch} {kind}", flops, moved))
 
     def gemm_epilogue(self, element, m, n, k, a, b, c, epilogue, bias=None) -> None:
         """A cuBLASLt product with its epilogue: one GEMM, whose bytes are the

@@ -263,6 +263,21 @@ class BaseOps:
                 f"matmul on cuda takes float32 or bfloat16 operands of one dtype, found "
                 f"{a.dtype} and {b.dtype}"
             )
+        return self._product(a, a_shape, b, b_shape, transpose_a, transpose_b, "float32")
+
+    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+        # One cuBLAS call reads the float32 operands and multiplies their bfloat16
+        # roundings on the tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF): no convert
+        # passes, the bits of converting first.
+        if a.dtype != "float32" or b.dtype != "float32" or compute is not DType.bfloat16:
+            raise CudaDTypeError(
+                f"matmul_compute on cuda takes float32 operands and a bfloat16 compute "
+                f"dtype, found {a.dtype}, {b.dtype} and {compute}"
+            )
+        return self._product(a, a_shape, b, b_shape, transpose_a, transpose_b, "bfloat16")
+
+    def _product(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+        dtype = a.dtype
         m, k = (a_shape[-1], a_shape[-2]) if transpose_a else (a_shape[-2], a_shape[-1])
         n = b_shape[-2] if transpose_b else b_shape[-1]
         batch_a, batch_b = tuple(a_shape[:-2]), tuple(b_shape[:-2])
@@ -290,6 +305,7 @@ class BaseOps:
                 (a, a_first * size_a, ld_a, a_step * size_a, bool(transpose_a)),
                 (out, c_first * size_c, n, size_c, False),
                 runs,
+                compute,
             )
         return out
 
