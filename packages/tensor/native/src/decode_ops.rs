@@ -90,6 +90,25 @@ impl DecodeProgram {
     }
 }
 
+/// Bytes a program may spend on tiled copies of its float32 and F16 weights: half the
+/// memory the system has available when it is built (Linux's `MemAvailable`;
+/// unbounded where the system does not say), or none with
+/// `RIFTCO_CPU_DECODE_LAYOUT=rows`. A linear whose copy does not fit keeps the model's
+/// row-major array, with the same bits.
+fn tile_budget() -> usize {
+    if std::env::var("RIFTCO_CPU_DECODE_LAYOUT").is_ok_and(|v| v.trim() == "rows") {
+        return 0;
+    }
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib.saturating_mul(1024))
+        });
+    available.map_or(usize::MAX, |bytes| bytes / 2)
+}
+
 /// A writable, C-contiguous float32 array, borrowed for writing (numpy's borrow
 /// tracking refuses a second borrow of the same array, so caches cannot alias).
 fn writable<'py>(a: &Array<'py>, what: &str) -> PyResult<PyReadwriteArrayDyn<'py, f32>> {
@@ -119,13 +138,9 @@ impl DecodeProgram {
             }
         };
         only(&spec.getattr("topology")?, &TOPOLOGY, "topology flag")?;
-        // Float32 and F16 weights are tiled unless `RIFTCO_CPU_DECODE_LAYOUT=rows` keeps
-        // the model's own arrays (a tiled copy is the weights' size again).
-        let tile_rows =
-            !std::env::var("RIFTCO_CPU_DECODE_LAYOUT").is_ok_and(|v| v.trim() == "rows");
         let mut h = Holder {
             keep: Vec::new(),
-            tile_rows,
+            tile_budget: tile_budget(),
         };
         let layers = spec
             .getattr("layers")?

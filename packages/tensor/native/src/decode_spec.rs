@@ -82,9 +82,9 @@ pub(crate) struct RawLayer {
 /// The arrays a program keeps alive, and how to read them.
 pub(crate) struct Holder {
     pub(crate) keep: Vec<Py<PyAny>>,
-    /// Whether float32 and F16 linears get a tiled copy (`Holder::tiled_f32`,
-    /// `Holder::tiled_f16`).
-    pub(crate) tile_rows: bool,
+    /// Bytes of tiled copies of float32 and F16 linears still to make
+    /// (`Holder::tiled_f32`, `Holder::tiled_f16`); 0 keeps the row-major arrays.
+    pub(crate) tile_budget: usize,
 }
 
 impl Holder {
@@ -172,7 +172,8 @@ impl Holder {
 
     /// A copy of the float32 weight `w` (`[rows, cols]`) in tiles of rows, aligned to a
     /// cache line and kept with the arrays: the step reads each tile front to back.
-    /// None when the program keeps the row-major layout (`tile_rows` off) or the
+    /// None when the program keeps the row-major layout (the copy would overrun
+    /// `tile_budget`) or the
     /// weight does not have its shape (the program's check reports it).
     fn tiled_f32(
         &mut self,
@@ -182,7 +183,7 @@ impl Holder {
         cols: usize,
     ) -> PyResult<Option<Raw>> {
         let len = rows * cols;
-        if !self.tile_rows || w.len != len || len == 0 {
+        if w.len != len || len == 0 || !self.spend(4 * len) {
             return Ok(None);
         }
         const LINE: usize = 16; // floats in 64 bytes
@@ -203,6 +204,15 @@ impl Holder {
         }))
     }
 
+    /// Whether a tiled copy of `bytes` fits what is left of the budget (taken if so).
+    fn spend(&mut self, bytes: usize) -> bool {
+        let fits = bytes <= self.tile_budget;
+        if fits {
+            self.tile_budget -= bytes;
+        }
+        fits
+    }
+
     /// A copy of the F16 weight `data` (`[rows, cols]` halves) in tiles of rows, kept
     /// with the arrays; None as for [`Holder::tiled_f32`].
     fn tiled_f16(
@@ -213,7 +223,7 @@ impl Holder {
         cols: usize,
     ) -> PyResult<Option<Raw>> {
         let len = 2 * rows * cols;
-        if !self.tile_rows || data.len != len || len == 0 {
+        if data.len != len || len == 0 || !self.spend(len) {
             return Ok(None);
         }
         let mut tiled = vec![0u8; len];
