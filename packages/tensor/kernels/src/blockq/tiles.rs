@@ -84,6 +84,11 @@ pub fn runs(isa: Isa) -> bool {
     isa == Isa::Avx512Vnni
 }
 
+/// Minus each of `sums` (what [`tile_dots`] takes).
+pub(crate) fn negated(sums: &[i32]) -> Vec<i32> {
+    sums.iter().map(|&v| -v).collect()
+}
+
 /// Whether tiles are worth building on this CPU.
 pub fn useful() -> bool {
     runs(crate::isa::detected())
@@ -158,8 +163,9 @@ pub fn tile_nf4(w: &Nf4Weight) -> Option<Vec<u8>> {
 }
 
 /// Tile `tile` of `t` against one input row's codes `q` (its block scales `s`
-/// and group sums `sums`, as the row products take them: Q4_0 eight times, NF4
-/// 128 times the group sums; Q8_0 none): the sixteen rows' products into `out`.
+/// and `neg_sums`, minus the group sums the row products subtract: Q4_0 eight
+/// times, NF4 128 times the codes' sums; Q8_0 none): the sixteen rows' products
+/// into `out`.
 /// On the path of level `isa`, one where the tiles [`run`](runs).
 pub(crate) fn tile_dots(
     isa: Isa,
@@ -167,22 +173,22 @@ pub(crate) fn tile_dots(
     tile: usize,
     q: &[i8],
     s: &[f32],
-    sums: &[i32],
+    neg_sums: &[i32],
     out: &mut [f32; TILE],
 ) {
     let kb = t.cols / QK;
     let bb = t.kind.block_bytes();
     let data = &t.data[tile * kb * bb..(tile + 1) * kb * bb];
     assert!(q.len() == kb * QK && s.len() == kb);
-    assert!(t.kind == TileKind::Q8_0 || sums.len() == kb * 8);
+    assert!(t.kind == TileKind::Q8_0 || neg_sums.len() == kb * 8);
     assert!(runs(isa) && isa <= crate::isa::detected());
     #[cfg(target_arch = "x86_64")]
     // SAFETY (each arm): the CPU has AVX-512 VNNI (checked above); the lengths are checked above.
     unsafe {
         match t.kind {
             TileKind::Q8_0 => avx512::q8_0(data, kb, q, s, out),
-            TileKind::Q4_0 => avx512::nibbles::<false>(data, kb, q, s, sums, out),
-            TileKind::Nf4 => avx512::nibbles::<true>(data, kb, q, s, sums, out),
+            TileKind::Q4_0 => avx512::nibbles::<false>(data, kb, q, s, neg_sums, out),
+            TileKind::Nf4 => avx512::nibbles::<true>(data, kb, q, s, neg_sums, out),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -3,7 +3,7 @@
 
 use super::{Linear, Weight};
 use crate::blockq::f16_tiles;
-use crate::blockq::tiles::{self, tile_dots, TileKind, TILE};
+use crate::blockq::tiles::{self, tile_dots, TileKind, Tiles, TILE};
 use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
 use crate::f32_rows::tiles as f32_tiles;
@@ -36,6 +36,14 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
     // Tiles are read at this level only (the row products give the same bits).
     let isa = crate::isa::current();
     let tiled = tiles::runs(isa);
+    let any_tiled = tiled
+        && lins
+            .iter()
+            .any(|l| matches!(l.weight, Weight::TiledBlock(..) | Weight::TiledNf4(..)));
+    // What the tiles take: minus the group sums, once for every linear.
+    let neg = |sums: Option<&[i32]>| sums.filter(|_| any_tiled).map(tiles::negated);
+    let neg_sums = neg(codes.as_ref().map(|a| &a.sums[..]));
+    let nf4_neg_sums = neg(nf4_codes.as_ref().map(|a| &a.sums[..]));
     let mut pieces = Vec::new();
     for (j, l) in lins.iter().enumerate() {
         pieces.extend((0..l.rows.div_ceil(ROWS)).map(|p| (j, p * ROWS)));
@@ -46,6 +54,31 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         let l = lins[j];
         let last = (first + ROWS).min(l.rows);
         let width = last - first;
+        if let Some((tl, q, s, sums)) = tiled_input(
+            l.weight,
+            tiled,
+            (codes.as_ref(), neg_sums.as_deref()),
+            (nf4_codes.as_ref(), nf4_neg_sums.as_deref()),
+        ) {
+            // One tile: each input row's sixteen products straight to the output.
+            let kb = k / crate::blockq::QK;
+            let per = sums.len() / (m * kb).max(1);
+            let mut y = [0.0f32; TILE];
+            for i in 0..m {
+                let (qi, si) = (&q[i * k..(i + 1) * k], &s[i * kb..(i + 1) * kb]);
+                let sums = &sums[i * kb * per..(i + 1) * kb * per];
+                tile_dots(isa, &tl, first / TILE, qi, si, sums, &mut y);
+                for (c, r) in (first..last).enumerate() {
+                    let v = match l.bias {
+                        Some(b) => y[c] + b[r],
+                        None => y[c],
+                    };
+                    // SAFETY: element (i, r) of output j belongs to this piece alone.
+                    unsafe { *dst[j].at(i * l.rows + r) = v };
+                }
+            }
+            return;
+        }
         // The piece's products before the bias: on the stack for up to 16 input rows.
         let mut stack = [0.0f32; ROWS * 16];
         let mut heap = Vec::new();
@@ -60,14 +93,6 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
             Weight::F32Tiled(w) => f32_tiles::dot_tile(&w[first * k..last * k], width, x, m, t),
             Weight::F16Tiled(w) => {
                 f16_tiles::dot_piece(&w[2 * first * k..2 * last * k], width, x, m, t)
-            }
-            Weight::TiledBlock(_, tl) if tiled => {
-                let a = codes.as_ref().expect("quantized above");
-                tile_rows(isa, &tl, &a.q, &a.scales, &a.sums, m, first, width, t)
-            }
-            Weight::TiledNf4(_, tl) if tiled && nf4_codes.is_some() => {
-                let a = nf4_codes.as_ref().expect("quantized above");
-                tile_rows(isa, &tl, &a.q, &a.scales, &a.sums, m, first, width, t)
             }
             Weight::Block(b) | Weight::TiledBlock(b, _) => {
                 piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
@@ -119,29 +144,28 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
     }
 }
 
-/// The tile of output rows `first .. first + width` (a piece is one tile) against
-/// each of the `m` input rows' codes, into `t` (`[m, width]`).
-#[allow(clippy::too_many_arguments)]
-fn tile_rows(
-    isa: crate::isa::Isa,
-    tl: &tiles::Tiles,
-    q: &[i8],
-    s: &[f32],
-    sums: &[i32],
-    m: usize,
-    first: usize,
-    width: usize,
-    t: &mut [f32],
-) {
-    const _: () = assert!(ROWS == TILE);
-    let (k, kb) = (tl.cols, tl.cols / crate::blockq::QK);
-    let per = if tl.kind == TileKind::Q8_0 { 0 } else { 8 };
-    let mut y = [0.0f32; TILE];
-    for i in 0..m {
-        let sums = &sums[i * kb * per..(i + 1) * kb * per];
-        let (qi, si) = (&q[i * k..(i + 1) * k], &s[i * kb..(i + 1) * kb]);
-        tile_dots(isa, tl, first / TILE, qi, si, sums, &mut y);
-        t[i * width..(i + 1) * width].copy_from_slice(&y[..width]);
+/// A piece is one tile.
+const _: () = assert!(ROWS == TILE);
+
+/// The input of a tiled weight where its tiles are read (`tiled`): the tiles,
+/// and the input's codes, scales and negated group sums (Q8_0 takes none).
+type TiledInput<'w, 'c> = (Tiles<'w>, &'c [i8], &'c [f32], &'c [i32]);
+
+fn tiled_input<'w, 'c>(
+    w: Weight<'w>,
+    tiled: bool,
+    codes: (Option<&'c QuantizedRows>, Option<&'c [i32]>),
+    nf4: (Option<&'c Nf4Input>, Option<&'c [i32]>),
+) -> Option<TiledInput<'w, 'c>> {
+    match (w, codes, nf4) {
+        (Weight::TiledBlock(_, tl), (Some(a), Some(neg)), _) if tiled => {
+            let sums: &[i32] = if tl.kind == TileKind::Q8_0 { &[] } else { neg };
+            Some((tl, &a.q[..], &a.scales[..], sums))
+        }
+        (Weight::TiledNf4(_, tl), _, (Some(a), Some(neg))) if tiled => {
+            Some((tl, &a.q[..], &a.scales[..], neg))
+        }
+        _ => None,
     }
 }
 

@@ -49,7 +49,7 @@ unsafe fn nibble_block<const NF4: bool>(
     b: usize,
     q: *const i8,
     s: &[f32],
-    sums: *const i32,
+    neg_sums: *const i32,
     acc: &mut [__m512; 8],
 ) {
     let base = tile.add(b * super::TileKind::Q4_0.block_bytes());
@@ -60,7 +60,7 @@ unsafe fn nibble_block<const NF4: bool>(
         *l = (c as i32 + 128) as u8;
     }
     let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(lut.as_ptr() as *const __m128i));
-    let (xq, sm) = (q.add(b * QK), sums.add(b * 8));
+    let (xq, sm) = (q.add(b * QK), neg_sums.add(b * 8));
     for c in 0..4 {
         let raw = _mm512_loadu_si512(base.add(4 * TILE + 64 * c) as *const __m512i);
         let mut lo = _mm512_and_si512(raw, low);
@@ -69,11 +69,13 @@ unsafe fn nibble_block<const NF4: bool>(
             lo = _mm512_shuffle_epi8(lut, lo);
             hi = _mm512_shuffle_epi8(lut, hi);
         }
-        let zero = _mm512_setzero_si512();
-        let pl = _mm512_dpbusd_epi32(zero, lo, group(xq, 4 * c));
-        let ph = _mm512_dpbusd_epi32(zero, hi, group(xq, QK / 2 + 4 * c));
-        let pl = _mm512_sub_epi32(pl, _mm512_set1_epi32(*sm.add(c)));
-        let ph = _mm512_sub_epi32(ph, _mm512_set1_epi32(*sm.add(c + 4)));
+        // Starting from minus the group sums: the same exact integers as subtracting them.
+        let pl = _mm512_dpbusd_epi32(_mm512_set1_epi32(*sm.add(c)), lo, group(xq, 4 * c));
+        let ph = _mm512_dpbusd_epi32(
+            _mm512_set1_epi32(*sm.add(c + 4)),
+            hi,
+            group(xq, QK / 2 + 4 * c),
+        );
         acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pl), d, acc[c]);
         acc[c + 4] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ph), d, acc[c + 4]);
     }
@@ -86,10 +88,10 @@ pub(super) unsafe fn nibbles<const NF4: bool>(
     kb: usize,
     q: &[i8],
     s: &[f32],
-    sums: &[i32],
+    neg_sums: &[i32],
     out: &mut [f32; TILE],
 ) {
-    let (t, x, sm) = (tile.as_ptr(), q.as_ptr(), sums.as_ptr());
+    let (t, x, sm) = (tile.as_ptr(), q.as_ptr(), neg_sums.as_ptr());
     let mut acc = [[_mm512_setzero_ps(); 8]; 2];
     let mut b = 0;
     while b + 2 <= kb {

@@ -87,7 +87,7 @@ fn block_tiles_give_the_row_products_bits() {
                 let (q, s, sums) = (&a.q[..], &a.scales[..], &a.sums[..]);
                 for tile in 0..rows.div_ceil(TILE) {
                     let mut out = [0.0f32; TILE];
-                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, sums, &mut out);
+                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, &negated(sums), &mut out);
                     for (lane, &got) in out.iter().enumerate() {
                         let r = tile * TILE + lane;
                         if r >= rows {
@@ -159,7 +159,7 @@ fn nf4_tiles_give_the_integer_row_products_bits() {
                 let (q, s, sums) = (&xq.q[..], &xq.scales[..], &xq.sums[..]);
                 for tile in 0..rows.div_ceil(TILE) {
                     let mut out = [0.0f32; TILE];
-                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, sums, &mut out);
+                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, &negated(sums), &mut out);
                     for (lane, &got) in out.iter().enumerate() {
                         let r = tile * TILE + lane;
                         if r >= rows {
