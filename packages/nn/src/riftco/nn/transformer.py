@@ -276,7 +276,7 @@ class DecoderOnlyTransformer(Module):
             self.config.check_length(cache.length(s) + n)
         with no_grad():
             use = whole_step and not all_logits
-            steps = cache if use and isinstance(cache, WholeStepCache) else None
+            steps = cache if use and _whole_step_cache(cache) else None
             decoder = None if steps is None else self._whole_step_decoder()
             if steps is None or decoder is None:
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
@@ -366,6 +366,19 @@ class DecoderOnlyTransformer(Module):
 
 def _seed_for(seed: int, name: str) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(name.encode())]).generate_state(1)[0])
+
+
+#: Whether each cache type is a WholeStepCache: a runtime Protocol check reads every
+#: member's name, tens of microseconds a decoded token.
+_WHOLE_STEP_TYPES: dict[type, bool] = {}
+
+
+def _whole_step_cache(cache: KVCache) -> bool:
+    kind = type(cache)
+    known = _WHOLE_STEP_TYPES.get(kind)
+    if known is None:
+        known = _WHOLE_STEP_TYPES[kind] = isinstance(cache, WholeStepCache)
+    return known
 
 
 _RESIDUAL_OUTPUTS = (

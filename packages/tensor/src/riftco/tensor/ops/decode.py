@@ -304,7 +304,7 @@ class Decoder:
         self.spec = lower(spec, backend)
         self.backend = backend
         self._watched = tuple(_tensors(spec))
-        self._versions = tuple(t.version for t in self._watched)
+        self._versions = tuple(map(_VERSION, self._watched))
         self._program = backend.decode_program(self.spec)
         self._caches: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = (
             ((), ()),
@@ -378,7 +378,7 @@ class Decoder:
             width,
             int(page_size),
         )
-        versions = tuple(t.version for t in self._watched)
+        versions = tuple(map(_VERSION, self._watched))
         if versions != self._versions:
             self._program = b.decode_program(self.spec)
             self._versions = versions
@@ -475,6 +475,7 @@ def _int64(v: Any) -> np.ndarray:
 
 
 _DATA = operator.attrgetter("_data")
+_VERSION = operator.attrgetter("version")
 
 
 __all__ = [
