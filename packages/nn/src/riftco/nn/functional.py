@@ -237,13 +237,16 @@ def projected_attention(
         if positions is not None:
             dq = rt.rotary(dq, positions, theta, inverse=True)
             dk = rt.rotary(dk, positions, theta, inverse=True)
-        gy = rt.concatenate([d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)], axis=1)
-        dx = rt.matmul(gy, w, compute=low).reshape(*xv.shape) if need_x else None
-        dw = rt.matmul(gy, x2, transpose_a=True, compute=low)
-        grads = [dx] + [rt.narrow(dw, 0, start, size) for start, size in zip(starts, sizes)]
+        parts = [d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)]
+        dx = None
+        if need_x:
+            gy = rt.concatenate(parts, axis=1)
+            dx = rt.matmul(gy, w, compute=low).reshape(*xv.shape)
+        # Each weight's and bias's gradient from its own part of the output gradient:
+        # the rows of the stacked products', without narrowing (copying) them out.
+        grads = [dx] + [rt.matmul(part, x2, transpose_a=True, compute=low) for part in parts]
         if bs is not None:
-            db = gy.sum(axis=0)
-            grads += [rt.narrow(db, 0, start, size) for start, size in zip(starts, sizes)]
+            grads += [part.sum(axis=0) for part in parts]
         return grads
 
     result = out.reshape(batch, steps, sizes[0])
