@@ -249,13 +249,81 @@ fn tile_scores(q: &[f32], keys: &[f32], stride: usize, scale: f32, s: &mut [f32]
     }
 }
 
+/// `acc += sum_r p[r] * values[r * stride..][..acc.len()]`: each element one fused
+/// multiply-add per row, in row order (the same bits on every path). On AVX-512 the
+/// accumulators stay in registers across the rows, up to 128 elements at a time.
+fn tile_accumulate(p: &[f32], values: &[f32], stride: usize, acc: &mut [f32]) {
+    let dh = acc.len();
+    assert!(p.is_empty() || (p.len() - 1) * stride + dh <= values.len());
+    #[cfg(target_arch = "x86_64")]
+    if crate::isa::current() >= crate::isa::Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512 F; the rows lie inside `values` (checked above).
+        return unsafe { accumulate_avx512::all(p, values, stride, acc) };
+    }
+    accumulate_rows(p, values, stride, acc);
+}
+
 multiversion! {
-    /// `acc += sum_r p[r] * values[r * stride..][..acc.len()]`.
-    fn tile_accumulate(p: &[f32], values: &[f32], stride: usize, acc: &mut [f32]) {
+    /// [`tile_accumulate`] row by row through memory.
+    fn accumulate_rows(p: &[f32], values: &[f32], stride: usize, acc: &mut [f32]) {
         let dh = acc.len();
         for (r, &w) in p.iter().enumerate() {
             for (a, &x) in acc.iter_mut().zip(&values[r * stride..r * stride + dh]) {
                 *a = x.mul_add(w, *a);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod accumulate_avx512 {
+    use std::arch::x86_64::*;
+
+    /// Elements `e0 .. e0 + 16 N` of `acc` in `N` registers over every row.
+    #[inline(always)]
+    unsafe fn run<const N: usize>(p: &[f32], values: *const f32, stride: usize, acc: *mut f32) {
+        let mut a: [__m512; N] = std::array::from_fn(|j| _mm512_loadu_ps(acc.add(16 * j)));
+        for (r, &w) in p.iter().enumerate() {
+            let wv = _mm512_set1_ps(w);
+            let row = values.add(r * stride);
+            for (j, a) in a.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(_mm512_loadu_ps(row.add(16 * j)), wv, *a);
+            }
+        }
+        for (j, a) in a.iter().enumerate() {
+            _mm512_storeu_ps(acc.add(16 * j), *a);
+        }
+    }
+
+    /// [`super::tile_accumulate`] in runs of 8, 4, 2 or 1 registers, the last
+    /// `acc.len() % 16` elements as the row walk does them.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn all(p: &[f32], values: &[f32], stride: usize, acc: &mut [f32]) {
+        let dh = acc.len();
+        let (v, a) = (values.as_ptr(), acc.as_mut_ptr());
+        let mut e0 = 0;
+        while e0 + 16 <= dh {
+            let n = (dh - e0) / 16;
+            let take = if n >= 8 {
+                8
+            } else if n >= 4 {
+                4
+            } else if n >= 2 {
+                2
+            } else {
+                1
+            };
+            match take {
+                8 => run::<8>(p, v.add(e0), stride, a.add(e0)),
+                4 => run::<4>(p, v.add(e0), stride, a.add(e0)),
+                2 => run::<2>(p, v.add(e0), stride, a.add(e0)),
+                _ => run::<1>(p, v.add(e0), stride, a.add(e0)),
+            }
+            e0 += 16 * take;
+        }
+        for (r, &w) in p.iter().enumerate() {
+            for e in e0..dh {
+                acc[e] = values[r * stride + e].mul_add(w, acc[e]);
             }
         }
     }
@@ -446,6 +514,35 @@ mod tests {
         )
         .unwrap();
         assert_eq!(&both[..h.q_stride()], &alone[..]);
+    }
+
+    #[test]
+    fn every_path_accumulates_values_with_the_same_bits() {
+        for (rows, dh, stride) in [
+            (1, 64, 64),
+            (37, 64, 192),
+            (9, 128, 128),
+            (5, 80, 96),
+            (3, 13, 20),
+            (0, 64, 64),
+        ] {
+            let p = values(rows, 3);
+            let v = values(rows.max(1) * stride, 4);
+            let start = values(dh, 5);
+            let mut want = start.clone();
+            accumulate_rows(&p, &v, stride, &mut want);
+            for (e, w) in want.iter().enumerate() {
+                let mut a = start[e];
+                for r in 0..rows {
+                    a = v[r * stride + e].mul_add(p[r], a);
+                }
+                assert_eq!(a.to_bits(), w.to_bits(), "row walk {rows} {dh} {stride}");
+            }
+            let mut got = start.clone();
+            tile_accumulate(&p, &v, stride, &mut got);
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{rows} {dh} {stride}");
+        }
     }
 
     #[test]
