@@ -2,14 +2,14 @@
 //! decode step's integer products: one pass over an input block's 8-bit codes
 //! feeds all sixteen rows of a tile.
 //!
-//! A tile holds, per block of 32 columns, the sixteen rows' scales as float32
-//! (Q8_0 / Q4_0: the block's half scale, exact; NF4: the block scale as
-//! `Nf4Weight::scale` decodes it), then the codes group by group: group `j`
-//! (elements `4j .. 4j + 4` in the order the row products read them) of the
-//! sixteen rows is one 64-byte line, row `r` in bytes `4r .. 4r + 4`. Q4_0 and
-//! NF4 keep the packed nibbles (a line holds groups `j` and `j + 4`, low and
-//! high nibbles); Q8_0 keeps the codes' magnitudes and, before them, a 64-bit
-//! mask of their signs per group. Rows past the weight's last are zero.
+//! A tile holds, per block of 32 columns, the sixteen rows' scales (Q8_0 / Q4_0:
+//! the blocks' halves; NF4: float32, the block scale as `Nf4Weight::scale`
+//! decodes it), then the codes group by group: group `j` (elements `4j .. 4j + 4`
+//! in the order the row products read them) of the sixteen rows is one 64-byte
+//! line, row `r` in bytes `4r .. 4r + 4`. Q4_0 and NF4 keep the packed nibbles (a
+//! line holds groups `j` and `j + 4`, low and high nibbles), Q8_0 its int8 codes,
+//! so Q8_0 and Q4_0 tiles are as large as the GGUF rows. Rows past the weight's
+//! last are zero.
 //!
 //! Each output is computed with exactly the operations of the row products it
 //! stands for ([`super::dot`], [`crate::nf4_int`]): lane `j` of a row is the
@@ -21,7 +21,6 @@
 //! read with AVX-512 VNNI; below that level the row products read the GGUF
 //! bytes (see [`runs`]).
 
-use super::dot::f16_to_f32;
 use super::{BlockFormat, BlockWeight, QK};
 use crate::isa::Isa;
 use crate::nf4::Nf4Weight;
@@ -41,8 +40,16 @@ impl TileKind {
     /// Bytes of one block of 32 columns of a tile.
     pub fn block_bytes(self) -> usize {
         match self {
-            TileKind::Q8_0 => 4 * TILE + 8 * 8 + 8 * 64,
-            TileKind::Q4_0 | TileKind::Nf4 => 4 * TILE + 4 * 64,
+            TileKind::Q8_0 => self.scale_bytes() + 8 * 64,
+            TileKind::Q4_0 | TileKind::Nf4 => self.scale_bytes() + 4 * 64,
+        }
+    }
+
+    /// Bytes of the sixteen rows' scales of a block: halves (Q8_0, Q4_0) or float32 (NF4).
+    pub fn scale_bytes(self) -> usize {
+        match self {
+            TileKind::Nf4 => 4 * TILE,
+            _ => 2 * TILE,
         }
     }
 }
@@ -111,24 +118,19 @@ pub fn tile_block(w: &BlockWeight) -> Option<Vec<u8>> {
         for b in 0..kb {
             let blk = &row[b * stride..(b + 1) * stride];
             let at = &mut out[(t * kb + b) * bb..(t * kb + b + 1) * bb];
-            let d = f16_to_f32(u16::from_le_bytes([blk[0], blk[1]]));
-            at[4 * lane..4 * lane + 4].copy_from_slice(&d.to_le_bytes());
+            at[2 * lane..2 * lane + 2].copy_from_slice(&blk[..2]);
+            let lines = kind.scale_bytes();
             match kind {
                 TileKind::Q8_0 => {
                     for j in 0..8 {
                         for e in 0..4 {
-                            let v = blk[2 + 4 * j + e] as i8;
-                            let bit = 4 * lane + e;
-                            at[4 * TILE + 64 + 64 * j + bit] = v.unsigned_abs();
-                            if v < 0 {
-                                at[4 * TILE + 8 * j + bit / 8] |= 1 << (bit % 8);
-                            }
+                            at[lines + 64 * j + 4 * lane + e] = blk[2 + 4 * j + e];
                         }
                     }
                 }
                 _ => {
                     for c in 0..4 {
-                        let line = 4 * TILE + 64 * c + 4 * lane;
+                        let line = lines + 64 * c + 4 * lane;
                         at[line..line + 4].copy_from_slice(&blk[2 + 4 * c..6 + 4 * c]);
                     }
                 }

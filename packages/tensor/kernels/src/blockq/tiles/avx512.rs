@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::TILE;
+use super::{TileKind, TILE};
 use crate::blockq::QK;
 use crate::nf4_int::CODEBOOK_I8;
 
@@ -15,10 +15,16 @@ unsafe fn group(q: *const i8, at: usize) -> __m512i {
     _mm512_set1_epi32(std::ptr::read_unaligned(q.add(at) as *const i32))
 }
 
-/// The rows' `d_b * s_b`: the tile's sixteen float32 scales times the input's.
+/// The rows' `d_b * s_b`: the tile's sixteen scales (halves, converted exactly, or
+/// float32) times the input's.
 #[inline(always)]
-unsafe fn scales(base: *const u8, s: f32) -> __m512 {
-    _mm512_mul_ps(_mm512_loadu_ps(base as *const f32), _mm512_set1_ps(s))
+unsafe fn scales(base: *const u8, s: f32, halves: bool) -> __m512 {
+    let d = if halves {
+        _mm512_cvtph_ps(_mm256_loadu_si256(base as *const __m256i))
+    } else {
+        _mm512_loadu_ps(base as *const f32)
+    };
+    _mm512_mul_ps(d, _mm512_set1_ps(s))
 }
 
 /// `finish8` of set 0 plus set 1 for the sixteen rows at once, into `out`.
@@ -52,8 +58,10 @@ unsafe fn nibble_block<const NF4: bool>(
     neg_sums: *const i32,
     acc: &mut [__m512; 8],
 ) {
-    let base = tile.add(b * super::TileKind::Q4_0.block_bytes());
-    let d = scales(base, *s.get_unchecked(b));
+    let kind = if NF4 { TileKind::Nf4 } else { TileKind::Q4_0 };
+    let base = tile.add(b * kind.block_bytes());
+    let d = scales(base, *s.get_unchecked(b), !NF4);
+    let lines = base.add(kind.scale_bytes());
     let low = _mm512_set1_epi8(15);
     let mut lut = [0u8; 16];
     for (l, &c) in lut.iter_mut().zip(&CODEBOOK_I8) {
@@ -62,7 +70,7 @@ unsafe fn nibble_block<const NF4: bool>(
     let lut = _mm512_broadcast_i32x4(_mm_loadu_si128(lut.as_ptr() as *const __m128i));
     let (xq, sm) = (q.add(b * QK), neg_sums.add(b * 8));
     for c in 0..4 {
-        let raw = _mm512_loadu_si512(base.add(4 * TILE + 64 * c) as *const __m512i);
+        let raw = _mm512_loadu_si512(lines.add(64 * c) as *const __m512i);
         let mut lo = _mm512_and_si512(raw, low);
         let mut hi = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
         if NF4 {
@@ -108,16 +116,17 @@ pub(super) unsafe fn nibbles<const NF4: bool>(
 /// Block `b` of a Q8_0 tile into `acc`.
 #[inline(always)]
 unsafe fn q8_block(tile: *const u8, b: usize, q: *const i8, s: &[f32], acc: &mut [__m512; 8]) {
-    let base = tile.add(b * super::TileKind::Q8_0.block_bytes());
-    let d = scales(base, *s.get_unchecked(b));
+    let base = tile.add(b * TileKind::Q8_0.block_bytes());
+    let d = scales(base, *s.get_unchecked(b), true);
+    let lines = base.add(TileKind::Q8_0.scale_bytes());
     let xq = q.add(b * QK);
     let zero = _mm512_setzero_si512();
     for (j, a) in acc.iter_mut().enumerate() {
-        let signs: __mmask64 = std::ptr::read_unaligned(base.add(4 * TILE + 8 * j) as *const u64);
-        let w = _mm512_loadu_si512(base.add(4 * TILE + 64 + 64 * j) as *const __m512i);
+        let w = _mm512_loadu_si512(lines.add(64 * j) as *const __m512i);
+        // |w| (as unsigned bytes: -128 reads 128) times x with w's sign.
         let x = group(xq, 4 * j);
-        let sx = _mm512_mask_sub_epi8(x, signs, zero, x);
-        let p = _mm512_dpbusd_epi32(zero, w, sx);
+        let sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), zero, x);
+        let p = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(w), sx);
         *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), d, *a);
     }
 }
