@@ -2,8 +2,9 @@
 //!
 //! The float NF4 product ([`crate::nf4`], [`crate::nf4_vector`]) multiplies
 //! float32 inputs by the block's scaled codebook. This one reads the same packed
-//! codes and block scales (nothing is repacked or copied), but multiplies
-//! integers, as the Q4_0 product does:
+//! codes and block scales in place (the decode step's tiles, `blockq::tiles`,
+//! are a copy of them with the same bits), but multiplies integers, as the Q4_0
+//! product does:
 //!
 //! * the codebook as int8: `C8[c] = round(127 * CODEBOOK[c])` ([`CODEBOOK_I8`]);
 //!   weight element `i` stands for `C8[code_i] * S / 127`, `S` its NF4 block's
