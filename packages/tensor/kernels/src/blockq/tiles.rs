@@ -18,8 +18,8 @@
 //! the lanes by halves (NF4: then divided by 127). Only the lanes are rows
 //! here: a register holds lane `j` of sixteen rows. So the bits equal those of
 //! every other vector level, at every thread count and batch. The tiles are
-//! read with AVX-512 VNNI; below that level the row products read the GGUF
-//! bytes (see [`runs`]).
+//! read at `avx512-vnni` (`vpdpbusd`) and `avx512` (`vpmaddubsw` + `vpmaddwd`);
+//! below, the row products read the GGUF bytes (see [`runs`]).
 
 use super::{BlockFormat, BlockWeight, QK};
 use crate::isa::Isa;
@@ -88,7 +88,7 @@ impl Tiles<'_> {
 /// Whether the tiles are read at level `isa` (else the row products run on the
 /// weight's own bytes, with the same bits).
 pub fn runs(isa: Isa) -> bool {
-    isa == Isa::Avx512Vnni
+    isa >= Isa::Avx512
 }
 
 /// Minus each of `sums` (what [`tile_dots`] takes).
@@ -185,16 +185,21 @@ pub(crate) fn tile_dots(
     assert!(t.kind == TileKind::Q8_0 || neg_sums.len() == kb * 8);
     assert!(runs(isa) && isa <= crate::isa::detected());
     #[cfg(target_arch = "x86_64")]
-    // SAFETY (each arm): the CPU has AVX-512 VNNI (checked above); the lengths are checked above.
+    // SAFETY (each arm): the CPU has the level's features (checked above); the lengths
+    // are checked above.
     unsafe {
-        match t.kind {
-            TileKind::Q8_0 => avx512::q8_0(data, kb, q, s, out),
-            TileKind::Q4_0 => avx512::nibbles::<false>(data, kb, q, s, neg_sums, out),
-            TileKind::Nf4 => avx512::nibbles::<true>(data, kb, q, s, neg_sums, out),
+        let vnni = isa == Isa::Avx512Vnni;
+        match (t.kind, vnni) {
+            (TileKind::Q8_0, true) => avx512::q8_0_vnni(data, kb, q, s, out),
+            (TileKind::Q8_0, false) => avx512::q8_0_bw(data, kb, q, s, out),
+            (TileKind::Q4_0, true) => avx512::nibbles_vnni::<false>(data, kb, q, s, neg_sums, out),
+            (TileKind::Q4_0, false) => avx512::nibbles_bw::<false>(data, kb, q, s, neg_sums, out),
+            (TileKind::Nf4, true) => avx512::nibbles_vnni::<true>(data, kb, q, s, neg_sums, out),
+            (TileKind::Nf4, false) => avx512::nibbles_bw::<true>(data, kb, q, s, neg_sums, out),
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    unreachable!("tiles run only with AVX-512 VNNI");
+    unreachable!("tiles run only with AVX-512");
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -50,6 +50,13 @@ fn inputs(cols: usize) -> Vec<Vec<f32>> {
     vec![plain, nan, inf, vec![0.0; cols]]
 }
 
+/// The levels that read tiles on this machine.
+fn levels() -> impl Iterator<Item = Isa> {
+    Isa::ALL
+        .into_iter()
+        .filter(|&i| runs(i) && i <= crate::isa::detected())
+}
+
 fn same(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
@@ -85,9 +92,11 @@ fn block_tiles_give_the_row_products_bits() {
             for x in inputs(cols) {
                 let a = quantize_rows(&x, true);
                 let (q, s, sums) = (&a.q[..], &a.scales[..], &a.sums[..]);
-                for tile in 0..rows.div_ceil(TILE) {
+                for (isa, tile) in
+                    levels().flat_map(|i| (0..rows.div_ceil(TILE)).map(move |t| (i, t)))
+                {
                     let mut out = [0.0f32; TILE];
-                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, &negated(sums), &mut out);
+                    tile_dots(isa, &t, tile, q, s, &negated(sums), &mut out);
                     for (lane, &got) in out.iter().enumerate() {
                         let r = tile * TILE + lane;
                         if r >= rows {
@@ -157,9 +166,11 @@ fn nf4_tiles_give_the_integer_row_products_bits() {
             for x in inputs(cols) {
                 let xq = quantize_input(&x, cols);
                 let (q, s, sums) = (&xq.q[..], &xq.scales[..], &xq.sums[..]);
-                for tile in 0..rows.div_ceil(TILE) {
+                for (isa, tile) in
+                    levels().flat_map(|i| (0..rows.div_ceil(TILE)).map(move |t| (i, t)))
+                {
                     let mut out = [0.0f32; TILE];
-                    tile_dots(Isa::Avx512Vnni, &t, tile, q, s, &negated(sums), &mut out);
+                    tile_dots(isa, &t, tile, q, s, &negated(sums), &mut out);
                     for (lane, &got) in out.iter().enumerate() {
                         let r = tile * TILE + lane;
                         if r >= rows {
