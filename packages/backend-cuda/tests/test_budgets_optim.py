@@ -21,8 +21,9 @@ ADAM_LAUNCHES = 2
 #: parameters together), for GPT-2's 25 norms.
 NORM_PARAM_LAUNCHES = 2 * 25
 #: Bias gradients reduced over the rows of a [tokens, width] gradient: one launch a bias
-#: (the 48 linears' biases of 12 layers and the position embedding's broadcast sum).
-BIAS_LAUNCHES = 49
+#: (each layer's query, key and value biases, its output and two feed-forward ones, and
+#: the position embedding's broadcast sum).
+BIAS_LAUNCHES = (3 + 1 + 2) * 12 + 1
 
 
 @pytest.fixture(scope="module", params=["bf16", "f32"])
