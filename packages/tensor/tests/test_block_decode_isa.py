@@ -1,8 +1,14 @@
 """The decode step's Q8_0 / Q4_0 linears (tiles of 16 rows at ``avx512-vnni``, the GGUF
 rows below it) give the same logits, bit for bit, at every vector level this machine
-runs, on 1 and 2 threads, and for each sequence alone or in a batch."""
+runs, on 1 and 2 threads, for each sequence alone or in a batch, and without the tiles
+(``RIFTCO_CPU_DECODE_LAYOUT=rows``, read when a program is built: a child process)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +115,21 @@ def test_every_level_and_thread_count_gives_the_same_logits(fmt):
     for j in range(len(PROMPTS)):
         alone = run(decoder, [j])[:, 0]
         assert np.array_equal(alone.view(np.uint32), want[:, j].view(np.uint32)), j
+
+
+def test_the_tiles_give_the_bits_of_the_gguf_rows(tmp_path):
+    got = {}
+    for layout in ("", "rows"):
+        out = tmp_path / f"{layout or 'tiles'}.npz"
+        env = {**os.environ, "RIFTCO_CPU_DECODE_LAYOUT": layout}
+        subprocess.run([sys.executable, __file__, str(out)], env=env, check=True, timeout=300)
+        with np.load(out) as f:
+            got[layout] = dict(f)
+    for fmt in ("q8_0", "q4_0"):
+        a, b = got[""][fmt], got["rows"][fmt]
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), fmt
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    np.savez(sys.argv[1], **{f: run(rt.Decoder(spec_of(f)), [0, 1]) for f in ("q8_0", "q4_0")})

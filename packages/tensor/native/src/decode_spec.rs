@@ -235,10 +235,20 @@ impl Holder {
     }
 
     /// Give a Q8_0, Q4_0 or NF4 linear its tiles (made once, kept with the arrays)
-    /// where this CPU reads them; a weight that does not fit stays as it is (the
-    /// program's check reports it).
+    /// where this CPU reads them and they fit the budget of tiled copies; a weight
+    /// that does not fit its shape stays as it is (the program's check reports it).
     fn tile(&mut self, py: Python<'_>, lin: &mut RawLinear) -> PyResult<()> {
         if !tiles::useful() {
+            return Ok(());
+        }
+        let kind = match lin.weight {
+            RawWeight::Block(BlockFormat::F16, ..) => return Ok(()),
+            RawWeight::Block(f, ..) => format_kind(f),
+            RawWeight::Nf4 { .. } => TileKind::Nf4,
+            _ => return Ok(()),
+        };
+        if !lin.cols.is_multiple_of(32) || !self.spend(tiles::tile_bytes(kind, lin.rows, lin.cols))
+        {
             return Ok(());
         }
         // SAFETY: the arrays behind `lin` are held by `self.keep`.
