@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -373,7 +373,7 @@ def _seed_for(seed: int, name: str) -> int:
 _WHOLE_STEP_TYPES: dict[type, bool] = {}
 
 
-def _whole_step_cache(cache: KVCache) -> bool:
+def _whole_step_cache(cache: KVCache) -> TypeGuard[WholeStepCache]:
     kind = type(cache)
     known = _WHOLE_STEP_TYPES.get(kind)
     if known is None:
