@@ -22,13 +22,16 @@ ADAM_LAUNCHES = 2
 NORM_PARAM_LAUNCHES = 2 * 25
 #: Bias gradients reduced over the rows of a [tokens, width] gradient: one launch a bias
 #: (each layer's query, key and value biases, its output and two feed-forward ones, and
-#: the position embedding's broadcast sum).
-BIAS_LAUNCHES = (3 + 1 + 2) * 12 + 1
+#: the position embedding's broadcast sum); in f32 the linears' come from their weight-
+#: gradient products' cuBLASLt epilogue (BGRADB), leaving the position embedding's.
+BIAS_LAUNCHES = {"bf16": (3 + 1 + 2) * 12 + 1, "f32": 1}
 
 
 @pytest.fixture(scope="module", params=["bf16", "f32"])
 def counts(request):
-    return training_step_counts(request.param)
+    counted = training_step_counts(request.param)
+    counted.precision = request.param  # type: ignore[attr-defined]
+    return counted
 
 
 def test_the_gradient_norm_is_one_multi_tensor_reduction(counts):
@@ -49,4 +52,4 @@ def test_norm_and_bias_gradients_stay_within_their_launches(counts):
     norm = counts.launches["norm_param_partial_f32"] + counts.launches["norm_param_final_f32"]
     assert norm <= NORM_PARAM_LAUNCHES, counts.launches.most_common(20)
     bias = counts.launches["reduce_cols_f32"] + counts.launches["reduce_cols_tiled_f32"]
-    assert bias <= BIAS_LAUNCHES, counts.launches.most_common(20)
+    assert bias <= BIAS_LAUNCHES[counts.precision], counts.launches.most_common(20)

@@ -24,7 +24,8 @@ def test_shared_tensor_suite_runs_on_cuda():
 
 
 @pytest.mark.parametrize(
-    "check", ["check_model.py", "check_bfloat16.py", "check_casts.py", "check_jobs.py"]
+    "check",
+    ["check_model.py", "check_bfloat16.py", "check_casts.py", "check_jobs.py", "check_linear.py"],
 )
 def test_models_and_jobs_match_cpu(check):
     run_checks(HERE / "gpu" / check)

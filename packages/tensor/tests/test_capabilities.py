@@ -22,9 +22,11 @@ def info(name: str) -> rt.BackendInfo:
 
 EVERY = tuple(rt.CAPABILITIES)
 #: The numpy reference backend has every kernel but the native whole-step decoder and
-#: the products in a compute dtype, which the op layer composes there (API 1.9).
+#: the products in a compute dtype and the linear layer's ops, which the op layer
+#: composes there (API 1.9, 1.10).
 DECODE = ("decode_program", "decode_step")
-REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, "matmul_compute"))
+COMPOSED_THERE = ("matmul_compute", "linear", "linear_backward")
+REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 
 
 def test_the_base_class_implements_nothing():
@@ -43,7 +45,7 @@ def test_cpu_implements_every_capability_and_the_reference_backend_all_but_decod
         reference = info("reference")
         assert reference.capabilities == REFERENCE
         assert reference.missing_capabilities == DECODE
-        assert reference.composed == ("matmul_compute",)
+        assert reference.composed == COMPOSED_THERE
     assert not rt.Decoder.available(NumpyReferenceBackend())
 
 
@@ -54,12 +56,10 @@ def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
 
     backend = NoBlockKernels()
     assert not {"block_dequantize", "block_linear"} & backend.capabilities()
-    assert rt.composed_capabilities(backend) == {
-        "block_dequantize",
-        "block_linear",
-        "matmul_compute",
-    }
-    assert set(rt.COMPOSED) == {"block_dequantize", "block_linear", "matmul_compute"}
+    assert rt.composed_capabilities(backend) == {"block_dequantize", "block_linear"} | set(
+        COMPOSED_THERE
+    )
+    assert set(rt.COMPOSED) == {"block_dequantize", "block_linear", *COMPOSED_THERE}
 
     # A composition is only there when every ingredient is a kernel of the backend.
     class NoMatmul(NoBlockKernels):

@@ -1,7 +1,9 @@
 //! Matrix products through cuBLASLt with a fused epilogue: the bias added to the
 //! product (`CUBLASLT_EPILOGUE_BIAS`) or the bias gradient of a weight-gradient
 //! product (`CUBLASLT_EPILOGUE_BGRADA` / `BGRADB`). float32 or bfloat16 operands,
-//! float32 accumulation (`CUBLAS_COMPUTE_32F`, never TF32), float32 results and bias.
+//! float32 accumulation (`CUBLAS_COMPUTE_32F`, never TF32), float32 results and bias;
+//! float32 operands may be multiplied as their bfloat16 roundings
+//! (`CUBLAS_COMPUTE_32F_FAST_16BF`, [`Compute::Bf16Products`]).
 //!
 //! Determinism: the algorithm of a product is chosen once per device and shape key
 //! (element, dims, transposes, leading dimensions, epilogue, operand alignments) by
@@ -20,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::cublaslt::result as lt;
 use cudarc::cublaslt::sys;
 
-use crate::blas::{check_extent, Element, Operand};
+use crate::blas::{check_extent, Compute, Element, Operand};
 use crate::device::{Buffer, Device};
 use crate::{error, Result};
 
@@ -100,6 +102,7 @@ fn alignment(address: u64) -> u32 {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     element: Element,
+    compute: Compute,
     dims: (i64, i64, i64),
     transposes: (bool, bool),
     lds: (i64, i64, i64),
@@ -176,7 +179,7 @@ unsafe fn set_pref<T>(
 }
 
 /// Column-major `C[m, n] = op(A)[m, k] op(B)[k, n]` with `epilogue` (cuBLAS's
-/// convention, as [`crate::blas::gemm`]; one product, no batch). `C` and `bias`
+/// convention, as [`crate::blas::gemm_compute`]; one product, no batch). `C` and `bias`
 /// are float32; `bias` is `(buffer, element offset)` and is read (`Bias`) or
 /// written (`BgradA`, `BgradB`) with the epilogue's length.
 #[allow(clippy::too_many_arguments)]
@@ -192,10 +195,46 @@ pub fn gemm_epilogue(
     epilogue: Epilogue,
     bias: Option<(&Buffer, usize)>,
 ) -> Result<()> {
+    gemm_epilogue_compute(
+        device,
+        element,
+        Compute::F32,
+        m,
+        n,
+        k,
+        a,
+        b,
+        c,
+        epilogue,
+        bias,
+    )
+}
+
+/// [`gemm_epilogue`] with the operands multiplied as `compute` says;
+/// `Bf16Products` (`CUBLAS_COMPUTE_32F_FAST_16BF`) takes float32 operands only.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_epilogue_compute(
+    device: &Arc<Device>,
+    element: Element,
+    compute: Compute,
+    m: i64,
+    n: i64,
+    k: i64,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    c: Operand<'_>,
+    epilogue: Epilogue,
+    bias: Option<(&Buffer, usize)>,
+) -> Result<()> {
     if m <= 0 || n <= 0 || k <= 0 {
         return Err(error(format!(
             "gemm_epilogue: expected positive dims, found m={m} n={n} k={k}"
         )));
+    }
+    if compute == Compute::Bf16Products && element != Element::F32 {
+        return Err(error(
+            "gemm_epilogue: bfloat16 products of float32 operands take float32 operands",
+        ));
     }
     check_extent("A", &a, m, k, 1, element.size())?;
     check_extent("B", &b, k, n, 1, element.size())?;
@@ -222,6 +261,7 @@ pub fn gemm_epilogue(
     );
     let key = Key {
         element,
+        compute,
         dims: (m, n, k),
         transposes: (a.transpose, b.transpose),
         lds: (a.ld, b.ld, c.ld),
@@ -267,11 +307,12 @@ pub fn gemm_epilogue(
     };
     let err =
         |what: &'static str| move |e: lt::CublasError| error(format!("cuBLASLt {what}: {e:?}"));
-    d.desc = lt::create_matmul_desc(
-        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        sys::cudaDataType::CUDA_R_32F,
-    )
-    .map_err(err("cublasLtMatmulDescCreate"))?;
+    let compute_type = match compute {
+        Compute::F32 => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        Compute::Bf16Products => sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_16BF,
+    };
+    d.desc = lt::create_matmul_desc(compute_type, sys::cudaDataType::CUDA_R_32F)
+        .map_err(err("cublasLtMatmulDescCreate"))?;
     for (dtype, rows, cols, ld) in [
         (dt, ar, ac, a.ld),
         (dt, br, bc, b.ld),
@@ -313,7 +354,7 @@ pub fn gemm_epilogue(
                     .map_err(|e| {
                     error(format!(
                         "cuBLASLt has no algorithm without split-K for a {m}x{n}x{k} \
-                             {element:?} product with {epilogue:?}: {e:?}"
+                             {element:?} ({compute:?}) product with {epilogue:?}: {e:?}"
                     ))
                 })?;
                 state.algos.insert(key, found.algo);

@@ -351,9 +351,10 @@ impl Device {
     /// float32 sums), `"bgrada"` (`bias[i] = sum_k op(a)[i, k]`) or `"bgradb"`
     /// (`bias[j] = sum_k op(b)[k, j]`); operands `(buffer, element offset, ld,
     /// transposed)`, `bias` `(buffer, element offset)` float32. The algorithm of a
-    /// shape is chosen once and never splits `k` (riftco_cuda::cublaslt).
+    /// shape is chosen once and never splits `k` (riftco_cuda::cublaslt). `compute`
+    /// `"bfloat16"` multiplies float32 operands as their bfloat16 roundings.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (element, m, n, k, a, b, c, epilogue, bias=None))]
+    #[pyo3(signature = (element, m, n, k, a, b, c, epilogue, bias=None, compute="float32"))]
     fn gemm_epilogue(
         &self,
         py: Python<'_>,
@@ -366,7 +367,17 @@ impl Device {
         c: (PyRef<'_, Buffer>, usize, i64, bool),
         epilogue: &str,
         bias: Option<(PyRef<'_, Buffer>, usize)>,
+        compute: &str,
     ) -> PyResult<()> {
+        let compute = match compute {
+            "float32" => Compute::F32,
+            "bfloat16" => Compute::Bf16Products,
+            other => {
+                return Err(error(format!(
+                    "gemm_epilogue: expected a float32 or bfloat16 compute dtype, found {other}"
+                )))
+            }
+        };
         let element = match element {
             "float32" => Element::F32,
             "bfloat16" => Element::Bf16,
@@ -391,9 +402,10 @@ impl Device {
                     transpose: o.2,
                 }
             }
-            cublaslt::gemm_epilogue(
+            cublaslt::gemm_epilogue_compute(
                 &d,
                 element,
+                compute,
                 m,
                 n,
                 k,

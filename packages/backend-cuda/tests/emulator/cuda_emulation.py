@@ -260,11 +260,17 @@ class EmulatedDevice:
             view = np.lib.stride_tricks.as_strided(flat[first:], shape=(m, n), strides=(4, ld * 4))
             view[...] = product
 
-    def gemm_epilogue(self, element, m, n, k, a, b, c, epilogue, bias=None) -> None:
+    def gemm_epilogue(
+        self, element, m, n, k, a, b, c, epilogue, bias=None, compute="float32"
+    ) -> None:
         """cuBLASLt's product with an epilogue, as ``gemm`` computes the product:
         ``bias`` adds the float32 bias to the float32 result (one rounding each, as a
         product then an add); ``bgrada`` / ``bgradb`` write the column sums of op(A)
-        rows / op(B) columns over k, summed in float64 and rounded once."""
+        rows / op(B) columns over k, summed in float64 and rounded once. ``compute``
+        bfloat16: float32 operands multiplied as their bfloat16 roundings (no bias
+        gradient: what cuBLASLt sums there is not documented)."""
+        if compute == "bfloat16" and (element != "float32" or epilogue.startswith("bgrad")):
+            raise CudaError(f"gemm_epilogue: bfloat16 products of {element} with {epilogue}")
         if m <= 0 or n <= 0 or k <= 0:
             raise CudaError(f"gemm_epilogue: expected positive dims, found {m} {n} {k}")
         if epilogue not in ("none", "bias", "bgrada", "bgradb"):
@@ -282,9 +288,11 @@ class EmulatedDevice:
             mat = np.lib.stride_tricks.as_strided(
                 flat[offset:], shape=stored, strides=(size, ld * size)
             )
+            if size == 4 and compute == "bfloat16":
+                mat = _round_to_bf16_bits(mat)
             wide = (
                 mat.astype(np.float64)
-                if size == 4
+                if size == 4 and compute != "bfloat16"
                 else (mat.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
             )
             return wide.T if transpose else wide
@@ -307,6 +315,16 @@ class EmulatedDevice:
         flat = buf.array[: buf.nbytes].view(np.float32)
         view = np.lib.stride_tricks.as_strided(flat[offset:], shape=(m, n), strides=(4, ld * 4))
         view[...] = product
+
+
+def _round_to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (to nearest, ties to even; NaN kept quiet),
+    as their 16-bit patterns (the device's f32_to_bf16)."""
+    u = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.ascontiguousarray(values, dtype=np.float32))
+    quiet = (((u >> 16) & 0x8000) | 0x7FC0).astype(np.uint16)
+    return np.where(nan, quiet, rounded)
 
 
 class CountingDevice(EmulatedDevice):

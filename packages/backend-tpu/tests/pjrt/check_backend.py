@@ -42,7 +42,13 @@ def test_discovery_records_every_capability_and_the_priority(tpu):
             if minor > tpu.api_version[1] and c not in rt.COMPOSED
         )
     )
-    assert info.composed == ("block_dequantize", "block_linear", "matmul_compute")
+    assert info.composed == (
+        "block_dequantize",
+        "block_linear",
+        "matmul_compute",
+        "linear",
+        "linear_backward",
+    )
     assert info.capabilities == tuple(
         c for c in rt.CAPABILITIES if c not in (*info.composed, *decode, *newer)
     )

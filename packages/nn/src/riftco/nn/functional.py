@@ -49,15 +49,22 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
     The leading axes are flattened, so the weight gradient is one matrix product.
     Under ``mixed_precision`` the products (forward and backward) multiply the
     operands' bfloat16 roundings and accumulate in float32 (``rt.matmul``'s compute
-    dtype: no converted copies where the backend rounds as it reads)."""
+    dtype: no converted copies where the backend rounds as it reads). One
+    ``rt.linear`` forward and one ``rt.linear_backward`` (backend API 1.10: a backend
+    may fold the bias and the bias gradient into its products; elsewhere the same ops
+    as before, the same bits)."""
     w, b = _value(weight), _value(bias)
     xv = _value(x)
     lead = xv.shape[:-1]
     x2 = xv.reshape(-1, xv.shape[-1]) if xv.ndim != 2 else xv
     low = compute_dtype()
-    y2 = rt.matmul(x2, w, transpose_b=True, compute=low)
-    if b is not None:
-        y2 = y2 + b
+    layer = _linear_layer(x2, w, b)
+    if layer:
+        y2 = rt.linear(x2, w, b, compute=low)
+    else:
+        y2 = rt.matmul(x2, w, transpose_b=True, compute=low)
+        if b is not None:
+            y2 = y2 + b
     y = y2.reshape(*lead, w.shape[0]) if xv.ndim != 2 else y2
     if not _record(x, weight, bias):
         return _plain(x, y)
@@ -68,14 +75,28 @@ def linear(x: Operand, weight: Any, bias: Any = None) -> Operand:
 
     def vjp(g: Tensor) -> list[Tensor | None]:
         g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
-        dx = rt.matmul(g2, w, compute=low).reshape(shape) if need_x else None
-        dw = rt.matmul(g2, x2, transpose_a=True, compute=low) if need_w else None
-        grads = [dx, dw]
-        if bias is not None:
-            grads.append(g2.sum(axis=0) if need_b else None)
-        return grads
+        if layer and g2.dtype is rt.float32:
+            dx, dw, db = rt.linear_backward(g2, x2, w, need_x, need_w, need_b, compute=low)
+            dx = dx.reshape(shape) if dx is not None else None
+        else:
+            dx = rt.matmul(g2, w, compute=low).reshape(shape) if need_x else None
+            dw = rt.matmul(g2, x2, transpose_a=True, compute=low) if need_w else None
+            db = g2.sum(axis=0) if need_b else None
+        return [dx, dw] + ([db] if bias is not None else [])
 
     return custom_gradient(y, inputs, vjp)
+
+
+def _linear_layer(x2: Tensor, w: Tensor, b: Tensor | None) -> bool:
+    """Whether ``rt.linear`` takes these operands (2-D, one float dtype, a float32
+    ``[out]`` bias); otherwise ``linear`` runs the product and the add itself."""
+    return (
+        x2.ndim == 2
+        and w.ndim == 2
+        and x2.dtype is w.dtype
+        and x2.dtype in (rt.float32, rt.bfloat16)
+        and (b is None or (b.dtype is rt.float32 and b.shape == (w.shape[0],)))
+    )
 
 
 def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Operand:
@@ -213,9 +234,14 @@ def projected_attention(
     x2 = xv.reshape(-1, xv.shape[-1])
     w = rt.concatenate(ws, axis=0)
     low = compute_dtype()
-    y = rt.matmul(x2, w, transpose_b=True, compute=low)
-    if bs is not None:
-        y = y + rt.concatenate(bs, axis=0)
+    b = None if bs is None else rt.concatenate(bs, axis=0)
+    layer = _linear_layer(x2, w, b) and all(_linear_layer(x2, wi, None) for wi in ws)
+    if layer:
+        y = rt.linear(x2, w, b, compute=low)
+    else:
+        y = rt.matmul(x2, w, transpose_b=True, compute=low)
+        if b is not None:
+            y = y + b
     starts = [0, sizes[0], sizes[0] + sizes[1]]
     q, k, v = (
         rt.narrow(y, 1, start, size).reshape(batch, steps, size // head_dim, head_dim)
@@ -244,6 +270,16 @@ def projected_attention(
             dx = rt.matmul(gy, w, compute=low).reshape(*xv.shape)
         # Each weight's and bias's gradient from its own part of the output gradient:
         # the rows of the stacked products', without narrowing (copying) them out.
+        if layer and all(part.dtype is rt.float32 for part in parts):
+            # rt.linear_backward: a backend may take the bias gradient from the product.
+            pieces = [
+                rt.linear_backward(part, x2, wi, False, True, bs is not None, compute=low)
+                for part, wi in zip(parts, ws)
+            ]
+            grads = [dx] + [p[1] for p in pieces]
+            if bs is not None:
+                grads += [p[2] for p in pieces]
+            return grads
         grads = [dx] + [rt.matmul(part, x2, transpose_a=True, compute=low) for part in parts]
         if bs is not None:
             grads += [part.sum(axis=0) for part in parts]

@@ -59,6 +59,7 @@ from riftco.tensor.ops.indexing import *  # noqa: F403
 from riftco.tensor.ops.inplace import *  # noqa: F403
 from riftco.tensor.ops.layout import *  # noqa: F403
 from riftco.tensor.ops.linalg import *  # noqa: F403
+from riftco.tensor.ops.linear_layer import *  # noqa: F403
 from riftco.tensor.ops.paged import *  # noqa: F403
 from riftco.tensor.ops.quantized import *  # noqa: F403
 from riftco.tensor.ops.reduction import *  # noqa: F403
@@ -157,6 +158,7 @@ __all__ += ops.indexing.__all__
 __all__ += ops.inplace.__all__
 __all__ += ops.layout.__all__
 __all__ += ops.linalg.__all__
+__all__ += ops.linear_layer.__all__
 __all__ += ops.paged.__all__
 __all__ += ops.quantized.__all__
 __all__ += ops.reduction.__all__

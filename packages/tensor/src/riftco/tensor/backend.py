@@ -257,6 +257,44 @@ class Backend(FusedKernels):
         layer composes it from ``astype`` and ``matmul`` for a backend without it."""
         raise self._missing("matmul_compute")
 
+    def linear(
+        self,
+        x: Storage,
+        x_shape: Shape,
+        w: Storage,
+        w_shape: Shape,
+        bias: Storage | None,
+        compute: DType | None = None,
+    ) -> Storage:
+        """API 1.10: ``x @ w.T + bias`` for ``x [rows, in]``, ``w [out, in]`` (both
+        float32 or both bfloat16) and a float32 ``bias [out]`` or None: a float32
+        ``[rows, out]``, the product's float32 sums with the bias added once (the bits of
+        ``matmul`` then ``binary("add")``). ``compute`` bfloat16: float32 operands read
+        as their bfloat16 roundings (``matmul_compute``'s rule). The op layer composes it
+        from ``astype``, ``matmul`` and ``binary`` for a backend without it."""
+        raise self._missing("linear")
+
+    def linear_backward(
+        self,
+        g: Storage,
+        x: Storage,
+        x_shape: Shape,
+        w: Storage,
+        w_shape: Shape,
+        need_x: bool,
+        need_w: bool,
+        need_b: bool,
+        compute: DType | None = None,
+    ) -> tuple[Storage | None, Storage | None, Storage | None]:
+        """API 1.10: the gradients of ``linear`` for a float32 ``g [rows, out]``:
+        ``(dx, dw, db)`` with ``dx = gl @ w``, ``dw = gl.T @ x`` (float32 products of
+        the bfloat16 roundings when ``compute`` is bfloat16 or the operands are
+        bfloat16; ``gl`` is ``g`` rounded the same way) and ``db`` the column sum of
+        the float32 ``g``, each None unless asked for. A kernel may sum ``db`` in its
+        own fixed order and says its bound. The op layer composes it from ``astype``,
+        ``matmul`` and ``reduce`` for a backend without it."""
+        raise self._missing("linear_backward")
+
     # -- indexing -------------------------------------------------------------
     def index_select(
         self,

@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 9)
+BACKEND_API_VERSION = (1, 10)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -35,6 +35,7 @@ CAPABILITIES.update(dict.fromkeys(("block_dequantize", "block_linear"), 6))
 CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
 CAPABILITIES["clipped_adam_update"] = 8
 CAPABILITIES["matmul_compute"] = 9
+CAPABILITIES.update(dict.fromkeys(("linear", "linear_backward"), 10))
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -49,6 +50,10 @@ COMPOSED: dict[str, tuple[str, ...]] = dict.fromkeys(
 #: float32 operands multiplied in a lower compute dtype: rounded by ``astype``, then
 #: ``matmul`` (the same products and sums as a kernel that rounds as it loads).
 COMPOSED["matmul_compute"] = ("astype", "matmul")
+#: A linear layer: the product, then the bias add (forward); the products and the
+#: gradient's column sum (backward): the ops a linear layer ran before the kernels.
+COMPOSED["linear"] = ("astype", "matmul", "binary")
+COMPOSED["linear_backward"] = ("astype", "matmul", "reduce")
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).

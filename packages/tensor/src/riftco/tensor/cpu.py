@@ -130,6 +130,29 @@ class CpuBackend(Backend):
             raise CapabilityMissing(f"matmul_compute: no {compute.value} compute dtype on cpu")
         return _native.matmul(_bits(_narrow(a)), _bits(_narrow(b)), transpose_a, transpose_b)
 
+    def linear(self, x, x_shape, w, w_shape, bias, compute=None):
+        # The composition riftco-tensor's op layer runs elsewhere: the same bits.
+        y = self._linear_product(x, x_shape, w, w_shape, False, True, compute)
+        if bias is None:
+            return y
+        shape = (int(x_shape[0]), int(w_shape[0]))
+        return self.binary("add", y, shape, bias, shape[1:], shape, DType.float32)
+
+    def linear_backward(self, g, x, x_shape, w, w_shape, need_x, need_w, need_b, compute=None):
+        shape = (int(x_shape[0]), int(w_shape[0]))
+        gl = g
+        if x.dtype != _F32_NUMPY:
+            gl, compute = self.astype(g, shape, DType.float32, BF16), None
+        dx = self._linear_product(gl, shape, w, w_shape, False, False, compute) if need_x else None
+        dw = self._linear_product(gl, shape, x, x_shape, True, False, compute) if need_w else None
+        db = self.reduce("sum", g, shape, DType.float32, 0) if need_b else None
+        return dx, dw, db
+
+    def _linear_product(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+        if compute is BF16 and a.dtype == _F32_NUMPY:
+            return self.matmul_compute(a, a_shape, b, b_shape, transpose_a, transpose_b, BF16)
+        return self.matmul(a, a_shape, b, b_shape, transpose_a, transpose_b)
+
     def index_select(self, x, shape, dtype, axis, indices, count):
         if dtype is BF16:
             return _native.index_select(_bits(x), axis, indices).view(_BF16_NUMPY)

@@ -110,6 +110,7 @@ class Device:
         c: _LtOperand,
         epilogue: str,
         bias: tuple[Buffer, int] | None = None,
+        compute: str = "float32",
     ) -> None: ...
 
 def probe_libraries() -> list[tuple[str, bool, list[str]]]: ...

@@ -30,8 +30,10 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: (riftco-tensor's op layer composes them from the ops here, on the device); 1.7's
 #: whole-step decoding is a device plan (ops.decode); 1.8's clipped Adam step runs its
 #: gradient norm, clip scale and update on the device with one read (ops.optim);
-#: 1.9's products in a bfloat16 compute dtype are one cuBLAS call each (ops.base).
-API_VERSION = (1, 9)
+#: 1.9's products in a bfloat16 compute dtype are one cuBLAS call each (ops.base);
+#: 1.10's linear layers are cuBLASLt products with the bias (and float32's bias
+#: gradient) in their epilogues (ops.linear).
+API_VERSION = (1, 10)
 
 
 class CudaBackend(

@@ -183,12 +183,16 @@ class CountingDevice:
         kind = "bfloat16" if compute == "bfloat16" else element
         self.counts.calls.append((f"gemm {m}x{n}x{k}x{batch} {kind}", flops, moved))
 
-    def gemm_epilogue(self, element, m, n, k, a, b, c, epilogue, bias=None) -> None:
+    def gemm_epilogue(
+        self, element, m, n, k, a, b, c, epilogue, bias=None, compute="float32"
+    ) -> None:
         """A cuBLASLt product with its epilogue: one GEMM, whose bytes are the
         operands, the float32 result and the epilogue's float32 bias vector (read for
-        ``bias``, written for ``bgrada`` / ``bgradb``); the bias add's FLOPs with it."""
+        ``bias``, written for ``bgrada`` / ``bgradb``); the epilogue's adds are in the
+        call's FLOPs, not in ``gemm_flops`` (the products')."""
         size = 4 if element == "float32" else 2
-        flops = 2.0 * m * n * k
+        product = 2.0 * m * n * k
+        flops = product
         moved = float((m * k + k * n) * size + m * n * 4)
         if epilogue != "none":
             length = n if epilogue == "bgradb" else m
@@ -196,9 +200,11 @@ class CountingDevice:
             flops += float(m * n) if epilogue == "bias" else float(length * k)
         self.counts.gemms += 1
         self.counts.epilogues[epilogue] += 1
-        self.counts.gemm_flops += flops
+        self.counts.gemm_flops += product  # the products' FLOPs, as for gemm
         self.counts.gemm_bytes += moved
-        self.counts.calls.append((f"gemm {m}x{n}x{k}x1+{epilogue} {element}", flops, moved))
+        kind = "bfloat16" if compute == "bfloat16" else element  # tensor-core products
+        # Named as cuBLAS products are (the epilogue is in ``counts.epilogues``).
+        self.counts.calls.append((f"gemm {m}x{n}x{k}x1 {kind}", flops, moved))
 
 
 class CountingCudaBackend(CudaBackend):

@@ -14,6 +14,7 @@ from riftco.tensor.ops import (
     inplace,
     layout,
     linalg,
+    linear_layer,
     paged,
     quantized,
     reduction,
@@ -27,6 +28,7 @@ from riftco.tensor.ops.indexing import *  # noqa: F403
 from riftco.tensor.ops.inplace import *  # noqa: F403
 from riftco.tensor.ops.layout import *  # noqa: F403
 from riftco.tensor.ops.linalg import *  # noqa: F403
+from riftco.tensor.ops.linear_layer import *  # noqa: F403
 from riftco.tensor.ops.paged import *  # noqa: F403
 from riftco.tensor.ops.quantized import *  # noqa: F403
 from riftco.tensor.ops.reduction import *  # noqa: F403
@@ -40,6 +42,7 @@ __all__ += indexing.__all__
 __all__ += inplace.__all__
 __all__ += layout.__all__
 __all__ += linalg.__all__
+__all__ += linear_layer.__all__
 __all__ += paged.__all__
 __all__ += quantized.__all__
 __all__ += reduction.__all__

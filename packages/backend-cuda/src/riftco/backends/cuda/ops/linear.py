@@ -16,6 +16,12 @@ op-by-op route gives). ``linear_backward`` gives ``dx``, ``dw`` and the bias gra
   bfloat16 copy the products read, so the epilogue does not apply. One kernel
   (``colsum_to_bf16``) writes that copy and sums the float32 values in the tiled
   column reduction's order (the op-by-op bits) in one pass instead of two.
+- float32 operands with a bfloat16 ``compute`` dtype (``matmul_compute``'s rule: the
+  products of their bfloat16 roundings): the forward bias epilogue on a
+  ``CUBLAS_COMPUTE_32F_FAST_16BF`` product (cuBLAS rounds as it reads); backward the
+  two ``matmul_compute`` products and the tiled reduction of the float32 gradient
+  (an epilogue of a FAST_16BF product is not documented to sum the unrounded
+  gradient).
 
 Every product's algorithm is chosen once per shape and never splits ``k``
 (riftco_cuda::cublaslt): the same inputs give the same bits every call.
@@ -47,19 +53,6 @@ class LinearOps:
             and self.kernels.block >= 2 * base.COLS_TILE
         )
 
-    def _lowered(
-        self, compute: DType | None, *operands: tuple[_native.Buffer, Shape, bool]
-    ) -> list[_native.Buffer]:
-        """The operands in the compute dtype: float32 ones rounded to bfloat16 (one
-        ``convert`` each, for those a product reads) when ``compute`` is bfloat16."""
-        low = compute is not None and DType(compute) is DType.bfloat16
-        return [
-            self._convert(b, shape, "float32", "bfloat16")  # type: ignore[attr-defined]
-            if low and used and b.dtype == "float32"
-            else b
-            for b, shape, used in operands
-        ]
-
     def linear(
         self,
         x: _native.Buffer,
@@ -72,9 +65,11 @@ class LinearOps:
         rows, inner = int(x_shape[0]), int(x_shape[1])
         out_features = int(w_shape[0])
         _check("linear", x, w, bias)
-        x, w = self._lowered(compute, (x, x_shape, True), (w, w_shape, True))
+        fast = _bf16_products(x, compute)
         if bias is None or rows == 0 or out_features == 0 or inner == 0:
-            y = self.matmul(x, x_shape, w, w_shape, False, True)  # type: ignore[attr-defined]
+            product = self.matmul_compute if fast else self.matmul  # type: ignore[attr-defined]
+            extra = (DType.bfloat16,) if fast else ()
+            y = product(x, x_shape, w, w_shape, False, True, *extra)
             if bias is None:
                 return y
             return self.binary(  # type: ignore[attr-defined]
@@ -94,6 +89,7 @@ class LinearOps:
             (y, 0, out_features, False),
             "bias",
             (bias, 0),
+            *(("bfloat16",) if fast else ()),
         )
         return y
 
@@ -112,13 +108,23 @@ class LinearOps:
         rows, inner = int(x_shape[0]), int(x_shape[1])
         out_features = int(w_shape[0])
         _check("linear_backward", x, w, None)
-        x, w = self._lowered(compute, (x, x_shape, need_w), (w, w_shape, need_x))
-        dtype = "bfloat16" if "bfloat16" in (x.dtype, w.dtype) else "float32"
         if g.dtype != "float32":
             raise CudaDTypeError(
                 f"linear_backward on cuda takes a float32 gradient, found {g.dtype}"
             )
         g_shape = (rows, out_features)
+        if _bf16_products(x, compute):
+            # float32 operands multiplied as their bfloat16 roundings (cuBLAS rounds as
+            # it reads, no copies); the bias gradient sums the float32 gradient, which
+            # a FAST_16BF epilogue would not promise: the tiled reduction.
+            low = DType.bfloat16
+            mm = self.matmul_compute  # type: ignore[attr-defined]
+            return (
+                mm(g, g_shape, w, w_shape, False, False, low) if need_x else None,
+                mm(g, g_shape, x, x_shape, True, False, low) if need_w else None,
+                self.reduce("sum", g, g_shape, DType.float32, 0) if need_b else None,  # type: ignore[attr-defined]
+            )
+        dtype = x.dtype
         db = gl = None
         if dtype == "bfloat16":
             if need_b and self._fused_colsum(rows, out_features) and rows * out_features:
@@ -154,6 +160,11 @@ class LinearOps:
         if need_b and db is None:
             db = self.reduce("sum", g, g_shape, DType.float32, 0)  # type: ignore[attr-defined]
         return dx, dw, db if need_b else None
+
+
+def _bf16_products(x: _native.Buffer, compute: DType | None) -> bool:
+    """float32 operands multiplied as their bfloat16 roundings (``compute``)."""
+    return compute is not None and DType(compute) is DType.bfloat16 and x.dtype == "float32"
 
 
 def _check(op: str, x: _native.Buffer, w: _native.Buffer, bias: _native.Buffer | None) -> None:
