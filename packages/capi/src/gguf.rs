@@ -1064,7 +1064,7 @@ pub fn load(path: &Path) -> Result<ModelData> {
         (1, Some(&name)) => name,
         _ => "mixed",
     };
-    let model = ModelData {
+    let mut model = ModelData {
         config: c,
         source: Source::Gguf,
         artifact_id,
@@ -1077,5 +1077,6 @@ pub fn load(path: &Path) -> Result<ModelData> {
         weight_format,
     };
     model.check()?;
+    model.tile();
     Ok(model)
 }

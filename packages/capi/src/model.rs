@@ -2,8 +2,9 @@
 //! kernels crate's whole-step decoder reads (`riftco_kernels::decode::Model`).
 
 use riftco_kernels::attention::Heads;
-use riftco_kernels::blockq::{BlockFormat, BlockWeight};
+use riftco_kernels::blockq::{f16_tiles, BlockFormat, BlockWeight};
 use riftco_kernels::decode::{FeedForward, Layer, Linear, Model, NormWeights, Weight};
+use riftco_kernels::f32_rows::tiles as f32_tiles;
 use riftco_kernels::norm::Norm;
 
 use crate::error::{Error, Result};
@@ -301,11 +302,16 @@ fn show(v: &Json) -> String {
     }
 }
 
-/// A weight matrix owned by the model: float32 rows or GGUF block rows.
+/// A weight matrix owned by the model: float32 rows or GGUF block rows, or (once
+/// [`ModelData::tile`] ran) float32 and F16 rows in the decode step's tiles.
 #[derive(Debug, Clone)]
 pub enum OwnedWeight {
     F32(Vec<f32>),
     Block(BlockFormat, Vec<u8>),
+    /// `riftco_kernels::f32_rows::tiles`' layout of the float32 rows.
+    F32Tiled(Vec<f32>),
+    /// `riftco_kernels::blockq::f16_tiles`' layout of the F16 rows.
+    F16Tiled(Vec<u8>),
 }
 
 #[derive(Debug, Clone)]
@@ -328,6 +334,8 @@ impl OwnedLinear {
     fn view(&self) -> Linear<'_> {
         let weight = match &self.weight {
             OwnedWeight::F32(w) => Weight::F32(w),
+            OwnedWeight::F32Tiled(w) => Weight::F32Tiled(w),
+            OwnedWeight::F16Tiled(w) => Weight::F16Tiled(w),
             OwnedWeight::Block(format, data) => Weight::Block(BlockWeight {
                 format: *format,
                 data,
@@ -344,9 +352,29 @@ impl OwnedLinear {
     }
     pub fn format_name(&self) -> &'static str {
         match &self.weight {
-            OwnedWeight::F32(_) => "f32",
+            OwnedWeight::F32(_) | OwnedWeight::F32Tiled(_) => "f32",
+            OwnedWeight::F16Tiled(_) => BlockFormat::F16.name(),
             OwnedWeight::Block(f, _) => f.name(),
         }
+    }
+
+    /// The weight rearranged in place into the decode step's tiles (float32 and F16
+    /// rows; the same bits, the same memory), once its shape is checked.
+    fn tile(&mut self) {
+        let (rows, cols) = (self.rows, self.cols);
+        self.weight = match std::mem::replace(&mut self.weight, OwnedWeight::F32(Vec::new())) {
+            OwnedWeight::F32(w) if w.len() == rows * cols => {
+                let mut tiled = vec![0.0; w.len()];
+                f32_tiles::pack(&w, rows, cols, &mut tiled);
+                OwnedWeight::F32Tiled(tiled)
+            }
+            OwnedWeight::Block(BlockFormat::F16, d) if d.len() == 2 * rows * cols => {
+                let mut tiled = vec![0; d.len()];
+                f16_tiles::pack(&d, rows, cols, &mut tiled);
+                OwnedWeight::F16Tiled(tiled)
+            }
+            other => other,
+        };
     }
 }
 
@@ -468,6 +496,21 @@ impl ModelData {
         }
     }
 
+    /// Every layer linear and an untied head in the decode step's tiles (the tied
+    /// head reads the embedding's rows): each float32 or F16 matrix is rearranged
+    /// once, in place, so the step reads it front to back with the same bits.
+    pub fn tile(&mut self) {
+        for l in &mut self.layers {
+            for lin in [&mut l.query, &mut l.key, &mut l.value, &mut l.output] {
+                lin.tile();
+            }
+            l.feed_forward.iter_mut().for_each(OwnedLinear::tile);
+        }
+        if let Some(h) = &mut self.head {
+            h.tile();
+        }
+    }
+
     /// Check every weight against the configuration (the kernels' own check).
     pub fn check(&self) -> Result<()> {
         self.view().check().map_err(|e| Error::format(e.0))
@@ -477,8 +520,8 @@ impl ModelData {
     pub fn weight_bytes(&self) -> usize {
         let lin = |l: &OwnedLinear| {
             (match &l.weight {
-                OwnedWeight::F32(w) => w.len() * 4,
-                OwnedWeight::Block(_, d) => d.len(),
+                OwnedWeight::F32(w) | OwnedWeight::F32Tiled(w) => w.len() * 4,
+                OwnedWeight::Block(_, d) | OwnedWeight::F16Tiled(d) => d.len(),
             }) + l.bias.as_ref().map_or(0, |b| b.len() * 4)
         };
         let norm = |n: &OwnedNorm| {

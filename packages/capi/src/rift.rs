@@ -622,6 +622,7 @@ pub fn load(path: &Path) -> Result<ModelData> {
     model.artifact_id = artifact_id;
     model.tokenizer_state = Some(canonical_string(tokenizer));
     model.check()?;
+    model.tile();
     Ok(model)
 }
 
