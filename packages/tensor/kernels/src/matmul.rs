@@ -283,7 +283,10 @@ fn bands(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usiz
         }
     };
     if parallel {
-        install(|| (0..batch * bands).into_par_iter().for_each(task));
+        // The team, whose helpers stay hot between products and whose caller
+        // takes pieces too: a prefill's products are a few hundred microseconds,
+        // short enough that waking the rayon pool for each showed in the time.
+        crate::team::team().run(batch * bands, &task);
     } else {
         (0..batch * bands).for_each(task);
     }

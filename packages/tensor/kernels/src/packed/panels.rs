@@ -59,6 +59,10 @@ pub(super) unsafe fn pack_b(b: Mat, p0: usize, kc: usize, j0: usize, nc: usize, 
                 let src = std::slice::from_raw_parts(ptr.add((p0 + p) * rs + c0), cols);
                 dst[..cols].copy_from_slice(src);
             }
+        } else if rs == 1 {
+            // A transposed operand (a linear's weight): each column is contiguous
+            // along p, so 8 x 8 blocks go through the registers transposed.
+            transpose_into(ptr.add(c0 * cs + p0), cs, cols, kc, panel);
         } else {
             for c in 0..cols {
                 let src = ptr.add(c0 * cs + c * cs + p0 * rs);
@@ -66,6 +70,116 @@ pub(super) unsafe fn pack_b(b: Mat, p0: usize, kc: usize, j0: usize, nc: usize, 
                     panel[p * NR + c] = *src.add(p * rs);
                 }
             }
+        }
+    }
+}
+
+/// `panel[p * NR + c] = src[c * stride + p]` for `c < cols`, `p < kc`: the
+/// columns of a panel gathered from `cols` rows of `stride` elements, a plain copy
+/// (the bits of the scalar loop), 8 x 8 at a time in AVX registers.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn transpose_into(
+    src: *const f32,
+    stride: usize,
+    cols: usize,
+    kc: usize,
+    panel: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let dst = panel.as_mut_ptr();
+    let mut c = 0;
+    while c + 8 <= cols {
+        let mut p = 0;
+        while p + 8 <= kc {
+            let r: [__m256; 8] =
+                std::array::from_fn(|i| _mm256_loadu_ps(src.add((c + i) * stride + p)));
+            // Interleave pairs, then quads, then swap the 128-bit halves.
+            let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+            let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+            let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+            let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+            let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+            let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+            let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+            let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+            let rows = [
+                _mm256_permute2f128_ps::<0x20>(u0, u4),
+                _mm256_permute2f128_ps::<0x20>(u1, u5),
+                _mm256_permute2f128_ps::<0x20>(u2, u6),
+                _mm256_permute2f128_ps::<0x20>(u3, u7),
+                _mm256_permute2f128_ps::<0x31>(u0, u4),
+                _mm256_permute2f128_ps::<0x31>(u1, u5),
+                _mm256_permute2f128_ps::<0x31>(u2, u6),
+                _mm256_permute2f128_ps::<0x31>(u3, u7),
+            ];
+            for (i, v) in rows.into_iter().enumerate() {
+                _mm256_storeu_ps(dst.add((p + i) * NR + c), v);
+            }
+            p += 8;
+        }
+        for p in p..kc {
+            for i in 0..8 {
+                *dst.add(p * NR + c + i) = *src.add((c + i) * stride + p);
+            }
+        }
+        c += 8;
+    }
+    for c in c..cols {
+        for p in 0..kc {
+            *dst.add(p * NR + c) = *src.add(c * stride + p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The register transpose packs exactly what the element-by-element loop
+    /// packs, at every edge: partial column groups, depths off a multiple of 8,
+    /// and a strided (row stride other than one) operand beside it.
+    #[test]
+    fn transposed_panels_match_the_scalar_pack() {
+        if !crate::pool::has_avx2_fma() {
+            return;
+        }
+        for &(k, n, p0, kc, j0, nc) in &[
+            (40usize, 37usize, 0usize, 40usize, 0usize, 37usize),
+            (45, 16, 3, 29, 0, 16),
+            (384, 70, 0, 384, 5, 65),
+            (9, 8, 1, 7, 0, 8),
+        ] {
+            let b: Vec<f32> = (0..n * k).map(|v| v as f32 * 0.5 - 3.0).collect();
+            // b stored transposed: element (p, j) at j * k + p.
+            let panels = nc.div_ceil(NR);
+            let mut fast = vec![f32::NAN; panels * NR * kc];
+            unsafe { pack_b(Mat(b.as_ptr(), 1, k), p0, kc, j0, nc, &mut fast) };
+            let mut want = vec![0.0f32; panels * NR * kc];
+            for q in 0..panels {
+                for p in 0..kc {
+                    for c in 0..NR {
+                        let j = j0 + q * NR + c;
+                        if j < j0 + nc {
+                            want[q * NR * kc + p * NR + c] = b[j * k + p0 + p];
+                        }
+                    }
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&fast),
+                bits(&want),
+                "k={k} n={n} p0={p0} kc={kc} j0={j0} nc={nc}"
+            );
         }
     }
 }
