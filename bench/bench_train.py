@@ -1,16 +1,18 @@
 """Pretraining throughput of riftco.train next to PyTorch eager, on the ``small`` model.
 
 The ``small`` GPT-2-topology configuration (V=512, T=256, D=384, H=6, L=6, FF=1536,
-B=8) pretrains on the embedded default corpus (a byte-level BPE of 507 merges + 5
+B=8; ``--size tiny``: D=128, H=4, L=2, FF=512 and windows of its context, T=64) pretrains on the embedded default corpus (a byte-level BPE of 507 merges + 5
 special tokens = 512 ids, random windows). Each step of ours is a full engine step:
 batch, forward, loss, backward, global-norm clipping, AdamW update and the metric.
 PyTorch eager runs the same model, the same batches, AdamW with the same groups and
-clipping, at the same thread count. The two alternate in rounds within one run (this
+clipping, at the same thread count; with ``--compile`` its model goes through
+``torch.compile`` (inductor's default mode; its compile happens in the untimed warmup
+steps, so give it ``--warmup`` of at least 2). The two alternate in rounds within one run (this
 machine's speed drifts); the figures are the medians of the per-step tokens/s and
 their ratio. Figures only; nothing is asserted about time.
 
     python bench/bench_train.py [--rounds 3] [--steps 4] [--threads N] [--warmup 2]
-                                [--precision f32|bf16]
+                                [--precision f32|bf16] [--compile] [--size small|tiny]
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ try:
 except ImportError:  # the comparison is optional
     torch = None
 
-B, T = 8, 256
+B = 8
 LR, WEIGHT_DECAY, CLIP = 3e-4, 0.1, 1.0
 
 
@@ -52,7 +54,7 @@ def ours(
     groups = [g for g in weight_decay_groups(model.named_parameters(), WEIGHT_DECAY) if g["params"]]
     optimizer = AdamW(groups, lr=LR, betas=(0.9, 0.95), max_grad_norm=CLIP)
     schedule = WarmupCosineSchedule(LR, min(10, total), total)
-    source = RandomWindows(stream, T, B, seed=0)
+    source = RandomWindows(stream, min(256, config.context_length), B, seed=0)
     return Trainer(
         model,
         optimizer,
@@ -104,9 +106,12 @@ def torch_model(config: nn.TransformerConfig):
 class TorchRun:
     """The same loop in PyTorch eager: batch, forward, loss, backward, clip, AdamW."""
 
-    def __init__(self, config: nn.TransformerConfig, stream: np.ndarray, total: int) -> None:
+    def __init__(
+        self, config: nn.TransformerConfig, stream: np.ndarray, total: int, compile: bool = False
+    ) -> None:
         torch.set_num_threads(rt.get_num_threads())
         self.model = torch_model(config)
+        self.forward = torch.compile(self.model) if compile else self.model
         decay = [
             p
             for n, p in self.model.named_parameters()
@@ -122,14 +127,14 @@ class TorchRun:
             {"params": keep, "weight_decay": 0.0},
         ]
         self.optimizer = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.95))
-        self.source = RandomWindows(stream, T, B, seed=0)
+        self.source = RandomWindows(stream, min(256, config.context_length), B, seed=0)
 
     def step(self) -> float:
         start = time.perf_counter()
         batch = self.source.next_batch()
         x, y = torch.from_numpy(batch.inputs), torch.from_numpy(batch.targets)
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.model(x)
+        logits = self.forward(x)
         loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
@@ -150,16 +155,21 @@ def main() -> None:
         default="f32",
         help="ours in float32 or in mixed bf16 (PyTorch stays float32)",
     )
+    parser.add_argument(
+        "--compile", action="store_true", help="PyTorch's model through torch.compile"
+    )
+    parser.add_argument("--size", choices=("small", "tiny"), default="small")
     args = parser.parse_args()
     if args.threads:
         rt.set_num_threads(args.threads)
     stream, vocab = data()
-    config = nn.TransformerConfig.preset("gpt2", size="small", vocab_size=vocab)
+    config = nn.TransformerConfig.preset("gpt2", size=args.size, vocab_size=vocab)
     total = args.rounds * args.steps + args.warmup + 1
     trainer = ours(config, stream, total, args.precision)
-    theirs = TorchRun(config, stream, total) if torch is not None else None
+    theirs = TorchRun(config, stream, total, args.compile) if torch is not None else None
     print(
-        f"riftco.train pretraining, small gpt2 (V={vocab}, T={T}, D={config.d_model}, "
+        f"riftco.train pretraining, {args.size} gpt2 (V={vocab}, "
+        f"T={min(256, config.context_length)}, D={config.d_model}, "
         f"H={config.n_heads}, L={config.n_layers}, FF={config.d_ff}, B={B}), "
         f"{rt.get_num_threads()} threads, {platform.machine()}, precision {args.precision}"
     )
@@ -182,7 +192,8 @@ def main() -> None:
     if torch_rates:
         other = statistics.median(torch_rates)
         summary += (
-            f", torch {torch.__version__} eager {other:,.0f} tok/s, ratio x{mine / other:.2f}"
+            f", torch {torch.__version__} {'compiled' if args.compile else 'eager'} "
+            f"{other:,.0f} tok/s, ratio x{mine / other:.2f}"
         )
     else:
         summary += " (torch not installed: no comparison)"
