@@ -5,9 +5,9 @@
 //! and puts the caller to sleep until they finish (a futex round trip per
 //! product, which cost more than the product itself). The team instead keeps
 //! `threads - 1` helpers spinning for a short while after each job, and the
-//! calling thread works on the job too: pieces are claimed from a shared
-//! counter, so each piece is computed by exactly one thread, the same way
-//! whichever, and results do not depend on the thread count.
+//! calling thread works on the job too: runs of pieces are claimed from a
+//! shared counter, so each piece is computed by exactly one thread, the same
+//! way whichever, and results do not depend on the thread count.
 
 use std::cell::UnsafeCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -34,6 +34,8 @@ struct Shared {
     epoch: AtomicUsize,
     /// The next piece to claim.
     next: AtomicUsize,
+    /// The helpers and the caller.
+    threads: usize,
     /// Written by the caller only while no helper is inside (`state` is 0).
     job: UnsafeCell<Job>,
     panicked: AtomicBool,
@@ -54,13 +56,36 @@ impl Shared {
         let job = unsafe { &*self.job.get() };
         // SAFETY: the body outlives the job: `run` returns only after every helper left.
         let body = unsafe { &*job.body };
-        loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= job.pieces {
-                return;
+        while let Some(range) = self.claim(job.pieces) {
+            for i in range {
+                if catch_unwind(AssertUnwindSafe(|| body(i))).is_err() {
+                    self.panicked.store(true, Ordering::Relaxed);
+                }
             }
-            if catch_unwind(AssertUnwindSafe(|| body(i))).is_err() {
-                self.panicked.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// The next run of pieces for one thread: a share of what is left that
+    /// shrinks as the job drains (guided scheduling), so a job of many short
+    /// pieces costs a few claims of the shared counter per thread rather than
+    /// one a piece (a claim moves the counter's cache line between cores, which
+    /// costs more than a piece of a small quantized product), while the last
+    /// claims stay one piece long and the threads finish together.
+    fn claim(&self, pieces: usize) -> Option<std::ops::Range<usize>> {
+        let mut first = self.next.load(Ordering::Relaxed);
+        loop {
+            if first >= pieces {
+                return None;
+            }
+            let run = ((pieces - first) / (2 * self.threads)).max(1);
+            match self.next.compare_exchange_weak(
+                first,
+                first + run,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(first..first + run),
+                Err(now) => first = now,
             }
         }
     }
@@ -119,6 +144,7 @@ impl Team {
             state: AtomicUsize::new(0),
             epoch: AtomicUsize::new(0),
             next: AtomicUsize::new(0),
+            threads: helpers + 1,
             // Never called: no job is open until `run` stores a real one.
             job: UnsafeCell::new(Job {
                 body: std::ptr::null::<fn(usize)>() as *const Body,
@@ -233,6 +259,28 @@ mod tests {
             });
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
         }
+    }
+
+    #[test]
+    fn claims_shrink_as_the_job_drains() {
+        let team = Team::new(1);
+        let s = &*team.shared;
+        let pieces = 1000;
+        s.next.store(0, Ordering::Relaxed);
+        let mut runs = Vec::new();
+        while let Some(r) = s.claim(pieces) {
+            runs.push(r);
+        }
+        // The runs cover the pieces in order, each once.
+        assert_eq!(runs.first().map(|r| r.start), Some(0));
+        assert!(runs.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(runs.last().map(|r| r.end), Some(pieces));
+        // A quarter of what is left at first, one piece at the end, and far fewer
+        // claims than pieces.
+        assert_eq!(runs[0].len(), pieces / 4);
+        assert!(runs.windows(2).all(|w| w[1].len() <= w[0].len()));
+        assert_eq!(runs.last().map(|r| r.len()), Some(1));
+        assert!(runs.len() < 40, "{} claims for {pieces} pieces", runs.len());
     }
 
     #[test]
