@@ -68,14 +68,8 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
                 let (qi, si) = (&q[i * k..(i + 1) * k], &s[i * kb..(i + 1) * kb]);
                 let sums = &sums[i * kb * per..(i + 1) * kb * per];
                 tile_dots(isa, &tl, first / TILE, qi, si, sums, &mut y);
-                for (c, r) in (first..last).enumerate() {
-                    let v = match l.bias {
-                        Some(b) => y[c] + b[r],
-                        None => y[c],
-                    };
-                    // SAFETY: element (i, r) of output j belongs to this piece alone.
-                    unsafe { *dst[j].at(i * l.rows + r) = v };
-                }
+                // SAFETY: row i's outputs first..last of output j belong to this piece alone.
+                unsafe { store(dst[j], i * l.rows, first..last, &y[..width], l.bias) };
             }
             return;
         }
@@ -125,15 +119,9 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
             }
         }
         for i in 0..m {
-            for (c, r) in (first..last).enumerate() {
-                let v = t[i * width + c];
-                let v = match l.bias {
-                    Some(b) => v + b[r],
-                    None => v,
-                };
-                // SAFETY: element (i, r) of output j belongs to this piece alone.
-                unsafe { *dst[j].at(i * l.rows + r) = v };
-            }
+            let ti = &t[i * width..(i + 1) * width];
+            // SAFETY: row i's outputs first..last of output j belong to this piece alone.
+            unsafe { store(dst[j], i * l.rows, first..last, ti, l.bias) };
         }
     };
     let work: usize = lins.iter().map(|l| l.size()).sum();
@@ -141,6 +129,29 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         crate::team::team().run(pieces.len(), &piece);
     } else {
         (0..pieces.len()).for_each(piece);
+    }
+}
+
+/// `out[row + r] = v[r - first] (+ bias[r])` for `r` in `cols`: a piece's
+/// products of one input row, written as one slice.
+///
+/// # Safety
+/// `out[row + cols]` must be in bounds and written by no other thread meanwhile.
+unsafe fn store(
+    out: Shared,
+    row: usize,
+    cols: std::ops::Range<usize>,
+    v: &[f32],
+    bias: Option<&[f32]>,
+) {
+    let o = std::slice::from_raw_parts_mut(out.at(row + cols.start), v.len());
+    match bias {
+        Some(b) => {
+            for ((o, &v), &b) in o.iter_mut().zip(v).zip(&b[cols]) {
+                *o = v + b;
+            }
+        }
+        None => o.copy_from_slice(v),
     }
 }
 

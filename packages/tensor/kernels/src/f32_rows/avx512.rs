@@ -56,6 +56,15 @@ unsafe fn pairs<const P: usize, const M: usize>(
         }
         c += 8;
     }
+    if P == 4 && whole == k {
+        // Eight rows' sums at once, each row's lanes added in order.
+        for i in 0..M {
+            let acc: [__m512; 4] = std::array::from_fn(|q| acc[q][i]);
+            let sums = lane_sums(acc);
+            _mm256_storeu_ps(out.as_mut_ptr().add((i0 + i) * rows + r0), sums);
+        }
+        return;
+    }
     for q in 0..P {
         for i in 0..M {
             let mut lanes = [0.0f32; 16];
@@ -73,6 +82,50 @@ unsafe fn pairs<const P: usize, const M: usize>(
             }
         }
     }
+}
+
+/// [`lane_sums`]' permute indices: `[p][group]` gathers lanes `p` and `p + 4` of
+/// rows `4 * group .. 4 * group + 4` into lanes `half * 8 + r` (half 0 for lane
+/// `p`). Element (row r, lane j) is lane `(r % 2) * 8 + j` of `acc[r / 2]`, and a
+/// two-source permute takes its second source with index bit 4.
+const PERMUTES: [[[i32; 16]; 2]; 4] = {
+    let mut t = [[[0i32; 16]; 2]; 4];
+    let mut p = 0;
+    while p < 4 {
+        let mut r = 0;
+        while r < 8 {
+            let mut half = 0;
+            while half < 2 {
+                t[p][r / 4][half * 8 + r] =
+                    (((r / 2) % 2) * 16 + (r % 2) * 8 + p + 4 * half) as i32;
+                half += 1;
+            }
+            r += 1;
+        }
+        p += 1;
+    }
+    t
+};
+
+/// The sums of eight rows' eight-lane chains, `acc[q]` holding rows `2q` (low
+/// half) and `2q + 1` (high half): for each row `((l0 + l1) + l2) + ... + l7`, the
+/// order of the row-at-a-time sum, so the same bits. The chains are transposed
+/// by two-source permutes into `z[p]` = lane `p` of the eight rows (low half) and
+/// lane `p + 4` (high half).
+#[inline(always)]
+unsafe fn lane_sums(acc: [__m512; 4]) -> __m256 {
+    let index = |p: usize, group: usize| _mm512_loadu_si512(PERMUTES[p][group].as_ptr().cast());
+    let z: [__m512; 4] = std::array::from_fn(|p| {
+        let low = _mm512_permutex2var_ps(acc[0], index(p, 0), acc[1]);
+        let high = _mm512_permutex2var_ps(acc[2], index(p, 1), acc[3]);
+        _mm512_mask_blend_ps(0xF0F0, low, high)
+    });
+    let first = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(z[0], z[1]), z[2]), z[3]);
+    let mut s = _mm512_castps512_ps256(first);
+    for zp in z {
+        s = _mm256_add_ps(s, _mm512_extractf32x8_ps::<1>(zp));
+    }
+    s
 }
 
 /// The `m` inputs (in threes) against the `P` row pairs from `r0`.
