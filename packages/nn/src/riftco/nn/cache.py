@@ -202,10 +202,10 @@ class ContiguousKVCache:
 
     # -- the protocol -------------------------------------------------------------
     def begin(self, seq_ids: Sequence[int], counts: Sequence[int]) -> DecodeStep:
-        seq_ids, counts = tuple(int(s) for s in seq_ids), tuple(int(n) for n in counts)
+        seq_ids, counts = tuple(map(int, seq_ids)), tuple(map(int, counts))
         if len(seq_ids) != len(counts) or not seq_ids:
             raise CacheError(f"begin: {len(seq_ids)} sequences with {len(counts)} token counts")
-        if len(set(seq_ids)) != len(seq_ids):
+        if len(seq_ids) > 1 and len(set(seq_ids)) != len(seq_ids):
             raise CacheError(f"begin: a sequence appears twice in {list(seq_ids)}")
         starts = []
         for s, n in zip(seq_ids, counts):
@@ -218,12 +218,10 @@ class ContiguousKVCache:
             starts.append(length)
         step = DecodeStep(seq_ids, counts, tuple(starts))
         bases = [self._slots[s] * self.capacity for s in seq_ids]
-        rows = np.concatenate(
-            [
-                np.arange(b + st, b + st + n, dtype=np.int64)
-                for b, st, n in zip(bases, starts, counts)
-            ]
-        )
+        ranges = [
+            np.arange(b + st, b + st + n, dtype=np.int64) for b, st, n in zip(bases, starts, counts)
+        ]
+        rows = ranges[0] if len(ranges) == 1 else np.concatenate(ranges)
         lengths = [st + n for st, n in zip(starts, counts)]
         self._step = [step, None, bases, lengths]
         self._step_rows = rows

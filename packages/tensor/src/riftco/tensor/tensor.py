@@ -34,6 +34,7 @@ class Tensor:
     #: The backend that owns the storage.
     backend: Backend
     #: Incremented by every in-place update; autograd compares it to detect stale graphs.
+    #: Whatever bumps it bumps `WRITES` too.
     version: int
 
     def __init__(
@@ -129,6 +130,7 @@ class Tensor:
             )
         self.backend.assign(self._data, value._data, self.shape, self.dtype)
         self.version += 1
+        WRITES[0] += 1
         return self
 
     # -- layout ---------------------------------------------------------------
@@ -370,6 +372,11 @@ class Tensor:
 
 
 _new = object.__new__
+
+#: In-place writes so far, of any tensor (bumped with each write's `Tensor.version`),
+#: so that a holder of many tensors' versions (the whole-step `Decoder`) can tell with
+#: one read that none of them moved.
+WRITES = [0]
 #: What an operator accepts as its other operand.
 Operand = Tensor | int | float | np.number | np.bool_
 _OPERANDS = (Tensor, int, float, np.number, np.bool_)

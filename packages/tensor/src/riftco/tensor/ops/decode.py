@@ -37,7 +37,7 @@ from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops.blockquant import BlockWeight
 from riftco.tensor.ops.quantized import NF4Weight
-from riftco.tensor.tensor import Tensor
+from riftco.tensor.tensor import WRITES, Tensor
 
 #: Feed-forward kinds and the roles of their linears.
 FEED_FORWARDS: dict[str, tuple[str, ...]] = {
@@ -305,6 +305,8 @@ class Decoder:
         self.backend = backend
         self._watched = tuple(_tensors(spec))
         self._versions = tuple(map(_VERSION, self._watched))
+        # The in-place writes counted when the versions were last compared.
+        self._writes = WRITES[0]
         self._program = backend.decode_program(self.spec)
         self._caches: tuple[tuple[tuple[int, ...], tuple[int, ...]], tuple[int, int, int]] = (
             ((), ()),
@@ -378,10 +380,12 @@ class Decoder:
             width,
             int(page_size),
         )
-        versions = tuple(map(_VERSION, self._watched))
-        if versions != self._versions:
-            self._program = b.decode_program(self.spec)
-            self._versions = versions
+        if WRITES[0] != self._writes:  # some tensor was written in place: which?
+            self._writes = WRITES[0]
+            versions = tuple(map(_VERSION, self._watched))
+            if versions != self._versions:
+                self._program = b.decode_program(self.spec)
+                self._versions = versions
         data = b.decode_step(self._program, batch)
         for t in keys:
             t.version += 1

@@ -16,7 +16,7 @@ from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
 from riftco.tensor.ops.layout import astype
-from riftco.tensor.tensor import Tensor
+from riftco.tensor.tensor import WRITES, Tensor
 
 F32, I64 = DType.float32, DType.int64
 
@@ -132,6 +132,7 @@ def adam_update_(
     if bad is None:
         for t in (*params, *pages):
             t.version += 1
+        WRITES[0] += 1
     return bad
 
 
@@ -156,6 +157,7 @@ def write_rows_(dst: Tensor, rows: Tensor, src: Tensor, *, check: bool = True) -
             )
     dst.backend.write_rows(dst._data, dst.shape, dst.dtype, rows._data, src._data)
     dst.version += 1
+    WRITES[0] += 1
     return dst
 
 
@@ -263,6 +265,7 @@ def clipped_adam_update_(
     if applied:
         for t in (*params, *pages):
             t.version += 1
+        WRITES[0] += 1
     return ClippedStep(list(sums), list(read), bool(applied), bad)
 
 
