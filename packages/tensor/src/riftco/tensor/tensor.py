@@ -34,7 +34,8 @@ class Tensor:
     #: The backend that owns the storage.
     backend: Backend
     #: Incremented by every in-place update; autograd compares it to detect stale graphs.
-    #: Whatever bumps it bumps `WRITES` too.
+    #: The in-place ops bump `WRITES` with it (the decode step's own bumps of its
+    #: caches aside: a `Decoder` watches weights, never caches).
     version: int
 
     def __init__(
