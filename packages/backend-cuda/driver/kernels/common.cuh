@@ -40,17 +40,33 @@ __device__ __forceinline__ float ld(const float* p, i64 i) { return p[i]; }
 __device__ __forceinline__ float ld(const bf16* p, i64 i) { return bf16_to_f32(p[i]); }
 
 // The flat offset of element `linear` of a tensor of shape `shape` (ndim axes)
-// read through `strides` (0 on broadcast axes).
+// read through `strides` (0 on broadcast axes). The loop is unrolled over every
+// axis a Dims holds, so each `v[d]` is a constant index and the Dims are read in
+// place from the parameter bank: indexed by a run-time axis they would be copied
+// to a stack frame in local memory first (`tests/test_kernels_compile.py` checks
+// every kernel's frame). One axis -- what the ops' coalescing makes of contiguous
+// and scalar operands -- takes no division.
 __device__ __forceinline__ i64 strided_offset(i64 linear, const Dims& shape, const Dims& strides, i64 ndim) {
+    if (ndim == 1) return linear * strides.v[0];
     i64 off = 0;
-    for (i64 d = ndim - 1; d >= 0; --d) {
-        i64 n = shape.v[d];
-        i64 i = linear % n;
-        linear /= n;
-        off += i * strides.v[d];
+#pragma unroll
+    for (int d = MAX_DIMS - 1; d >= 0; --d) {
+        if (d < ndim) {
+            i64 n = shape.v[d];
+            i64 i = linear % n;
+            linear /= n;
+            off += i * strides.v[d];
+        }
     }
     return off;
 }
+
+// Four floats moved as one 16-byte access (ld/st.global.v4 on the device).
+struct alignas(16) Quad {
+    float v[4];
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15u) == 0; }
 
 // A grid-stride loop over n elements.
 #define FOR_EACH(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x)

@@ -68,27 +68,49 @@ __device__ __forceinline__ void swap_part(const void* x, void* y, i64 from, i64 
     else ((bf16*)y)[dst] = f32_to_bf16(v);
 }
 
+// Axis `p` of a Dims, chosen by compares rather than an index (see strided_offset).
+__device__ __forceinline__ i64 pick(const Dims& dims, int p) {
+    i64 r = dims.v[0];
+#pragma unroll
+    for (int q = 1; q < MAX_DIMS; ++q) if (p == q) r = dims.v[q];
+    return r;
+}
+
 extern "C" __global__ void swap_heads(const void* x0, void* y0, const void* x1, void* y1,
                                       const void* x2, void* y2, const void* x3, void* y3,
                                       const void* x4, void* y4, const void* x5, void* y5,
                                       i64 parts, i64 b, i64 d, Dims xn, Dims yn, Dims from,
                                       Dims to) {
-    const void* xs[6] = {x0, x1, x2, x3, x4, x5};
-    void* ys[6] = {y0, y1, y2, y3, y4, y5};
     i64 total = 0;
-    for (i64 p = 0; p < parts; ++p) total += b * xn.v[p] * yn.v[p] * d;
+#pragma unroll
+    for (int p = 0; p < 6; ++p) if (p < parts) total += b * xn.v[p] * yn.v[p] * d;
     FOR_EACH(i, total) {
-        i64 j = i, p = 0;
-        while (j >= b * xn.v[p] * yn.v[p] * d) {
-            j -= b * xn.v[p] * yn.v[p] * d;
-            ++p;
+        // The part holding element i, and i's place in it (parts lie one after another).
+        i64 j = i;
+        int p = 0;
+#pragma unroll
+        for (int q = 0; q < 5; ++q) {
+            i64 size = b * xn.v[q] * yn.v[q] * d;
+            if (p == q && q + 1 < parts && j >= size) {
+                j -= size;
+                p = q + 1;
+            }
         }
-        i64 nx = xn.v[p], ny = yn.v[p];
+        const void* x = x0;
+        void* y = y0;
+        switch (p) {
+            case 1: x = x1; y = y1; break;
+            case 2: x = x2; y = y2; break;
+            case 3: x = x3; y = y3; break;
+            case 4: x = x4; y = y4; break;
+            case 5: x = x5; y = y5; break;
+        }
+        i64 nx = pick(xn, p), ny = pick(yn, p);
         // j indexes the output [b, ny, nx, d].
         i64 c = j % d, r = j / d;
-        i64 x = r % nx;
+        i64 xx = r % nx;
         r /= nx;
         i64 yy = r % ny, bb = r / ny;
-        swap_part(xs[p], ys[p], from.v[p], to.v[p], ((bb * nx + x) * ny + yy) * d + c, j);
+        swap_part(x, y, pick(from, p), pick(to, p), ((bb * nx + xx) * ny + yy) * d + c, j);
     }
 }

@@ -243,13 +243,16 @@ def projected_attention(
         if b is not None:
             y = y + b
     starts = [0, sizes[0], sizes[0] + sizes[1]]
+    # Without rotary positions the stacked product is rounded once, before the parts
+    # are narrowed out: the same bits as rounding each part, one pass instead of three.
+    stacked = y if low is None or positions is not None else y.astype(low)
     q, k, v = (
-        rt.narrow(y, 1, start, size).reshape(batch, steps, size // head_dim, head_dim)
+        rt.narrow(stacked, 1, start, size).reshape(batch, steps, size // head_dim, head_dim)
         for start, size in zip(starts, sizes)
     )
     if positions is not None:
         q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
-    if low is not None:
+    if low is not None and positions is not None:
         q, k, v = q.astype(low), k.astype(low), v.astype(low)
     kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
     params = list(weights) + ([] if biases is None else list(biases))
@@ -325,7 +328,7 @@ def cross_entropy(
         return _plain(logits, loss)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        rows = (g * scale).broadcast_to(t.shape).contiguous_copy()
+        rows = (g * scale).broadcast_to(t.shape)  # a copy of its own: no views
         d = rt.softmax_cross_entropy_backward(rows, l2, t, lse, ignore_index)
         return [d.reshape(lv.shape)]
 
