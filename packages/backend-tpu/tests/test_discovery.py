@@ -170,23 +170,22 @@ def test_errors_are_riftco_errors():
     assert issubclass(tpu.PjrtError, rt.RiftcoError)
 
 
-#: Composed by riftco-tensor's op layer (block weights) or decoded op by op in riftco-nn.
-NOT_NATIVE = {
+#: What riftco-tensor's op layer composes on tpu from its kernels: 1.6's block weights,
+#: 1.9's products in a compute dtype (astype, then matmul), 1.10's linear layer ops (the
+#: products, the bias add and the bias gradient's sum), 1.11's residual add and norm.
+COMPOSED = (
     "block_dequantize",
     "block_linear",
     "matmul_compute",
     "linear",
     "linear_backward",
-    "decode_program",
-    "decode_step",
-}
+    "add_layer_norm",
+)
+#: Composed, or decoded op by op in riftco-nn.
+NOT_NATIVE = {*COMPOSED, "decode_program", "decode_step"}
 #: Capabilities of a newer API than the backend's (1.8's clipped Adam step: riftco-optim
 #: measures and steps in two calls there).
 NEWER = {c for c, minor in rt.CAPABILITIES.items() if minor > tpu.API_VERSION[1]} - set(rt.COMPOSED)
-#: What riftco-tensor's op layer composes on tpu from its kernels (1.9's products in a
-#: compute dtype among them: astype, then matmul; 1.10's linear layer ops: the products,
-#: the bias add and the bias gradient's sum).
-COMPOSED = ("block_dequantize", "block_linear", "matmul_compute", "linear", "linear_backward")
 
 
 def test_implements_every_capability_of_its_api_and_ranks_as_an_accelerator(monkeypatch):

@@ -9,7 +9,8 @@ from numpy_model import forward as numpy_forward
 
 import riftco.nn as nn
 import riftco.tensor as rt
-from riftco.autograd import no_grad
+from riftco.autograd import Variable, no_grad
+from riftco.nn import functional as F
 
 # Small shapes with every topology feature in play.
 PRESETS = {
@@ -198,3 +199,44 @@ def test_tiny_model_overfits_a_tiny_batch():
         if value < 0.1 * first:
             break
     assert value < 0.1 * first, (first, value)
+
+
+def _unfused(x, branch, norm):
+    total = x + branch
+    return total, norm(total)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_fused_residual_norms_have_the_composed_bits(name, monkeypatch):
+    # Each residual add is taken with the norm after it (riftco-nn's add_layer_norm: a
+    # node for the sum, one for its norm); the loss and every gradient keep the bits of
+    # the add followed by the norm.
+    import riftco.nn.transformer as transformer
+
+    toks = tokens(length=12)
+    fused = grads(nn.DecoderOnlyTransformer(PRESETS[name], seed=6), toks)
+    monkeypatch.setattr(transformer, "residual_norm", _unfused)
+    plain = grads(nn.DecoderOnlyTransformer(PRESETS[name], seed=6), toks)
+    assert fused[0] == plain[0]
+    for n in fused[1]:
+        np.testing.assert_array_equal(fused[1][n], plain[1][n], err_msg=n)
+
+
+def test_add_layer_norm_gradients_reach_both_outputs():
+    rng = np.random.default_rng(3)
+    x, r = (Variable(rt.tensor(rng.normal(size=(3, 8)).astype(np.float32)), True) for _ in "xr")
+    w = Variable(rt.tensor(rng.normal(size=8).astype(np.float32)), True)
+    b = Variable(rt.tensor(rng.normal(size=8).astype(np.float32)), True)
+    c1, c2 = (rt.tensor(rng.normal(size=(3, 8)).astype(np.float32)) for _ in "ab")
+
+    def run(fn):
+        for v in (x, r, w, b):
+            v.grad = None
+        s, y = fn()
+        ((s * c1).sum() + (y * c2).sum()).backward()
+        return [s.numpy(), y.numpy()] + [v.grad.numpy() for v in (x, r, w, b)]
+
+    fused = run(lambda: F.add_layer_norm(x, r, w, b))
+    composed = run(lambda: _unfused(x, r, lambda t: F.layer_norm(t, w, b)))
+    for got, want in zip(fused, composed):
+        np.testing.assert_array_equal(got, want)

@@ -22,10 +22,10 @@ def info(name: str) -> rt.BackendInfo:
 
 EVERY = tuple(rt.CAPABILITIES)
 #: The numpy reference backend has every kernel but the native whole-step decoder and
-#: the products in a compute dtype and the linear layer's ops, which the op layer
-#: composes there (API 1.9, 1.10).
+#: the products in a compute dtype, the linear layer's ops and the residual add with its
+#: layer norm, which the op layer composes there (API 1.9, 1.10, 1.11).
 DECODE = ("decode_program", "decode_step")
-COMPOSED_THERE = ("matmul_compute", "linear", "linear_backward")
+COMPOSED_THERE = ("matmul_compute", "linear", "linear_backward", "add_layer_norm")
 REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 
 
@@ -65,7 +65,8 @@ def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
     class NoMatmul(NoBlockKernels):
         matmul = rt.Backend.matmul
 
-    assert rt.composed_capabilities(NoMatmul()) == frozenset()
+    # (the residual add and its norm need no product)
+    assert rt.composed_capabilities(NoMatmul()) == {"add_layer_norm"}
     assert rt.composed_capabilities(rt.get_backend("cpu")) == frozenset()
     # The op layer runs the composition on the backend itself.
     w = rt.block_quantize(rt.tensor([[0.5] * 32, [-1.0] * 32]), "q8_0", backend=backend)

@@ -118,3 +118,35 @@ def test_parameter_gradients_do_not_depend_on_threads():
     for other in results[1:]:
         for a, b in zip(results[0], other):
             np.testing.assert_array_equal(a, b)
+
+
+def _bits(t):
+    return np.asarray(t.numpy()).view(np.uint32)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (1, 1), (300, 33)], ids=str)
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_add_layer_norm_has_the_bits_of_the_add_then_the_norm(backend, shape, affine):
+    x, r = rand(shape, 6) * 2 + 1, rand(shape, 7)
+    w = None if affine == "none" else on(backend, rand(shape[-1:], 8))
+    b = on(backend, rand(shape[-1:], 9)) if affine == "both" else None
+    tx, tr = on(backend, x), on(backend, r)
+    s, y, mean, rstd = rt.add_layer_norm_with_stats(tx, tr, w, b, eps=1e-5)
+    want_s = tx + tr
+    want = rt.layer_norm_with_stats(want_s, w, b, 1e-5)
+    for got, ref in zip((s, y, mean, rstd), (want_s, *want)):
+        assert got.shape == ref.shape
+        np.testing.assert_array_equal(_bits(got), _bits(ref))
+    s2, y2 = rt.add_layer_norm(tx, tr, w, b)
+    np.testing.assert_array_equal(_bits(s2), _bits(s))
+    np.testing.assert_array_equal(_bits(y2), _bits(y))
+
+
+def test_add_layer_norm_checks_its_operands(backend):
+    x = on(backend, rand((4, 6), 1))
+    with pytest.raises(rt.ShapeError, match=r"residual must have shape \(4, 6\), found \(4, 5\)"):
+        rt.add_layer_norm(x, on(backend, rand((4, 5), 2)))
+    with pytest.raises(rt.ShapeError, match=r"weight must be \[6\], found \(5,\)"):
+        rt.add_layer_norm(x, x, on(backend, rand((5,), 3)))
+    with pytest.raises(rt.DTypeError, match="float32"):
+        rt.add_layer_norm(x, rt.tensor(np.ones((4, 6), np.int64), backend=x.backend))

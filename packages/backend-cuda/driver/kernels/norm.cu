@@ -2,30 +2,51 @@
 // One block per row; row statistics in double through fixed trees; parameter
 // gradients summed over rows in fixed chunks, then the chunks in order.
 
+// One row of a layer norm, by the whole block (thread t takes elements t, t + blockDim.x, ...).
+__device__ __forceinline__ void layer_norm_row(const float* xr, const float* w, const float* b, float* yr,
+                                               float* mean_out, float* rstd_out, i64 d, float eps,
+                                               i64 has_w, i64 has_b, double* scratch) {
+    double s = 0.0;
+    for (i64 k = threadIdx.x; k < d; k += blockDim.x) s += (double)xr[k];
+    double mean = block_sum(s, scratch) / (double)d;
+    double q = 0.0;
+    for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+        double c = (double)xr[k] - mean;
+        q += c * c;
+    }
+    double var = block_sum(q, scratch) / (double)d;
+    float m = (float)mean;
+    float r = (float)(1.0 / sqrt(var + (double)eps));
+    for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+        float v = (xr[k] - m) * r;
+        if (has_w) v *= w[k];
+        if (has_b) v += b[k];
+        yr[k] = v;
+    }
+    if (threadIdx.x == 0) { *mean_out = m; *rstd_out = r; }
+}
+
 extern "C" __global__ void layer_norm_f32(const float* x, const float* w, const float* b, float* y,
                                           float* mean_out, float* rstd_out, i64 rows, i64 d, float eps,
                                           i64 has_w, i64 has_b) {
     __shared__ double scratch[THREADS];
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        const float* xr = x + row * d;
-        double s = 0.0;
-        for (i64 k = threadIdx.x; k < d; k += blockDim.x) s += (double)xr[k];
-        double mean = block_sum(s, scratch) / (double)d;
-        double q = 0.0;
-        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
-            double c = (double)xr[k] - mean;
-            q += c * c;
-        }
-        double var = block_sum(q, scratch) / (double)d;
-        float m = (float)mean;
-        float r = (float)(1.0 / sqrt(var + (double)eps));
-        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
-            float v = (xr[k] - m) * r;
-            if (has_w) v *= w[k];
-            if (has_b) v += b[k];
-            y[row * d + k] = v;
-        }
-        if (threadIdx.x == 0) { mean_out[row] = m; rstd_out[row] = r; }
+        layer_norm_row(x + row * d, w, b, y + row * d, mean_out + row, rstd_out + row, d, eps, has_w,
+                       has_b, scratch);
+    }
+}
+
+// s = x + res (binary_f32's add), then layer_norm_f32 of s: a residual stream and its
+// norm in one pass. Each thread reads back only the sums it wrote.
+extern "C" __global__ void add_layer_norm_f32(const float* x, const float* res, const float* w, const float* b,
+                                              float* sum, float* y, float* mean_out, float* rstd_out, i64 rows,
+                                              i64 d, float eps, i64 has_w, i64 has_b) {
+    __shared__ double scratch[THREADS];
+    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+        float* sr = sum + row * d;
+        for (i64 k = threadIdx.x; k < d; k += blockDim.x) sr[k] = x[row * d + k] + res[row * d + k];
+        layer_norm_row(sr, w, b, y + row * d, mean_out + row, rstd_out + row, d, eps, has_w, has_b,
+                       scratch);
     }
 }
 

@@ -115,6 +115,29 @@ def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e
     return custom_gradient(y, [_variable(x), *map(_variable, params)], vjp)
 
 
+def add_layer_norm(
+    x: Operand, residual: Operand, weight: Any = None, bias: Any = None, eps: float = 1e-5
+) -> tuple[Operand, Operand]:
+    """``(s, layer_norm(s))`` for the residual sum ``s = x + residual`` (float32, one
+    shape), both from one pass forward where the backend has the kernel
+    (``rt.add_layer_norm``). Two nodes: the sum (its gradient goes to both operands
+    unchanged) and the norm of it, so the gradients are those of ``x + residual``
+    followed by :func:`layer_norm`, bit for bit."""
+    xv, rv, w, b = _value(x), _value(residual), _value(weight), _value(bias)
+    if not _record(x, residual, weight, bias):
+        sv, yv = rt.add_layer_norm(xv, rv, w, b, eps)
+        return _plain(x, sv), _plain(x, yv)
+    sv, yv, mean, rstd = rt.add_layer_norm_with_stats(xv, rv, w, b, eps)
+    total = custom_gradient(sv, [_variable(x), _variable(residual)], lambda g: [g, g])
+    params = [p for p in (weight, bias) if p is not None]
+
+    def vjp(g: Tensor) -> list[Tensor | None]:
+        dx, dw, db = rt.layer_norm_backward(g, sv, w, mean, rstd, with_bias=b is not None)
+        return [dx, *[d for d in (dw, db) if d is not None]]
+
+    return total, custom_gradient(yv, [total, *map(_variable, params)], vjp)
+
+
 def rms_norm(x: Operand, weight: Any = None, eps: float = 1e-6) -> Operand:
     """RMS normalization over the last axis (fused forward and backward)."""
     w = _value(weight)

@@ -31,6 +31,18 @@ def norm_for(config: TransformerConfig, backend: str | Backend | None = None) ->
     return LayerNorm(config.d_model, config.norm_eps, bias=True, backend=backend)
 
 
+def residual_norm(x: Any, branch: Any, norm: Module) -> tuple[Any, Any]:
+    """``(x + branch, norm(x + branch))``: the residual stream and its norm, one pass
+    (``F.add_layer_norm``) for a layer norm over two float32 operands of one shape."""
+    xv, bv = F._value(x), F._value(branch)
+    # A LayerNorm subclass may normalize otherwise: the class itself only.
+    if isinstance(norm, LayerNorm) and type(norm) is LayerNorm and xv.shape == bv.shape:
+        if xv.dtype is rt.float32 and bv.dtype is rt.float32:
+            return F.add_layer_norm(x, branch, norm.weight, norm.bias, norm.eps)
+    total = x + branch
+    return total, norm(total)
+
+
 class TransformerBlock(Module):
     """``x + attention(attention_norm(x))``, then ``+ feed_forward(feed_forward_norm(.))``."""
 
@@ -49,9 +61,25 @@ class TransformerBlock(Module):
     ) -> Any:
         """``keys``: dropout keys for the two residual branches (a checkpoint replay
         passes the same ones)."""
+        x, branch = self.branches(x, positions, keys)
+        return x + branch
+
+    def branches(
+        self,
+        x: Any,
+        positions: Tensor | None = None,
+        keys: Sequence[int] | None = None,
+        normed: Any = None,
+    ) -> tuple[Any, Any]:
+        """The block with its last residual add left to the caller: ``(x', f)`` with
+        the block's output ``x' + f``, so the caller can add ``f`` and take the next
+        norm in one pass; ``normed``: ``attention_norm(x)`` when the caller has it."""
         k1, k2 = keys if keys is not None else (None, None)
-        x = x + self.residual_dropout(self.attention(self.attention_norm(x), positions), k1)
-        return x + self.residual_dropout(self.feed_forward(self.feed_forward_norm(x)), k2)
+        if normed is None:
+            normed = self.attention_norm(x)
+        a = self.residual_dropout(self.attention(normed, positions), k1)
+        x, normed = residual_norm(x, a, self.feed_forward_norm)
+        return x, self.residual_dropout(self.feed_forward(normed), k2)
 
     def forward_incremental(
         self, x: Tensor, positions: Tensor, cache: KVCache, step: Any, layer: int
@@ -224,14 +252,21 @@ class DecoderOnlyTransformer(Module):
         # A checkpoint replays its block during backward, outside any mixed_precision
         # context: the replay takes the precision of the forward pass with it.
         low = compute_dtype()
+        if not use_checkpoint:
+            # Each block's last residual add is taken with the next norm in one pass.
+            branch, normed = None, None
+            for block in self.blocks:
+                if branch is not None:
+                    x, normed = residual_norm(x, branch, block.attention_norm)
+                x, branch = block.branches(x, positions, None, normed)
+            if branch is None:
+                return self.final_norm(x)
+            return residual_norm(x, branch, self.final_norm)[1]
         for block in self.blocks:
-            if use_checkpoint:
-                keys = None
-                if block.residual_dropout.training and block.residual_dropout.p > 0:
-                    keys = (block.residual_dropout.next_key(), block.residual_dropout.next_key())
-                x = checkpoint(lambda h, blk=block, k=keys: _replay(low, blk, h, positions, k), x)
-            else:
-                x = block(x, positions)
+            keys = None
+            if block.residual_dropout.training and block.residual_dropout.p > 0:
+                keys = (block.residual_dropout.next_key(), block.residual_dropout.next_key())
+            x = checkpoint(lambda h, blk=block, k=keys: _replay(low, blk, h, positions, k), x)
         return self.final_norm(x)
 
     def forward(self, tokens: Any) -> Variable:

@@ -49,6 +49,22 @@ class FusedKernels:
         weight, ``dbias`` None unless ``with_bias``. Parameter gradients sum over rows."""
         raise self._missing("layer_norm_backward")
 
+    def add_layer_norm(
+        self,
+        x: Storage,
+        r: Storage,
+        shape: Shape,
+        weight: Storage | None,
+        bias: Storage | None,
+        eps: float,
+    ) -> tuple[Storage, Storage, Storage, Storage]:
+        """API 1.11: a residual add and the layer norm of its sum in one pass, float32
+        ``x`` and ``r`` of one shape: ``(s, y, mean, rstd)`` with ``s = x + r`` and
+        ``(y, mean, rstd)`` :meth:`layer_norm` of ``s`` -- the bits of ``binary("add")``
+        then ``layer_norm``. The op layer composes it from those two for a backend
+        without it."""
+        raise self._missing("add_layer_norm")
+
     def rms_norm(
         self, x: Storage, shape: Shape, weight: Storage | None, eps: float
     ) -> tuple[Storage, Storage]:

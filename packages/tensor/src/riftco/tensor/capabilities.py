@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 10)
+BACKEND_API_VERSION = (1, 11)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -36,6 +36,7 @@ CAPABILITIES.update(dict.fromkeys(("decode_program", "decode_step"), 7))
 CAPABILITIES["clipped_adam_update"] = 8
 CAPABILITIES["matmul_compute"] = 9
 CAPABILITIES.update(dict.fromkeys(("linear", "linear_backward"), 10))
+CAPABILITIES["add_layer_norm"] = 11
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -54,6 +55,8 @@ COMPOSED["matmul_compute"] = ("astype", "matmul")
 #: gradient's column sum (backward): the ops a linear layer ran before the kernels.
 COMPOSED["linear"] = ("astype", "matmul", "binary")
 COMPOSED["linear_backward"] = ("astype", "matmul", "reduce")
+#: A residual add and the layer norm of its sum (the ops a block ran before the kernel).
+COMPOSED["add_layer_norm"] = ("binary", "layer_norm")
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).

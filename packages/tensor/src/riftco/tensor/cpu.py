@@ -246,6 +246,11 @@ class CpuBackend(Backend):
     def layer_norm_backward(self, dy, x, shape, weight, mean, rstd, with_bias):
         return _native.layer_norm_backward(dy, x, weight, mean, rstd, with_bias)
 
+    def add_layer_norm(self, x, r, shape, weight, bias, eps):
+        # The composition riftco-tensor's op layer runs elsewhere: the same bits.
+        s = self.binary("add", x, shape, r, shape, shape, DType.float32)
+        return (s, *self.layer_norm(s, shape, weight, bias, eps))
+
     def rms_norm(self, x, shape, weight, eps):
         return _native.rms_norm(x, weight, eps)
 

@@ -32,8 +32,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: gradient norm, clip scale and update on the device with one read (ops.optim);
 #: 1.9's products in a bfloat16 compute dtype are one cuBLAS call each (ops.base);
 #: 1.10's linear layers are cuBLASLt products with the bias (and float32's bias
-#: gradient) in their epilogues (ops.linear).
-API_VERSION = (1, 10)
+#: gradient) in their epilogues (ops.linear); 1.11's residual add and layer norm are
+#: one kernel (ops.nn).
+API_VERSION = (1, 11)
 
 
 class CudaBackend(

@@ -71,6 +71,41 @@ def layer_norm(
     return layer_norm_with_stats(x, weight, bias, eps)[0]
 
 
+def add_layer_norm_with_stats(
+    x: Tensor,
+    residual: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``(s, y, mean, rstd)``: ``s = x + residual`` (float32, one shape) and the layer
+    norm of ``s`` with its statistics, in one pass where the backend has the kernel
+    (``add_layer_norm``, API 1.11); otherwise ``x + residual`` then
+    :func:`layer_norm_with_stats`. The same bits either way."""
+    _floats("add_layer_norm", x, residual, weight, bias)
+    _same("add_layer_norm", "residual", residual, x.shape)
+    if "add_layer_norm" not in x.backend.capabilities():
+        s = x + residual
+        return (s, *layer_norm_with_stats(s, weight, bias, eps))
+    rows, d = _rows("add_layer_norm", x), x.shape[-1]
+    w, b = _param("add_layer_norm", "weight", weight, d), _param("add_layer_norm", "bias", bias, d)
+    s, y, mean, rstd = x.backend.add_layer_norm(x._data, residual._data, x.shape, w, b, float(eps))
+    return _wrap(s, x.shape, x), _wrap(y, x.shape, x), _wrap(mean, rows, x), _wrap(rstd, rows, x)
+
+
+def add_layer_norm(
+    x: Tensor,
+    residual: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[Tensor, Tensor]:
+    """``(x + residual, layer_norm(x + residual, weight, bias, eps))`` in one pass
+    (see :func:`add_layer_norm_with_stats`)."""
+    s, y, _, _ = add_layer_norm_with_stats(x, residual, weight, bias, eps)
+    return s, y
+
+
 def layer_norm_backward(
     grad: Tensor,
     x: Tensor,
@@ -399,6 +434,8 @@ __all__ = [
     "ACTIVATIONS",
     "ATTENTION_METHODS",
     "activation_backward",
+    "add_layer_norm",
+    "add_layer_norm_with_stats",
     "attention",
     "attention_backward",
     "attention_varlen",

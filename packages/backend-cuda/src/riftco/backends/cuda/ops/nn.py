@@ -15,6 +15,7 @@ from riftco.tensor.plugin import Shape
 PARAM_CHUNK = 64
 
 _LAYER_NORM = kernel("norm", "layer_norm_f32")
+_ADD_LAYER_NORM = kernel("norm", "add_layer_norm_f32")
 _LAYER_NORM_DX = kernel("norm", "layer_norm_dx_f32")
 _RMS_NORM = kernel("norm", "rms_norm_f32")
 _RMS_NORM_DX = kernel("norm", "rms_norm_dx_f32")
@@ -85,6 +86,19 @@ class NnOps:
             ],
         )
         return y, mean, rstd
+
+    def add_layer_norm(self, x, r, shape: Shape, weight, bias, eps: float):
+        float32_only("add_layer_norm", x, r, weight, bias)
+        rows, d = _rows(shape)
+        s = self.kernels.alloc(shape, "float32")
+        y = self.kernels.alloc(shape, "float32")
+        mean = self.kernels.alloc(shape[:-1], "float32")
+        rstd = self.kernels.alloc(shape[:-1], "float32")
+        has = [int(weight is not None), int(bias is not None)]
+        self.kernels.rows(
+            _ADD_LAYER_NORM, rows, [x, r, weight, bias, s, y, mean, rstd, rows, d, float(eps), *has]
+        )
+        return s, y, mean, rstd
 
     def layer_norm_backward(self, dy, x, shape: Shape, weight, mean, rstd, with_bias: bool):
         float32_only("layer_norm_backward", dy, x, weight, mean, rstd)
