@@ -106,6 +106,14 @@ def layer_norm(x: Operand, weight: Any = None, bias: Any = None, eps: float = 1e
     if not _record(x, weight, bias):
         return _plain(x, rt.layer_norm(xv, w, b, eps))
     y, mean, rstd = rt.layer_norm_with_stats(xv, w, b, eps)
+    return _layer_norm_node(y, x, xv, weight, bias, mean, rstd)
+
+
+def _layer_norm_node(
+    y: Tensor, x: Operand, xv: Tensor, weight: Any, bias: Any, mean: Tensor, rstd: Tensor
+) -> Operand:
+    """The recorded layer norm ``y`` of ``x`` (value ``xv``) from its statistics."""
+    w, b = _value(weight), _value(bias)
     params = [p for p in (weight, bias) if p is not None]
 
     def vjp(g: Tensor) -> list[Tensor | None]:
@@ -129,13 +137,7 @@ def add_layer_norm(
         return _plain(x, sv), _plain(x, yv)
     sv, yv, mean, rstd = rt.add_layer_norm_with_stats(xv, rv, w, b, eps)
     total = custom_gradient(sv, [_variable(x), _variable(residual)], lambda g: [g, g])
-    params = [p for p in (weight, bias) if p is not None]
-
-    def vjp(g: Tensor) -> list[Tensor | None]:
-        dx, dw, db = rt.layer_norm_backward(g, sv, w, mean, rstd, with_bias=b is not None)
-        return [dx, *[d for d in (dw, db) if d is not None]]
-
-    return total, custom_gradient(yv, [total, *map(_variable, params)], vjp)
+    return total, _layer_norm_node(yv, total, sv, weight, bias, mean, rstd)
 
 
 def rms_norm(x: Operand, weight: Any = None, eps: float = 1e-6) -> Operand:
