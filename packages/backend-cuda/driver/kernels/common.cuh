@@ -4,7 +4,8 @@
 // Conventions: every integer argument is a 64-bit `long long`, every scalar a
 // `float`, shapes and strides travel by value as `Dims` (up to 8 axes, unused
 // ones 1 / 0). Reductions combine partial results in a fixed tree, never with
-// atomics, so the same inputs give the same bits on every run.
+// atomics, so the same inputs give the same bits on every run (an atomic counter may
+// pick which block combines them, never their order).
 
 typedef long long i64;
 typedef unsigned long long u64;

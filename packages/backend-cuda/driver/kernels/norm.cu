@@ -1,6 +1,6 @@
 // Layer and RMS normalization (forward and backward), activation gradients.
 // One block per row; row statistics in double through fixed trees; parameter
-// gradients summed over rows in fixed chunks, then the chunks in order.
+// gradients summed over rows in fixed chunks, then the chunks in order (one launch).
 
 // One row of a layer norm, by the whole block (thread t takes elements t, t + blockDim.x, ...).
 __device__ __forceinline__ void layer_norm_row(const float* xr, const float* w, const float* b, float* yr,
@@ -112,12 +112,17 @@ extern "C" __global__ void rms_norm_dx_f32(const float* dy, const float* x, cons
     }
 }
 
-// Parameter gradients, stage 1: partial[chunk, col] = sum over the chunk's rows of
+// Parameter gradients: partial[chunk, col] = sum over the chunk's rows, in order, of
 // dy * xhat (what 0) or dy (what 1), xhat = (x - mean) * rstd (mean may be null: RMS);
 // what 2: both, partial holding the dy * xhat sums then the dy sums ([2, chunks, d]).
-extern "C" __global__ void norm_param_partial_f32(const float* dy, const float* x, const float* mean,
-                                                  const float* rstd, double* partial, i64 rows, i64 d,
-                                                  i64 chunk, i64 what) {
+// Then the last block to finish (`done`, a counter atomicInc wraps back to zero for the
+// next launch) sums each column's chunks in order into out (and out2 from the second
+// half of a what-2 partial). The counter only says which block sums, never the order:
+// the bits depend on `chunk` alone, not on the grid or the blocks' timing.
+extern "C" __global__ void norm_param_grads_f32(const float* dy, const float* x, const float* mean,
+                                                const float* rstd, double* partial, float* out, float* out2,
+                                                unsigned int* done, i64 rows, i64 d, i64 chunk, i64 what) {
+    __shared__ unsigned int ticket;
     i64 chunks = (rows + chunk - 1) / chunk;
     FOR_EACH(j, chunks * d) {
         i64 c = j / d, col = j % d;
@@ -135,18 +140,21 @@ extern "C" __global__ void norm_param_partial_f32(const float* dy, const float* 
         partial[j] = acc;
         if (what == 2) partial[chunks * d + j] = plain;
     }
-}
-
-// Stage 2: out[col] = sum over chunks, in order (and out2 from the second half of a
-// what-2 partial, when out2 is not null).
-extern "C" __global__ void norm_param_final_f32(const double* partial, float* out, float* out2, i64 chunks, i64 d) {
-    FOR_EACH(col, d) {
+    // Every block's partials are visible device-wide before it takes its ticket.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicInc(done, gridDim.x - 1);
+    __syncthreads();
+    if (ticket != gridDim.x - 1) return;
+    __threadfence();
+    const volatile double* sums = partial;  // written by other blocks: read past L1
+    for (i64 col = threadIdx.x; col < d; col += blockDim.x) {
         double acc = 0.0;
-        for (i64 c = 0; c < chunks; ++c) acc += partial[c * d + col];
+        for (i64 c = 0; c < chunks; ++c) acc += sums[c * d + col];
         out[col] = (float)acc;
         if (out2) {
             double acc2 = 0.0;
-            for (i64 c = 0; c < chunks; ++c) acc2 += partial[(chunks + c) * d + col];
+            for (i64 c = 0; c < chunks; ++c) acc2 += sums[(chunks + c) * d + col];
             out2[col] = (float)acc2;
         }
     }

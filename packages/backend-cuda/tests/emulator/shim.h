@@ -32,3 +32,13 @@ inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v)
     }
     return old;
 }
+
+// Blocks run one after another here: a fence orders nothing that is not already ordered.
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline unsigned int atomicInc(unsigned int* p, unsigned int limit) {
+    unsigned int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (!__atomic_compare_exchange_n(p, &old, old >= limit ? 0u : old + 1u, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST)) {
+    }
+    return old;
+}

@@ -144,6 +144,7 @@ class Launcher:
             OrderedDict()
         )
         self._quiet: _native.Buffer | None = None
+        self._counter: _native.Buffer | None = None
 
     def remember_indices(self, buf: _native.Buffer, values: np.ndarray, exact: bool = True) -> None:
         """Keep a host copy of a small int64 upload, for host-side index checks; not
@@ -176,6 +177,15 @@ class Launcher:
         if self._quiet is None:
             self._quiet = self.flag()
         return self._quiet
+
+    def counter(self) -> _native.Buffer:
+        """A zeroed 32-bit counter for kernels whose last block to finish combines
+        the others' partials (``atomicInc`` wraps it back to zero at the end of each
+        launch, so one serves every launch of the stream; made once)."""
+        if self._counter is None:
+            self._counter = self.device.alloc(4, "int32")
+            self.device.zero(self._counter)
+        return self._counter
 
     def host_check(
         self, indices: _native.Buffer, op: str, size: int, allowed: int | None = None

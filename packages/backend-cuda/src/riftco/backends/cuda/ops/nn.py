@@ -19,8 +19,7 @@ _ADD_LAYER_NORM = kernel("norm", "add_layer_norm_f32")
 _LAYER_NORM_DX = kernel("norm", "layer_norm_dx_f32")
 _RMS_NORM = kernel("norm", "rms_norm_f32")
 _RMS_NORM_DX = kernel("norm", "rms_norm_dx_f32")
-_PARAM_PARTIAL = kernel("norm", "norm_param_partial_f32")
-_PARAM_FINAL = kernel("norm", "norm_param_final_f32")
+_PARAM_GRADS = kernel("norm", "norm_param_grads_f32")
 _ACTIVATION_BACKWARD = kernel("norm", "activation_backward_f32")
 _CROSS_ENTROPY = kernel("loss", "cross_entropy_f32")
 _CROSS_ENTROPY_BACKWARD = kernel("loss", "cross_entropy_backward_f32")
@@ -41,7 +40,7 @@ class NnOps:
         self, dy, x, mean, rstd, rows: int, d: int, weight: bool, bias: bool
     ) -> tuple[_native.Buffer | None, _native.Buffer | None]:
         """The weight (sum over rows of dy * xhat) and bias (of dy) gradients in fixed
-        chunks: one partial and one final launch for both."""
+        chunks, then the chunks in order: one launch for both."""
         if not weight and not bias:
             return None, None
         both = weight and bias
@@ -53,11 +52,13 @@ class NnOps:
                 self.device.zero(out)
         else:
             partial = self.device.alloc(len(outs) * chunks * d * 8, "float64")
-            self.kernels.launch(
-                _PARAM_PARTIAL, chunks * d, [dy, x, mean, rstd, partial, rows, d, PARAM_CHUNK, what]
-            )
             second = outs[1] if both else None
-            self.kernels.launch(_PARAM_FINAL, d, [partial, outs[0], second, chunks, d])
+            self.kernels.launch(
+                _PARAM_GRADS,
+                chunks * d,
+                [dy, x, mean, rstd, partial, outs[0], second, self.kernels.counter()]
+                + [rows, d, PARAM_CHUNK, what],
+            )
         if both:
             return outs[0], outs[1]
         return (outs[0], None) if weight else (None, outs[0])
