@@ -226,13 +226,19 @@ def test_the_body_gets_the_rest_of_the_request_timeout():
 
 
 def test_requests_in_flight_per_client_are_bounded():
-    engine = ScriptedEngine(model_id="scripted", token_delay=0.3)
+    # The two slow requests hold their places for seconds, and the third is sent once
+    # the engine has both (not after a fixed sleep: on a loaded machine they might not
+    # have arrived, or a short one might have finished).
+    engine = ScriptedEngine(model_id="scripted", token_delay=3.0)
     config = ServerConfig(model_id="scripted", max_requests_per_client=2)
     with guarded_server(ConnectionLimits(), config, engine) as (port, _):
-        slow = [connect(port, "127.0.0.9", timeout=10.0) for _ in range(2)]
+        slow = [connect(port, "127.0.0.9", timeout=20.0) for _ in range(2)]
         for c in slow:
             c.sendall(CHAT)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10.0
+        while engine.active < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert engine.active == 2
         third = request(port, CHAT, "127.0.0.9")
         other = request(port, CHAT, "127.0.0.10", timeout=10.0)
         health = request(port, HEALTH, "127.0.0.9")
