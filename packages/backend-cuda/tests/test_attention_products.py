@@ -41,15 +41,17 @@ class Recording(cuda_emulation.EmulatedCudaBackend):
         super().__init__()
         self.kernel_names: Counter[str] = Counter()
         self.products: list[int] = []  # the batch of each product
+        self.computes: list[str] = []  # and its compute type
         launch, gemm = self.device.launch, self.device.gemm
 
         def named(module, kernel, *rest):
             self.kernel_names[kernel] += 1
             launch(module, kernel, *rest)
 
-        def counted(element, m, n, k, a, b, c, batch):
+        def counted(element, m, n, k, a, b, c, batch, compute="float32"):
             self.products.append(int(batch))
-            gemm(element, m, n, k, a, b, c, batch)
+            self.computes.append(compute)
+            gemm(element, m, n, k, a, b, c, batch, compute)
 
         self.device.launch = named  # type: ignore[method-assign]
         self.device.gemm = counted  # type: ignore[method-assign]
@@ -57,6 +59,7 @@ class Recording(cuda_emulation.EmulatedCudaBackend):
     def forget(self) -> None:
         self.kernel_names.clear()
         self.products.clear()
+        self.computes.clear()
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +129,37 @@ def test_the_cublas_route_matches_numpy(emu, case, dtype, method):
     # swap back.
     rows = "attention_softmax_dscores_f32" if method == "flash" else "attention_dscores_f32"
     assert backward == ({"swap_heads": 2, rows: 1}, [b * h] * (5 if method == "flash" else 4))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_compute_puts_every_product_on_the_tensor_cores(emu, case):
+    # flash_attention_compute / flash_attention_backward_compute (API 1.12): the scores
+    # stay bfloat16 products of q and k; p v forward and dp, dv, dq, dk backward read
+    # their float32 operands as bfloat16 roundings -- within bfloat16's rounding of the
+    # float64 formula, and not the float32 products' bits.
+    b, t, s, h, dh, causal = case
+    rng = np.random.default_rng(sum(case[:5]) + 1)
+    q, k, v = (rng.normal(0, 1, (b, n, h, dh)).astype(BF16) for n in (t, s, s))
+    dout = rng.normal(0, 1, (b, t, h, dh)).astype(np.float32)
+    want_out, _, want_grads = _reference(q, k, v, dout, causal, 1 / np.sqrt(dh))
+    tq, tk, tv = (rt.from_numpy(x, backend=emu) for x in (q, k, v))
+    plain, _ = rt.attention_with_stats(tq, tk, tv, causal=causal)
+    emu.forget()
+    out, stats = rt.attention_with_stats(tq, tk, tv, causal=causal, compute="bfloat16")
+    forward = list(emu.computes)
+    emu.forget()
+    grads = rt.attention_backward(
+        rt.from_numpy(dout, backend=emu), tq, tk, tv, out, stats, causal=causal,
+        compute="bfloat16",
+    )  # fmt: skip
+    backward = list(emu.computes)
+    assert forward == ["float32", "bfloat16"]  # the scores (bfloat16 operands), p v
+    assert backward == ["bfloat16", "float32"] + ["bfloat16"] * 3  # dp, scores, dv, dq, dk
+    assert not np.array_equal(out.numpy(), plain.numpy())
+    bound = 2.0**-8 * np.abs(v.astype(np.float32)).max()
+    assert np.abs(out.numpy() - want_out).max() <= bound + 1e-6
+    for got, want in zip(grads, want_grads):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2**-6, atol=2**-6 * np.abs(want).max())
 
 
 def _to_numpy(emu, buf, shape, dtype):

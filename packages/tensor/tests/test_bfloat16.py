@@ -242,6 +242,36 @@ def test_attention_reads_bfloat16_and_keeps_float32(backend, method):
         rt.attention(low[0], wide[1], low[2])
 
 
+def test_attention_compute_is_a_permission_within_its_bound(backend):
+    # compute="bfloat16" (API 1.12): a backend with the kernels may multiply the
+    # probabilities, the output gradient and the scores' gradient as their bfloat16
+    # roundings (within the stated bound of the float32 products); one without them
+    # gives the float32 products' bits.
+    needs_bf16(backend)
+    shape = (2, 16, 4, 8)
+    q, k, v = (rand(shape, seed).astype(BF16) for seed in (1, 2, 3))
+    low = [rt.from_numpy(x, backend=backend) for x in (q, k, v)]
+    plain, plain_stats = rt.attention_with_stats(*low)
+    out, stats = rt.attention_with_stats(*low, compute="bfloat16")
+    grad = on(backend, rand(shape, 4))
+    want_grads = rt.attention_backward(grad, *low, plain, plain_stats)
+    grads = rt.attention_backward(grad, *low, out, stats, compute="bfloat16")
+    own = backend.capabilities()
+    if "flash_attention_compute" not in own:
+        np.testing.assert_array_equal(out.numpy(), plain.numpy())
+    bound = 2.0**-8 * float(np.abs(v.astype(np.float32)).max())
+    assert out.dtype is rt.float32
+    assert np.abs(out.numpy() - plain.numpy()).max() <= bound + 1e-6  # + float32 sums
+    for g, w in zip(grads, want_grads):
+        w = w.numpy()
+        assert g.dtype is rt.float32
+        if "flash_attention_backward_compute" not in own:
+            np.testing.assert_array_equal(g.numpy(), w)
+        np.testing.assert_allclose(g.numpy(), w, rtol=2**-6, atol=2**-6 * np.abs(w).max())
+    with pytest.raises(rt.DTypeError, match="compute dtype is float32 or bfloat16"):
+        rt.attention(*low, compute="int64")
+
+
 def test_cpu_kernels_widen_exactly():
     # On the CPU, bfloat16 attention and products are the float32 kernels on the
     # widened values, bit for bit.

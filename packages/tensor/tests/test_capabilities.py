@@ -22,10 +22,18 @@ def info(name: str) -> rt.BackendInfo:
 
 EVERY = tuple(rt.CAPABILITIES)
 #: The numpy reference backend has every kernel but the native whole-step decoder and
-#: the products in a compute dtype, the linear layer's ops and the residual add with its
-#: layer norm, which the op layer composes there (API 1.9, 1.10, 1.11).
+#: the products in a compute dtype, the linear layer's ops, the residual add with its
+#: layer norm and attention in a compute dtype (its float32 products there), which the
+#: op layer composes there (API 1.9, 1.10, 1.11, 1.12).
 DECODE = ("decode_program", "decode_step")
-COMPOSED_THERE = ("matmul_compute", "linear", "linear_backward", "add_layer_norm")
+COMPOSED_THERE = (
+    "matmul_compute",
+    "linear",
+    "linear_backward",
+    "add_layer_norm",
+    "flash_attention_compute",
+    "flash_attention_backward_compute",
+)
 REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 
 
@@ -65,8 +73,12 @@ def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
     class NoMatmul(NoBlockKernels):
         matmul = rt.Backend.matmul
 
-    # (the residual add and its norm need no product)
-    assert rt.composed_capabilities(NoMatmul()) == {"add_layer_norm"}
+    # (the residual add and its norm need no product, nor attention's fallbacks)
+    assert rt.composed_capabilities(NoMatmul()) == {
+        "add_layer_norm",
+        "flash_attention_compute",
+        "flash_attention_backward_compute",
+    }
     assert rt.composed_capabilities(rt.get_backend("cpu")) == frozenset()
     # The op layer runs the composition on the backend itself.
     w = rt.block_quantize(rt.tensor([[0.5] * 32, [-1.0] * 32]), "q8_0", backend=backend)

@@ -251,6 +251,13 @@ def test_tiny_model_under_mixed_precision_matches_the_cpu(backend):
     (loss, grads), (cpu_loss, cpu_grads) = results
     assert np.isfinite(loss)
     np.testing.assert_allclose(loss, cpu_loss, rtol=1e-5)
+    # The cuda backend takes attention's compute permission (riftco-tensor API 1.12): its
+    # products read the probabilities and the gradients as bfloat16 roundings, which the
+    # cpu's float32 products do not, so each gradient is within bfloat16's rounding of
+    # its scale of the cpu's rather than float32 summation's.
     for name, g in grads.items():
         assert g.dtype == np.float32, name
-        np.testing.assert_allclose(g, cpu_grads[name], rtol=2e-3, atol=2e-5, err_msg=name)
+        scale = float(np.abs(cpu_grads[name]).max())
+        np.testing.assert_allclose(
+            g, cpu_grads[name], rtol=2e-3, atol=max(2e-5, 2**-8 * scale), err_msg=name
+        )

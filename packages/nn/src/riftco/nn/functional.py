@@ -200,6 +200,14 @@ def rotary(x: Operand, positions: Tensor, theta: float = 10000.0) -> Operand:
     return custom_gradient(y, [x], lambda g: [rt.rotary(g, positions, theta, inverse=True)])
 
 
+def _attention_options(
+    causal: bool, window: int, method: str, scale: float | None, low: rt.DType | None
+) -> dict[str, Any]:
+    """riftco-tensor's attention keywords, forward and backward alike (the compute
+    dtype captured when the node is recorded)."""
+    return {"causal": causal, "window": window, "method": method, "scale": scale, "compute": low}
+
+
 def attention(
     q: Operand,
     k: Operand,
@@ -212,13 +220,15 @@ def attention(
 ) -> Operand:
     """Attention over ``q [B, T, H, Dh]`` and ``k``/``v`` ``[B, S, Hkv, Dh]``: ``flash``
     keeps per-row statistics and recomputes in backward, ``materialized`` keeps the
-    probabilities. Under ``mixed_precision`` q, k and v are read in bfloat16; scores,
-    statistics, the output and the gradients stay float32."""
+    probabilities. Under ``mixed_precision`` q, k and v are read in bfloat16, and a
+    backend may multiply the probabilities and gradients as their bfloat16 roundings
+    (riftco-tensor's ``compute``); scores, statistics, the output and the gradients
+    stay float32."""
     qv, kv, vv = _value(q), _value(k), _value(v)
     low = compute_dtype()
     if low is not None:
         qv, kv, vv = qv.astype(low), kv.astype(low), vv.astype(low)
-    kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
+    kw = _attention_options(causal, window, method, scale, low)
     if not _record(q, k, v):
         return _plain(q, rt.attention(qv, kv, vv, **kw))
     out, stats = rt.attention_with_stats(qv, kv, vv, **kw)
@@ -279,7 +289,7 @@ def projected_attention(
         q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
     if low is not None and positions is not None:
         q, k, v = q.astype(low), k.astype(low), v.astype(low)
-    kw: dict[str, Any] = {"causal": causal, "window": window, "method": method, "scale": scale}
+    kw = _attention_options(causal, window, method, scale, low)
     params = list(weights) + ([] if biases is None else list(biases))
     if not _record(x, *params):
         return _plain(x, rt.attention(q, k, v, **kw).reshape(batch, steps, sizes[0]))

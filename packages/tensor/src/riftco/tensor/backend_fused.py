@@ -185,6 +185,50 @@ class FusedKernels:
         """``(dq, dk, dv)`` of :meth:`flash_attention`, recomputing probabilities per tile."""
         raise self._missing("flash_attention_backward")
 
+    def flash_attention_compute(
+        self,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+        compute: DType,
+    ) -> tuple[Storage, Storage, Storage]:
+        """API 1.12: :meth:`flash_attention` of bfloat16 ``q``, ``k`` and ``v`` whose
+        products may multiply their float32 operands (the probabilities) as their
+        ``compute`` (bfloat16) roundings, float32 sums and results, as
+        ``matmul_compute`` does: a permission, not a second contract -- the result is
+        within ``2**-8 * max|v|`` of :meth:`flash_attention`'s per element. The op layer
+        runs :meth:`flash_attention` for a backend without it."""
+        raise self._missing("flash_attention_compute")
+
+    def flash_attention_backward_compute(
+        self,
+        dout: Storage,
+        q: Storage,
+        k: Storage,
+        v: Storage,
+        out: Storage,
+        row_max: Storage,
+        row_sum: Storage,
+        q_shape: Shape,
+        kv_shape: Shape,
+        scale: float,
+        causal: bool,
+        window: int,
+        compute: DType,
+    ) -> tuple[Storage, Storage, Storage]:
+        """API 1.12: :meth:`flash_attention_backward` whose products may multiply their
+        float32 operands (the output gradient, the probabilities, the scores'
+        gradient) as their ``compute`` roundings, float32 sums and gradients: each
+        gradient within a few bfloat16 roundings of :meth:`flash_attention_backward`'s
+        (what torch's bfloat16 SDPA backward multiplies). The op layer runs
+        :meth:`flash_attention_backward` for a backend without it."""
+        raise self._missing("flash_attention_backward_compute")
+
     def attention_varlen(
         self,
         q: Storage,

@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 11)
+BACKEND_API_VERSION = (1, 12)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -37,6 +37,9 @@ CAPABILITIES["clipped_adam_update"] = 8
 CAPABILITIES["matmul_compute"] = 9
 CAPABILITIES.update(dict.fromkeys(("linear", "linear_backward"), 10))
 CAPABILITIES["add_layer_norm"] = 11
+CAPABILITIES.update(
+    dict.fromkeys(("flash_attention_compute", "flash_attention_backward_compute"), 12)
+)
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -57,6 +60,10 @@ COMPOSED["linear"] = ("astype", "matmul", "binary")
 COMPOSED["linear_backward"] = ("astype", "matmul", "reduce")
 #: A residual add and the layer norm of its sum (the ops a block ran before the kernel).
 COMPOSED["add_layer_norm"] = ("binary", "layer_norm")
+#: Attention whose products may round their float32 operands to the compute dtype: a
+#: permission, so without the kernel the op layer takes the float32 products.
+COMPOSED["flash_attention_compute"] = ("flash_attention",)
+COMPOSED["flash_attention_backward_compute"] = ("flash_attention_backward",)
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).

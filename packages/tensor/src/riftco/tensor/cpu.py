@@ -289,6 +289,30 @@ class CpuBackend(Backend):
             dout, q, k, v, out, row_max, row_sum, scale, causal, window
         )
 
+    def flash_attention_compute(self, q, k, v, q_shape, kv_shape, scale, causal, window, compute):
+        # The permission not taken: the float32 products, the reference's bits.
+        return self.flash_attention(q, k, v, q_shape, kv_shape, scale, causal, window)
+
+    def flash_attention_backward_compute(
+        self,
+        dout,
+        q,
+        k,
+        v,
+        out,
+        row_max,
+        row_sum,
+        q_shape,
+        kv_shape,
+        scale,
+        causal,
+        window,
+        compute,
+    ):
+        return self.flash_attention_backward(
+            dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+        )
+
     def attention_varlen(
         self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
     ):

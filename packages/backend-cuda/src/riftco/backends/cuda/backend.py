@@ -33,8 +33,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: 1.9's products in a bfloat16 compute dtype are one cuBLAS call each (ops.base);
 #: 1.10's linear layers are cuBLASLt products with the bias (and float32's bias
 #: gradient) in their epilogues (ops.linear); 1.11's residual add and layer norm are
-#: one kernel (ops.nn).
-API_VERSION = (1, 11)
+#: one kernel (ops.nn); 1.12's bfloat16 attention runs every product on the tensor
+#: cores, float32 operands rounded as cuBLAS reads them (ops.attention).
+API_VERSION = (1, 12)
 
 
 class CudaBackend(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.ops.linear_layer import _compute
 from riftco.tensor.tensor import Tensor
 
 F32, I64, BF16 = DType.float32, DType.int64, DType.bfloat16
@@ -267,6 +268,18 @@ def _check_attention(
         )
 
 
+def _attention_compute(
+    op: str, q: Tensor, compute: DType | str | None, method: str, capability: str
+) -> DType | None:
+    """The compute dtype ``op`` hands the backend: bfloat16 when asked for with
+    bfloat16 ``q`` and ``flash`` on a backend with ``capability``, else None (the
+    float32 products: the dtype is a permission)."""
+    low = _compute(op, compute)
+    if low is None or q.dtype is not BF16 or method != "flash":
+        return None
+    return low if capability in q.backend.capabilities() else None
+
+
 def _scale(q: Tensor, scale: float | None) -> float:
     return 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
 
@@ -280,14 +293,21 @@ def attention_with_stats(
     causal: bool = True,
     window: int = 0,
     method: str = "flash",
+    compute: DType | str | None = None,
 ) -> tuple[Tensor, tuple[Tensor, ...]]:
     """``(out [B, T, H, Dh], stats)`` of ``softmax(scale q k^T) v`` over ``q [B, T, H, Dh]``
     and ``k``/``v`` ``[B, S, Hkv, Dh]`` (grouped heads). ``stats`` is ``(probs,)``
     ``[B, H, T, S]`` for ``materialized`` and ``(row_max, row_sum)`` ``[B, H, T]`` for
-    ``flash``. Query i sits at position ``S - T + i``; hidden keys get probability 0."""
+    ``flash``. Query i sits at position ``S - T + i``; hidden keys get probability 0.
+
+    ``compute="bfloat16"`` with bfloat16 ``q``, ``k``, ``v`` and ``flash``: a backend
+    with ``flash_attention_compute`` (API 1.12) may multiply the probabilities by ``v``
+    as their bfloat16 roundings (within ``2**-8 * max|v|`` of the float32 products);
+    elsewhere the float32 products, as without it."""
     if method not in ATTENTION_METHODS:
         raise ValueError(f"attention: method must be one of {ATTENTION_METHODS}, found {method!r}")
     _check_attention("attention", q, k, v, causal, window)
+    low = _attention_compute("attention", q, compute, method, "flash_attention_compute")
     b, t, h, _ = q.shape
     s = k.shape[1]
     args = (
@@ -301,7 +321,10 @@ def attention_with_stats(
         int(window),
     )
     if method == "flash":
-        out, row_max, row_sum = q.backend.flash_attention(*args)
+        if low is not None:
+            out, row_max, row_sum = q.backend.flash_attention_compute(*args, low)
+        else:
+            out, row_max, row_sum = q.backend.flash_attention(*args)
         return _wrap(out, q.shape, q), (_wrap(row_max, (b, h, t), q), _wrap(row_sum, (b, h, t), q))
     out, probs = q.backend.attention(*args)
     return _wrap(out, q.shape, q), (_wrap(probs, (b, h, t, s), q),)
@@ -316,9 +339,12 @@ def attention(
     causal: bool = True,
     window: int = 0,
     method: str = "flash",
+    compute: DType | str | None = None,
 ) -> Tensor:
     """Scaled dot-product attention; see :func:`attention_with_stats`."""
-    out, _ = attention_with_stats(q, k, v, scale=scale, causal=causal, window=window, method=method)
+    out, _ = attention_with_stats(
+        q, k, v, scale=scale, causal=causal, window=window, method=method, compute=compute
+    )
     return out
 
 
@@ -334,13 +360,21 @@ def attention_backward(
     causal: bool = True,
     window: int = 0,
     method: str = "flash",
+    compute: DType | str | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(dq, dk, dv)`` of :func:`attention` from its output and statistics."""
+    """``(dq, dk, dv)`` of :func:`attention` from its output and statistics.
+    ``compute="bfloat16"`` (bfloat16 ``q``, ``k``, ``v``; ``flash``): a backend with
+    ``flash_attention_backward_compute`` (API 1.12) may multiply the output gradient,
+    the probabilities and the scores' gradient as their bfloat16 roundings, as torch's
+    bfloat16 attention backward does; elsewhere the float32 products."""
     if method not in ATTENTION_METHODS:
         raise ValueError(
             f"attention_backward: method must be one of {ATTENTION_METHODS}, found {method!r}"
         )
     _check_attention("attention_backward", q, k, v, causal, window)
+    low = _attention_compute(
+        "attention_backward", q, compute, method, "flash_attention_backward_compute"
+    )
     _floats("attention_backward", grad, out, *stats)
     _same("attention_backward", "grad", grad, q.shape)
     b, t, h, _ = q.shape
@@ -352,7 +386,7 @@ def attention_backward(
         _same("attention_backward", "row_max", stats[0], (b, h, t))
         _same("attention_backward", "row_sum", stats[1], (b, h, t))
         _same("attention_backward", "out", out, q.shape)
-        dq, dk, dv = be.flash_attention_backward(
+        args = (
             grad._data,
             q._data,
             k._data,
@@ -366,6 +400,10 @@ def attention_backward(
             bool(causal),
             int(window),
         )
+        if low is not None:
+            dq, dk, dv = be.flash_attention_backward_compute(*args, low)
+        else:
+            dq, dk, dv = be.flash_attention_backward(*args)
     else:
         if len(stats) != 1:
             raise ValueError("attention_backward: materialized statistics are (probs,)")

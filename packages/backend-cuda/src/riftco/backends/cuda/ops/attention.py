@@ -11,7 +11,16 @@ for all of them) so every product is one strided-batched call over all B * H
 matrices -- forward the scores and the values, backward dp, the scores again, dv,
 dq and dk -- between one softmax launch (scale, causal mask, statistics) forward,
 one probabilities-and-score-gradient launch backward, and one launch moving the
-results back to ``[B, T, H, Dh]``."""
+results back to ``[B, T, H, Dh]``.
+
+The scores of bfloat16 q and k are bfloat16 products; the rest multiply float32
+operands (the probabilities, the output gradient, the scores' gradient, and q, k and
+v widened exactly). ``flash_attention_compute`` and ``flash_attention_backward_compute``
+(API 1.12, what riftco-nn's mixed precision calls) run those on the tensor cores too:
+cuBLAS reads each float32 operand as its bfloat16 rounding
+(``CUBLAS_COMPUTE_32F_FAST_16BF``; the emulation rounds to nearest, ties to even),
+sums in float32 and writes float32 -- torch's bfloat16 attention rounds the same
+operands. The row kernels keep float32 products either way."""
 
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ import numpy as np
 from riftco.backends.cuda import _native
 from riftco.backends.cuda.errors import CudaDTypeError, CudaError
 from riftco.backends.cuda.ops.launch import MAX_DIMS, Launcher, float32_only, kernel
-from riftco.tensor.plugin import Shape
+from riftco.tensor.plugin import DType, Shape
 
 #: The largest head dimension the kernels hold in shared memory.
 MAX_HEAD_DIM = 256
@@ -59,6 +68,12 @@ def _dims(q_shape: Shape, kv_shape: Shape) -> tuple[int, int, int, int, int, int
             f"attention on cuda takes a head dimension up to {MAX_HEAD_DIM}, found {dh}"
         )
     return b, t, s, h, hkv, dh
+
+
+def _bfloat16(compute) -> DType:
+    if DType(compute) is not DType.bfloat16:
+        raise CudaDTypeError(f"attention on cuda computes in bfloat16 only, found {compute}")
+    return DType.bfloat16
 
 
 def _input_type(op: str, q, k, v) -> str:
@@ -101,9 +116,12 @@ class AttentionOps:
         c_ld,
         c_step,
         batch,
+        compute=None,
     ):
         """Row-major C[m, n] = op(A) op(B) for ``batch`` matrices (cuBLAS's column-major
-        C^T = op(B)^T op(A)^T), offsets and steps in elements."""
+        C^T = op(B)^T op(A)^T), offsets and steps in elements; ``compute`` bfloat16:
+        float32 operands multiplied as their bfloat16 roundings (tensor cores)."""
+        extra = {} if compute is None else {"compute": "bfloat16"}
         self.device.gemm(
             dtype,
             n,
@@ -113,6 +131,7 @@ class AttentionOps:
             (a, a_first, a_ld, a_step, bool(ta)),
             (c, c_first, c_ld, c_step, False),
             batch,
+            **extra,
         )
 
     def _swap_heads(self, b: int, d: int, parts) -> list:
@@ -161,7 +180,9 @@ class AttentionOps:
         )  # fmt: skip
         return scores
 
-    def _gemm_forward(self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized):
+    def _gemm_forward(
+        self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute=None
+    ):
         # Heads first ([B, H, T, Dh]), so each product is one strided-batched call over
         # B * H; v widened to float32 on the way (the probabilities are float32).
         qh, kh, vh = self._swap_heads(
@@ -183,14 +204,16 @@ class AttentionOps:
             scores, 0, s, t * s, False,
             vh, 0, dh, s * dh, False,
             out_h, 0, dh, t * dh,
-            bh,
+            bh, compute,
         )  # fmt: skip
         (out,) = self._swap_heads(b, dh, [(out_h, "float32", h, t, "float32")])
         return out, (scores if materialized else None), row_max, row_sum
 
-    def _gemm_backward(
-        self, dout, q, k, v, probs, row_max, row_sum, dtype, b, t, s, h, dh, scale, causal
-    ):
+    def _gemm_backward(self, tensors, dtype, dims, scale, causal, compute=None):
+        """``tensors``: dout, q, k, v and the statistics (probs, or row max and sum);
+        ``dims``: b, t, s, h, dh."""
+        dout, q, k, v, probs, row_max, row_sum = tensors
+        b, t, s, h, dh = dims
         bh = b * h
         rows = bh * t
         # Heads first, in one launch: dout, and q, k, v widened to float32 for the
@@ -215,7 +238,7 @@ class AttentionOps:
             dout_h, 0, dh, t * dh, False,
             vf, 0, dh, s * dh, True,
             dp, 0, s, t * s,
-            bh,
+            bh, compute,
         )  # fmt: skip
         if recompute:
             qh, kh = swapped[4:] if dtype != f32 else (qf, kf)
@@ -237,32 +260,36 @@ class AttentionOps:
             probs, 0, s, t * s, True,
             dout_h, 0, dh, t * dh, False,
             dv_h, 0, dh, s * dh,
-            bh,
+            bh, compute,
         )  # fmt: skip
         self._heads_gemm(
             f32, t, dh, s,
             dp, 0, s, t * s, False,
             kf, 0, dh, s * dh, False,
             dq_h, 0, dh, t * dh,
-            bh,
+            bh, compute,
         )  # fmt: skip
         self._heads_gemm(
             f32, s, dh, t,
             dp, 0, s, t * s, True,
             qf, 0, dh, t * dh, False,
             dk_h, 0, dh, s * dh,
-            bh,
+            bh, compute,
         )  # fmt: skip
         dq, dk, dv = self._swap_heads(
             b, dh, [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)]
         )
         return dq, dk, dv
 
-    def _forward(self, q, k, v, q_shape, kv_shape, scale, causal, window, materialized: bool):
+    def _forward(
+        self, q, k, v, q_shape, kv_shape, scale, causal, window, materialized: bool, compute=None
+    ):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dtype = _input_type("attention", q, k, v)
         if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
-            return self._gemm_forward(q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized)
+            return self._gemm_forward(
+                q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute
+            )
         out = self.kernels.alloc(q_shape, "float32")
         probs = self.kernels.alloc((b, h, t, s), "float32") if materialized else None
         row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
@@ -302,16 +329,36 @@ class AttentionOps:
         )
         return out, row_max, row_sum
 
+    def flash_attention_compute(self, q, k, v, q_shape, kv_shape, scale, causal, window, compute):
+        # The cuBLAS route's p v product on the tensor cores; the row kernels (grouped
+        # heads, a window) keep their float32 products, as the permission allows.
+        out, _, row_max, row_sum = self._forward(
+            q, k, v, q_shape, kv_shape, scale, causal, window, False, _bfloat16(compute)
+        )
+        return out, row_max, row_sum
+
     def _backward(
-        self, dout, q, k, v, probs, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+        self,
+        dout,
+        q,
+        k,
+        v,
+        probs,
+        row_max,
+        row_sum,
+        q_shape,
+        kv_shape,
+        scale,
+        causal,
+        window,
+        compute=None,
     ):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dtype = _input_type("attention_backward", q, k, v)
         float32_only("attention_backward", dout, probs, row_max, row_sum)
         if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
-            return self._gemm_backward(
-                dout, q, k, v, probs, row_max, row_sum, dtype, b, t, s, h, dh, scale, causal
-            )
+            tensors = (dout, q, k, v, probs, row_max, row_sum)
+            return self._gemm_backward(tensors, dtype, (b, t, s, h, dh), scale, causal, compute)
         dq = self.kernels.alloc(q_shape, "float32")
         dk = self.kernels.alloc(kv_shape, "float32")
         dv = self.kernels.alloc(kv_shape, "float32")
@@ -341,6 +388,40 @@ class AttentionOps:
     ):
         return self._backward(
             dout, q, k, v, None, row_max, row_sum, q_shape, kv_shape, scale, causal, window
+        )
+
+    def flash_attention_backward_compute(
+        self,
+        dout,
+        q,
+        k,
+        v,
+        out,
+        row_max,
+        row_sum,
+        q_shape,
+        kv_shape,
+        scale,
+        causal,
+        window,
+        compute,
+    ):
+        # dp, dv, dq and dk on the tensor cores (the output gradient, the probabilities
+        # and the scores' gradient rounded as cuBLAS reads them) on the cuBLAS route.
+        return self._backward(
+            dout,
+            q,
+            k,
+            v,
+            None,
+            row_max,
+            row_sum,
+            q_shape,
+            kv_shape,
+            scale,
+            causal,
+            window,
+            _bfloat16(compute),
         )
 
     def _ragged(
