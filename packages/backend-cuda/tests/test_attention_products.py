@@ -41,7 +41,7 @@ class Recording(cuda_emulation.EmulatedCudaBackend):
         super().__init__()
         self.kernel_names: Counter[str] = Counter()
         self.products: list[int] = []  # the batch of each product
-        self.computes: list[str] = []  # and its compute type
+        self.elements: list[str] = []  # and its operands' type (-> a compute type)
         launch, gemm = self.device.launch, self.device.gemm
 
         def named(module, kernel, *rest):
@@ -50,7 +50,7 @@ class Recording(cuda_emulation.EmulatedCudaBackend):
 
         def counted(element, m, n, k, a, b, c, batch, compute="float32"):
             self.products.append(int(batch))
-            self.computes.append(compute)
+            self.elements.append(element if compute == "float32" else f"{element}->{compute}")
             gemm(element, m, n, k, a, b, c, batch, compute)
 
         self.device.launch = named  # type: ignore[method-assign]
@@ -59,7 +59,7 @@ class Recording(cuda_emulation.EmulatedCudaBackend):
     def forget(self) -> None:
         self.kernel_names.clear()
         self.products.clear()
-        self.computes.clear()
+        self.elements.clear()
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +133,11 @@ def test_the_cublas_route_matches_numpy(emu, case, dtype, method):
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_compute_puts_every_product_on_the_tensor_cores(emu, case):
-    # flash_attention_compute / flash_attention_backward_compute (API 1.12): the scores
-    # stay bfloat16 products of q and k; p v forward and dp, dv, dq, dk backward read
-    # their float32 operands as bfloat16 roundings -- within bfloat16's rounding of the
-    # float64 formula, and not the float32 products' bits.
+    # flash_attention_compute / flash_attention_backward_compute (API 1.12): every
+    # product reads bfloat16 operands -- q, k and v as they are, the output gradient
+    # rounded as it moves heads first, the probabilities and the scores' gradient
+    # written rounded by the row passes -- within bfloat16's rounding of the float64
+    # formula, and not the float32 products' bits.
     b, t, s, h, dh, causal = case
     rng = np.random.default_rng(sum(case[:5]) + 1)
     q, k, v = (rng.normal(0, 1, (b, n, h, dh)).astype(BF16) for n in (t, s, s))
@@ -146,15 +147,16 @@ def test_compute_puts_every_product_on_the_tensor_cores(emu, case):
     plain, _ = rt.attention_with_stats(tq, tk, tv, causal=causal)
     emu.forget()
     out, stats = rt.attention_with_stats(tq, tk, tv, causal=causal, compute="bfloat16")
-    forward = list(emu.computes)
+    forward = (dict(emu.kernel_names), list(emu.elements))
     emu.forget()
     grads = rt.attention_backward(
         rt.from_numpy(dout, backend=emu), tq, tk, tv, out, stats, causal=causal,
         compute="bfloat16",
     )  # fmt: skip
-    backward = list(emu.computes)
-    assert forward == ["float32", "bfloat16"]  # the scores (bfloat16 operands), p v
-    assert backward == ["bfloat16", "float32"] + ["bfloat16"] * 3  # dp, scores, dv, dq, dk
+    backward = (dict(emu.kernel_names), list(emu.elements))
+    assert forward == ({"swap_heads": 2, "attention_softmax_f32": 1}, ["bfloat16"] * 2)
+    rows = {"swap_heads": 2, "attention_softmax_dscores_f32": 1}
+    assert backward == (rows, ["bfloat16"] * 5)  # dp, the scores, dv, dq, dk
     assert not np.array_equal(out.numpy(), plain.numpy())
     bound = 2.0**-8 * np.abs(v.astype(np.float32)).max()
     assert np.abs(out.numpy() - want_out).max() <= bound + 1e-6
@@ -216,17 +218,21 @@ def test_the_fused_backward_row_pass_gives_the_two_kernels_bits(emu, causal):
     k.rows(
         attention_ops._SOFTMAX,
         rows,
-        [stats_in, row_max, row_sum, rows, t, s, scale, int(causal), 0],
+        [stats_in, row_max, row_sum, None, rows, t, s, scale, int(causal), 0],
     )
     # Two kernels, then one.
     p2, dp2 = emu.from_numpy(scores), emu.from_numpy(dp)
-    k.rows(attention_ops._SOFTMAX, rows, [p2, row_max, row_sum, rows, t, s, scale, int(causal), 1])
+    k.rows(
+        attention_ops._SOFTMAX,
+        rows,
+        [p2, row_max, row_sum, None, rows, t, s, scale, int(causal), 1],
+    )
     k.rows(attention_ops._DSCORES, rows, [p2, dp2, rows, s, scale])
     p1, dp1 = emu.from_numpy(scores), emu.from_numpy(dp)
     k.rows(
         attention_ops._SOFTMAX_DSCORES,
         rows,
-        [p1, dp1, row_max, row_sum, rows, t, s, scale, int(causal)],
+        [p1, dp1, row_max, row_sum, None, None, rows, t, s, scale, int(causal)],
     )
     for one, two in ((p1, p2), (dp1, dp2)):
         a = _to_numpy(emu, one, (bh, t, s), "float32")
@@ -235,3 +241,28 @@ def test_the_fused_backward_row_pass_gives_the_two_kernels_bits(emu, causal):
     probs = _to_numpy(emu, p1, (bh, t, s), "float32")
     assert (probs[:, ~_mask(t, s, causal)] == 0).all()
     np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-6)
+
+    # Computing in bfloat16: the same values rounded to bfloat16 into their own buffers
+    # (forward and backward), the float32 scores and dp left as they were.
+    def rounded(buf):
+        return _to_numpy(emu, buf, (bh, t, s), "float32").astype(BF16).view(np.uint16)
+
+    def low(buf):
+        return _to_numpy(emu, buf, (bh, t, s), "bfloat16").view(np.uint16)
+
+    s3, p16 = emu.from_numpy(scores), k.alloc((bh, t, s), "bfloat16")
+    k.rows(
+        attention_ops._SOFTMAX, rows, [s3, row_max, row_sum, p16, rows, t, s, scale, int(causal), 1]
+    )
+    np.testing.assert_array_equal(low(p16), rounded(p2))
+    s4, dp4 = emu.from_numpy(scores), emu.from_numpy(dp)
+    p16, ds16 = k.alloc((bh, t, s), "bfloat16"), k.alloc((bh, t, s), "bfloat16")
+    k.rows(
+        attention_ops._SOFTMAX_DSCORES,
+        rows,
+        [s4, dp4, row_max, row_sum, p16, ds16, rows, t, s, scale, int(causal)],
+    )
+    np.testing.assert_array_equal(low(p16), rounded(p1))
+    np.testing.assert_array_equal(low(ds16), rounded(dp1))
+    for kept, original in ((s3, scores), (s4, scores), (dp4, dp)):
+        np.testing.assert_array_equal(_to_numpy(emu, kept, (bh, t, s), "float32"), original)

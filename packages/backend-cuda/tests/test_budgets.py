@@ -25,8 +25,8 @@ bf16 423 and 255 (678), f32 339 and 255 (594). With each residual add and the la
 after it one kernel (``rt.add_layer_norm``, API 1.11; riftco-nn's blocks): bf16 399 and
 255 (654), f32 315 and 255 (570). With each norm's parameter gradients one launch (the
 last block to finish sums the chunks' partials): bf16 374 and 255 (629), f32 290 and
-255 (545). With bf16 attention's products all on the tensor cores (API 1.12's
-compute dtype): the same passes, the roofline 12.0 ms (was 14.9)."""
+255 (545). With bf16 attention's products all bfloat16 ones (API 1.12's compute
+dtype): the same passes, the roofline 11.5 ms (was 14.9)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ PASSES = {"bf16": 640, "f32": 556}
 #: The roofline estimate of one step at the H200's figures (counting.roofline), in
 #: seconds: the row-kernel attention alone was 48 ms of a 57 ms bf16 step; the float32
 #: attention products 5.8 ms of a 14.9 ms one.
-ESTIMATE = {"bf16": 0.0125, "f32": 0.065}
+ESTIMATE = {"bf16": 0.012, "f32": 0.065}
 #: Reads from the device a step: one, after the update -- the gradients' sums of
 #: squares, the loss and Adam's all-or-nothing outcome together (riftco-optim's
 #: measured_step over clipped_adam_update; test_budgets_optim.py counts its launches).

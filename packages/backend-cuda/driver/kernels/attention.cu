@@ -286,13 +286,20 @@ extern "C" __global__ void attention_ragged_f32(const float* q, const float* k, 
 // turn them into probabilities in place and back into score gradients. One block per
 // score row, every sum in a fixed order.
 //
+// A row's probability of key s: exp(scale * score - m) / l where the row sees the key
+// (and l > 0), else 0. One function, so a kernel that evaluates it twice gets one value.
+__device__ __forceinline__ float row_prob(float score, i64 s, i64 visible, float scale, float m, double l) {
+    return (s < visible && l > 0.0) ? (float)((double)expf(scale * score - m) / l) : 0.0f;
+}
+
 // attention_softmax_f32: p = exp(scale * s - m) / l over the keys the row sees (0
 // elsewhere), the flash kernels' statistics: m the row's largest scaled score, l the
 // sum of exp(scale * s - m) (in double). `given` 1: m and l are read from row_max and
 // row_sum (a backward recomputing the forward's probabilities); 0: they are found,
-// and written there when row_max is not null.
-extern "C" __global__ void attention_softmax_f32(float* scores, float* row_max, float* row_sum, i64 rows,
-                                                 i64 t_, i64 s_, float scale, i64 causal, i64 given) {
+// and written there when row_max is not null. p replaces the scores, or, when p16 is
+// not null, goes there rounded to bfloat16 (what a bfloat16 product reads).
+extern "C" __global__ void attention_softmax_f32(float* scores, float* row_max, float* row_sum, bf16* p16,
+                                                 i64 rows, i64 t_, i64 s_, float scale, i64 causal, i64 given) {
     __shared__ float fscratch[THREADS];
     __shared__ double dscratch[THREADS];
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -316,9 +323,9 @@ extern "C" __global__ void attention_softmax_f32(float* scores, float* row_max, 
             if (row_max && threadIdx.x == 0) { row_max[row] = m; row_sum[row] = (float)l; }
         }
         for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
-            float p = 0.0f;
-            if (s < visible && l > 0.0) p = (float)((double)expf(scale * sr[s] - m) / l);
-            sr[s] = p;
+            float p = row_prob(sr[s], s, visible, scale, m, l);
+            if (p16) p16[row * s_ + s] = f32_to_bf16(p);
+            else sr[s] = p;
         }
         __syncthreads();
     }
@@ -348,9 +355,11 @@ extern "C" __global__ void attention_dscores_f32(const float* probs, float* dp, 
 // row_sum, as attention_softmax_f32 with `given` writes them, and dp (dout v^T) becomes
 // the scores' gradient as attention_dscores_f32 writes it, both in place: the same
 // arithmetic in the same order, so the same bits as the two kernels one after the other.
+// With p16 and ds16 (not null) the two go there instead, rounded to bfloat16, and the
+// probabilities are evaluated again for the gradient rather than read back.
 extern "C" __global__ void attention_softmax_dscores_f32(float* scores, float* dp, const float* row_max,
-                                                         const float* row_sum, i64 rows, i64 t_, i64 s_,
-                                                         float scale, i64 causal) {
+                                                         const float* row_sum, bf16* p16, bf16* ds16, i64 rows,
+                                                         i64 t_, i64 s_, float scale, i64 causal) {
     __shared__ double dscratch[THREADS];
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
         float* sr = scores + row * s_;
@@ -361,15 +370,17 @@ extern "C" __global__ void attention_softmax_dscores_f32(float* scores, float* d
         double l = (double)row_sum[row];
         double part = 0.0;
         for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
-            float p = 0.0f;
-            if (s < visible && l > 0.0) p = (float)((double)expf(scale * sr[s] - m) / l);
-            sr[s] = p;
+            float p = row_prob(sr[s], s, visible, scale, m, l);
+            if (p16) p16[row * s_ + s] = f32_to_bf16(p);
+            else sr[s] = p;
             if (p != 0.0f) part += (double)p * (double)dr[s];
         }
         float delta = (float)block_sum(part, dscratch);
         for (i64 s = threadIdx.x; s < s_; s += blockDim.x) {
-            float p = sr[s];
-            dr[s] = p == 0.0f ? 0.0f : scale * p * (dr[s] - delta);
+            float p = p16 ? row_prob(sr[s], s, visible, scale, m, l) : sr[s];
+            float g = p == 0.0f ? 0.0f : scale * p * (dr[s] - delta);
+            if (ds16) ds16[row * s_ + s] = f32_to_bf16(g);
+            else dr[s] = g;
         }
         __syncthreads();
     }

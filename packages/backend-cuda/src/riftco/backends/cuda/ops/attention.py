@@ -16,11 +16,12 @@ results back to ``[B, T, H, Dh]``.
 The scores of bfloat16 q and k are bfloat16 products; the rest multiply float32
 operands (the probabilities, the output gradient, the scores' gradient, and q, k and
 v widened exactly). ``flash_attention_compute`` and ``flash_attention_backward_compute``
-(API 1.12, what riftco-nn's mixed precision calls) run those on the tensor cores too:
-cuBLAS reads each float32 operand as its bfloat16 rounding
-(``CUBLAS_COMPUTE_32F_FAST_16BF``; the emulation rounds to nearest, ties to even),
-sums in float32 and writes float32 -- torch's bfloat16 attention rounds the same
-operands. The row kernels keep float32 products either way."""
+(API 1.12, what riftco-nn's mixed precision calls) make every product a bfloat16 one,
+as torch's bfloat16 attention does: v stays bfloat16, the output gradient is rounded
+as it moves heads first, and the row passes write the probabilities and the scores'
+gradient rounded to bfloat16 (to nearest, ties to even) into buffers of their own,
+so those products read two bytes an element where they read four, and nothing is
+widened. The row kernels keep float32 products either way."""
 
 from __future__ import annotations
 
@@ -116,12 +117,9 @@ class AttentionOps:
         c_ld,
         c_step,
         batch,
-        compute=None,
     ):
         """Row-major C[m, n] = op(A) op(B) for ``batch`` matrices (cuBLAS's column-major
-        C^T = op(B)^T op(A)^T), offsets and steps in elements; ``compute`` bfloat16:
-        float32 operands multiplied as their bfloat16 roundings (tensor cores)."""
-        extra = {} if compute is None else {"compute": "bfloat16"}
+        C^T = op(B)^T op(A)^T), offsets and steps in elements."""
         self.device.gemm(
             dtype,
             n,
@@ -131,7 +129,6 @@ class AttentionOps:
             (a, a_first, a_ld, a_step, bool(ta)),
             (c, c_first, c_ld, c_step, False),
             batch,
-            **extra,
         )
 
     def _swap_heads(self, b: int, d: int, parts) -> list:
@@ -184,30 +181,38 @@ class AttentionOps:
         self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute=None
     ):
         # Heads first ([B, H, T, Dh]), so each product is one strided-batched call over
-        # B * H; v widened to float32 on the way (the probabilities are float32).
+        # B * H; v widened to float32 on the way (the probabilities are float32), or,
+        # computing in bfloat16, kept bfloat16 for the rounded probabilities.
+        low = compute is not None and dtype == "bfloat16" and not materialized
+        v_to = dtype if low else "float32"
         qh, kh, vh = self._swap_heads(
             b,
             dh,
-            [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype), (v, dtype, s, h, "float32")],
+            [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype), (v, dtype, s, h, v_to)],
         )
         bh = b * h
         scores = self._scores(dtype, qh, kh, bh, t, s, dh)
         rows = bh * t
         row_max = None if materialized else self.kernels.alloc((b, h, t), "float32")
         row_sum = None if materialized else self.kernels.alloc((b, h, t), "float32")
+        probs = self.kernels.alloc((bh, t, s), "bfloat16") if low else scores
         self.kernels.rows(
-            _SOFTMAX, rows, [scores, row_max, row_sum, rows, t, s, float(scale), int(causal), 0]
+            _SOFTMAX,
+            rows,
+            [scores, row_max, row_sum, probs if low else None]
+            + [rows, t, s, float(scale), int(causal), 0],
         )
+        del scores  # (bfloat16: the float32 scores go back to the pool here)
         out_h = self.kernels.alloc((b, h, t, dh), "float32")
         self._heads_gemm(
-            "float32", t, dh, s,
-            scores, 0, s, t * s, False,
+            v_to, t, dh, s,
+            probs, 0, s, t * s, False,
             vh, 0, dh, s * dh, False,
             out_h, 0, dh, t * dh,
-            bh, compute,
+            bh,
         )  # fmt: skip
         (out,) = self._swap_heads(b, dh, [(out_h, "float32", h, t, "float32")])
-        return out, (scores if materialized else None), row_max, row_sum
+        return out, (probs if materialized else None), row_max, row_sum
 
     def _gemm_backward(self, tensors, dtype, dims, scale, causal, compute=None):
         """``tensors``: dout, q, k, v and the statistics (probs, or row max and sum);
@@ -216,17 +221,19 @@ class AttentionOps:
         b, t, s, h, dh = dims
         bh = b * h
         rows = bh * t
+        f32 = "float32"
+        recompute = probs is None
+        if compute is not None and dtype == "bfloat16" and recompute:
+            return self._gemm_backward_bf16(tensors, dims, scale, causal)
         # Heads first, in one launch: dout, and q, k, v widened to float32 for the
         # products with float32 gradients; q and k as they are too when the scores are
         # recomputed (bfloat16 products, the forward's bits).
-        f32 = "float32"
         parts = [
             (dout, f32, t, h, f32),
             (q, dtype, t, h, f32),
             (k, dtype, s, h, f32),
             (v, dtype, s, h, f32),
         ]
-        recompute = probs is None
         if recompute and dtype != f32:
             parts += [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype)]
         swapped = self._swap_heads(b, dh, parts)
@@ -238,7 +245,7 @@ class AttentionOps:
             dout_h, 0, dh, t * dh, False,
             vf, 0, dh, s * dh, True,
             dp, 0, s, t * s,
-            bh, compute,
+            bh,
         )  # fmt: skip
         if recompute:
             qh, kh = swapped[4:] if dtype != f32 else (qf, kf)
@@ -247,34 +254,74 @@ class AttentionOps:
             self.kernels.rows(
                 _SOFTMAX_DSCORES,
                 rows,
-                [probs, dp, row_max, row_sum, rows, t, s, float(scale), int(causal)],
+                [probs, dp, row_max, row_sum, None, None, rows, t, s, float(scale), int(causal)],
             )
         else:
             self.kernels.rows(_DSCORES, rows, [probs, dp, rows, s, float(scale)])
+        return self._gradients(f32, probs, dp, dout_h, qf, kf, dims)
+
+    def _gemm_backward_bf16(self, tensors, dims, scale, causal):
+        """The flash backward computing in bfloat16: dout rounded as it moves heads
+        first, q, k and v moved as they are, and the row pass writing the
+        probabilities and the scores' gradient as bfloat16, so every product reads
+        two-byte operands (the roundings a float32 product in bfloat16 compute reads)."""
+        dout, q, k, v, _, row_max, row_sum = tensors
+        b, t, s, h, dh = dims
+        bh, low = b * h, "bfloat16"
+        dout_h, qh, kh, vh = self._swap_heads(
+            b,
+            dh,
+            [(dout, "float32", t, h, low), (q, low, t, h, low), (k, low, s, h, low)]
+            + [(v, low, s, h, low)],
+        )
+        dp = self.kernels.alloc((b, h, t, s), "float32")
+        self._heads_gemm(
+            low, t, s, dh,
+            dout_h, 0, dh, t * dh, False,
+            vh, 0, dh, s * dh, True,
+            dp, 0, s, t * s,
+            bh,
+        )  # fmt: skip
+        scores = self._scores(low, qh, kh, bh, t, s, dh)
+        probs = self.kernels.alloc((bh, t, s), low)
+        ds = self.kernels.alloc((bh, t, s), low)
+        rows = bh * t
+        self.kernels.rows(
+            _SOFTMAX_DSCORES,
+            rows,
+            [scores, dp, row_max, row_sum, probs, ds, rows, t, s, float(scale), int(causal)],
+        )
+        del scores, dp  # back to the pool before the gradients' products
+        return self._gradients(low, probs, ds, dout_h, qh, kh, dims)
+
+    def _gradients(self, element, probs, ds, dout_h, qh, kh, dims):
+        """dv = p^T dout, dq = ds k, dk = ds^T q (ds carries the scale), moved back to
+        ``[B, T, H, Dh]`` in one launch."""
+        b, t, s, h, dh = dims
+        bh, f32 = b * h, "float32"
         dq_h = self.kernels.alloc((b, h, t, dh), f32)
         dk_h = self.kernels.alloc((b, h, s, dh), f32)
         dv_h = self.kernels.alloc((b, h, s, dh), f32)
-        # dv = p^T dout; dq = ds k; dk = ds^T q (ds carries the scale)
         self._heads_gemm(
-            f32, s, dh, t,
+            element, s, dh, t,
             probs, 0, s, t * s, True,
             dout_h, 0, dh, t * dh, False,
             dv_h, 0, dh, s * dh,
-            bh, compute,
+            bh,
         )  # fmt: skip
         self._heads_gemm(
-            f32, t, dh, s,
-            dp, 0, s, t * s, False,
-            kf, 0, dh, s * dh, False,
+            element, t, dh, s,
+            ds, 0, s, t * s, False,
+            kh, 0, dh, s * dh, False,
             dq_h, 0, dh, t * dh,
-            bh, compute,
+            bh,
         )  # fmt: skip
         self._heads_gemm(
-            f32, s, dh, t,
-            dp, 0, s, t * s, True,
-            qf, 0, dh, t * dh, False,
+            element, s, dh, t,
+            ds, 0, s, t * s, True,
+            qh, 0, dh, t * dh, False,
             dk_h, 0, dh, s * dh,
-            bh, compute,
+            bh,
         )  # fmt: skip
         dq, dk, dv = self._swap_heads(
             b, dh, [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)]
