@@ -122,6 +122,12 @@ pub fn paged_attention(
     paged_attention_in(h, layout, segs, table, q, k, v, out, false)
 }
 
+/// Multiply-adds from which attention goes to the [`team`](crate::team): its hot helpers
+/// take a job for a microsecond or two, where waking the rayon pool costs a futex
+/// round trip (`PARALLEL_WORK`), so a decode step's attention over a short cache (six
+/// heads of 64 over a few dozen keys) is worth sharing.
+const TEAM_WORK: usize = 1 << 13;
+
 /// [`paged_attention`], its tasks handed to the [`team`](crate::team) (`on_team`, for a
 /// caller whose other kernels run there, such as the whole decode step) or to the
 /// rayon pool.
@@ -147,7 +153,7 @@ pub(crate) fn paged_attention_in(
         // in use were checked to lie inside the pools.
         unsafe { block(h, layout.page_size, &segs[j], pages, head, i0, q, k, v, out) };
     };
-    if on_team && parallel(work) {
+    if on_team && tasks.len() > 1 && crate::pool::parallel(work, TEAM_WORK) {
         crate::team::team().run(tasks.len(), &|i| body(&tasks[i]));
     } else {
         for_each_task(&tasks, parallel(work), body);
@@ -439,6 +445,38 @@ mod tests {
                 "element {i}: {x} vs {y}"
             );
         }
+    }
+
+    #[test]
+    fn a_decode_steps_attention_on_the_team_has_the_bits_of_one_thread() {
+        // Six heads of 64 over 40 keys: past TEAM_WORK, under PARALLEL_WORK, so the
+        // whole decode step hands it to the team; each (head, block) task is one
+        // thread's, so the bits are those of the calling thread alone.
+        let h = heads(6, 6, 64, 0);
+        let segs = [PagedSegment {
+            q_row: 0,
+            q_len: 1,
+            kv_len: 40,
+        }];
+        assert!(40 * h.heads * h.head_dim >= TEAM_WORK);
+        let (ps, pages) = (16, 3);
+        let table = [2i64, 0, 1];
+        let layout = PagedLayout {
+            pages,
+            page_size: ps,
+            max_pages: 3,
+        };
+        let q = values(h.q_stride(), 4);
+        let k = values(pages * ps * h.kv_stride(), 5);
+        let v = values(pages * ps * h.kv_stride(), 6);
+        let (mut alone, mut shared) = (vec![f32::NAN; q.len()], vec![f32::NAN; q.len()]);
+        paged_attention_in(&h, &layout, &segs, &table, &q, &k, &v, &mut alone, false).unwrap();
+        paged_attention_in(&h, &layout, &segs, &table, &q, &k, &v, &mut shared, true).unwrap();
+        assert_eq!(
+            alone.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            shared.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        );
+        close(&shared, &naive(&h, ps, &segs, &table, 3, &q, &k, &v));
     }
 
     #[test]

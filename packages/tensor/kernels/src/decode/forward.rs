@@ -127,34 +127,50 @@ fn attention_block(
     let (n, d, h) = (batch.tokens.len(), model.d_model, &model.heads);
     let (qw, kvw) = (h.q_stride(), h.kv_stride());
     s.norm(model, &layer.attention_norm, x)?;
-    let (mut q, mut k, mut v) = (vec![0.0; n * qw], vec![0.0; n * kvw], vec![0.0; n * kvw]);
+    let b = &mut s.buffers;
+    let (q, k, v) = (
+        sized(&mut b.q, n * qw),
+        sized(&mut b.k, n * kvw),
+        sized(&mut b.v, n * kvw),
+    );
     linears(
         &[&layer.query, &layer.key, &layer.value],
         &s.h,
         n,
-        &mut [&mut q, &mut k, &mut v],
+        &mut [q, k, v],
     );
     if let Some(theta) = model.rope_theta {
-        let mut t = vec![0.0; n * qw];
-        rotary(&q, h.head_dim, batch.positions, theta, false, &mut t)?;
-        q = t;
-        let mut t = vec![0.0; n * kvw];
-        rotary(&k, h.head_dim, batch.positions, theta, false, &mut t)?;
-        k = t;
+        rotary(
+            &b.q,
+            h.head_dim,
+            batch.positions,
+            theta,
+            false,
+            sized(&mut b.t, n * qw),
+        )?;
+        std::mem::swap(&mut b.q, &mut b.t);
+        rotary(
+            &b.k,
+            h.head_dim,
+            batch.positions,
+            theta,
+            false,
+            sized(&mut b.t, n * kvw),
+        )?;
+        std::mem::swap(&mut b.k, &mut b.t);
     }
+    let (q, k, v) = (&b.q, &b.k, &b.v);
     for (i, &r) in batch.cache_rows.iter().enumerate() {
         let r = r as usize;
         c.keys[r * kvw..(r + 1) * kvw].copy_from_slice(&k[i * kvw..(i + 1) * kvw]);
         c.values[r * kvw..(r + 1) * kvw].copy_from_slice(&v[i * kvw..(i + 1) * kvw]);
     }
-    let mut a = vec![0.0; n * qw];
+    let a = sized(&mut b.a, n * qw);
     let (layout, segments, table) = attend.parts(c.keys.len() / kvw);
-    paged_attention_in(
-        h, &layout, segments, table, &q, c.keys, c.values, &mut a, true,
-    )?;
-    let mut o = vec![0.0; n * d];
-    linears(&[&layer.output], &a, n, &mut [&mut o]);
-    add_in_place(x, &o);
+    paged_attention_in(h, &layout, segments, table, q, c.keys, c.values, a, true)?;
+    let o = sized(&mut b.o, n * d);
+    linears(&[&layer.output], &b.a, n, &mut [o]);
+    add_in_place(x, &b.o);
     Ok(())
 }
 
@@ -167,26 +183,27 @@ fn feed_forward_block(
     x: &mut [f32],
 ) -> Result<()> {
     s.norm(model, &layer.feed_forward_norm, x)?;
-    let mut o = vec![0.0; n * model.d_model];
+    let b = &mut s.buffers;
+    let o = sized(&mut b.o, n * model.d_model);
     match &layer.feed_forward {
         FeedForward::Gelu {
             expand,
             project,
             tanh,
         } => {
-            let mut u = vec![0.0; n * expand.rows];
-            linears(&[expand], &s.h, n, &mut [&mut u]);
-            gelu_in_place(&mut u, *tanh);
-            linears(&[project], &u, n, &mut [&mut o]);
+            let u = sized(&mut b.u, n * expand.rows);
+            linears(&[expand], &s.h, n, &mut [u]);
+            gelu_in_place(&mut b.u, *tanh);
+            linears(&[project], &b.u, n, &mut [o]);
         }
         FeedForward::SwiGlu { gate, up, down } => {
-            let (mut g, mut u) = (vec![0.0; n * gate.rows], vec![0.0; n * up.rows]);
-            linears(&[gate, up], &s.h, n, &mut [&mut g, &mut u]);
-            swiglu_in_place(&mut g, &u);
-            linears(&[down], &g, n, &mut [&mut o]);
+            let (g, u) = (sized(&mut b.g, n * gate.rows), sized(&mut b.u, n * up.rows));
+            linears(&[gate, up], &s.h, n, &mut [g, u]);
+            swiglu_in_place(&mut b.g, &b.u);
+            linears(&[down], &b.g, n, &mut [o]);
         }
     }
-    add_in_place(x, &o);
+    add_in_place(x, &b.o);
     Ok(())
 }
 
@@ -204,11 +221,37 @@ fn head(model: &Model, batch: &Batch, x: &[f32], logits: &mut [f32]) -> Result<(
     Ok(())
 }
 
-/// A norm's output and statistics.
+/// A norm's output and statistics, and the blocks' intermediate rows: made once a
+/// step and reused by every layer (each is written whole before it is read).
 struct Scratch {
     h: Vec<f32>,
     mean: Vec<f32>,
     rstd: Vec<f32>,
+    buffers: Buffers,
+}
+
+/// Queries, keys, values (and a rotary copy), attention's output, a block's output,
+/// and the feed-forward layer's inner rows.
+#[derive(Default)]
+struct Buffers {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    t: Vec<f32>,
+    a: Vec<f32>,
+    o: Vec<f32>,
+    u: Vec<f32>,
+    g: Vec<f32>,
+}
+
+/// `v` as `len` elements (allocated the first time a length is asked for; the old
+/// values stay until the caller overwrites them).
+fn sized(v: &mut Vec<f32>, len: usize) -> &mut [f32] {
+    if v.len() != len {
+        v.clear();
+        v.resize(len, 0.0);
+    }
+    &mut v[..]
 }
 
 impl Scratch {
@@ -217,6 +260,7 @@ impl Scratch {
             h: vec![0.0; rows * d],
             mean: vec![0.0; rows],
             rstd: vec![0.0; rows],
+            buffers: Buffers::default(),
         }
     }
 
