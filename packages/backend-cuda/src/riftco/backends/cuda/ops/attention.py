@@ -96,38 +96,21 @@ class AttentionOps:
         scores fit (``GEMM_ROUTE_BYTES``)."""
         return hkv == h and int(window) <= 0 and b * h * t * s * 4 <= GEMM_ROUTE_BYTES
 
-    def _heads_gemm(
-        self,
-        dtype,
-        m,
-        n,
-        k,
-        a,
-        a_first,
-        a_ld,
-        a_step,
-        ta,
-        bb,
-        b_first,
-        b_ld,
-        b_step,
-        tb,
-        c,
-        c_first,
-        c_ld,
-        c_step,
-        batch,
-    ):
-        """Row-major C[m, n] = op(A) op(B) for ``batch`` matrices (cuBLAS's column-major
-        C^T = op(B)^T op(A)^T), offsets and steps in elements."""
+    def _heads_gemm(self, dtype, a, a_dims, ta, bb, b_dims, tb, c, batch):
+        """Row-major C = op(A) op(B) for ``batch`` contiguous matrices: A ``[batch, *a_dims]``
+        and B ``[batch, *b_dims]``, each read transposed when ``ta`` / ``tb``, into C
+        ``[batch, m, n]`` (cuBLAS's column-major C^T = op(B)^T op(A)^T)."""
+        (ar, ac), (br, bc) = a_dims, b_dims
+        m, k = (ac, ar) if ta else (ar, ac)
+        n = br if tb else bc
         self.device.gemm(
             dtype,
             n,
             m,
             k,
-            (bb, b_first, b_ld, b_step, bool(tb)),
-            (a, a_first, a_ld, a_step, bool(ta)),
-            (c, c_first, c_ld, c_step, False),
+            (bb, 0, bc, br * bc, bool(tb)),
+            (a, 0, ac, ar * ac, bool(ta)),
+            (c, 0, n, m * n, False),
             batch,
         )
 
@@ -168,13 +151,7 @@ class AttentionOps:
         """``[B, H, T, S]`` float32 q k^T (unscaled) from heads-first q and k: one
         product batched over every batch row and head."""
         scores = self.kernels.alloc((bh, t, s), "float32")
-        self._heads_gemm(
-            dtype, t, s, dh,
-            qh, 0, dh, t * dh, False,
-            kh, 0, dh, s * dh, True,
-            scores, 0, s, t * s,
-            bh,
-        )  # fmt: skip
+        self._heads_gemm(dtype, qh, (t, dh), False, kh, (s, dh), True, scores, bh)
         return scores
 
     def _gemm_forward(
@@ -204,13 +181,7 @@ class AttentionOps:
         )
         del scores  # (bfloat16: the float32 scores go back to the pool here)
         out_h = self.kernels.alloc((b, h, t, dh), "float32")
-        self._heads_gemm(
-            v_to, t, dh, s,
-            probs, 0, s, t * s, False,
-            vh, 0, dh, s * dh, False,
-            out_h, 0, dh, t * dh,
-            bh,
-        )  # fmt: skip
+        self._heads_gemm(v_to, probs, (t, s), False, vh, (s, dh), False, out_h, bh)
         (out,) = self._swap_heads(b, dh, [(out_h, "float32", h, t, "float32")])
         return out, (probs if materialized else None), row_max, row_sum
 
@@ -240,13 +211,7 @@ class AttentionOps:
         dout_h, qf, kf, vf = swapped[:4]
         dp = self.kernels.alloc((b, h, t, s), f32)
         # dp = dout v^T
-        self._heads_gemm(
-            f32, t, s, dh,
-            dout_h, 0, dh, t * dh, False,
-            vf, 0, dh, s * dh, True,
-            dp, 0, s, t * s,
-            bh,
-        )  # fmt: skip
+        self._heads_gemm(f32, dout_h, (t, dh), False, vf, (s, dh), True, dp, bh)
         if recompute:
             qh, kh = swapped[4:] if dtype != f32 else (qf, kf)
             probs = self._scores(dtype, qh, kh, bh, t, s, dh)
@@ -275,13 +240,7 @@ class AttentionOps:
             + [(v, low, s, h, low)],
         )
         dp = self.kernels.alloc((b, h, t, s), "float32")
-        self._heads_gemm(
-            low, t, s, dh,
-            dout_h, 0, dh, t * dh, False,
-            vh, 0, dh, s * dh, True,
-            dp, 0, s, t * s,
-            bh,
-        )  # fmt: skip
+        self._heads_gemm(low, dout_h, (t, dh), False, vh, (s, dh), True, dp, bh)
         scores = self._scores(low, qh, kh, bh, t, s, dh)
         probs = self.kernels.alloc((bh, t, s), low)
         ds = self.kernels.alloc((bh, t, s), low)
@@ -302,27 +261,9 @@ class AttentionOps:
         dq_h = self.kernels.alloc((b, h, t, dh), f32)
         dk_h = self.kernels.alloc((b, h, s, dh), f32)
         dv_h = self.kernels.alloc((b, h, s, dh), f32)
-        self._heads_gemm(
-            element, s, dh, t,
-            probs, 0, s, t * s, True,
-            dout_h, 0, dh, t * dh, False,
-            dv_h, 0, dh, s * dh,
-            bh,
-        )  # fmt: skip
-        self._heads_gemm(
-            element, t, dh, s,
-            ds, 0, s, t * s, False,
-            kh, 0, dh, s * dh, False,
-            dq_h, 0, dh, t * dh,
-            bh,
-        )  # fmt: skip
-        self._heads_gemm(
-            element, s, dh, t,
-            ds, 0, s, t * s, True,
-            qh, 0, dh, t * dh, False,
-            dk_h, 0, dh, s * dh,
-            bh,
-        )  # fmt: skip
+        self._heads_gemm(element, probs, (t, s), True, dout_h, (t, dh), False, dv_h, bh)
+        self._heads_gemm(element, ds, (t, s), False, kh, (s, dh), False, dq_h, bh)
+        self._heads_gemm(element, ds, (t, s), True, qh, (t, dh), False, dk_h, bh)
         dq, dk, dv = self._swap_heads(
             b, dh, [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)]
         )
