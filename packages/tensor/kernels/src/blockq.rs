@@ -33,7 +33,9 @@ pub mod tiles;
 pub use dot::{f16_tiles, f16_to_f32, f32_to_f16};
 pub use linear::{linear, linear_row_by_row};
 pub(crate) use linear::{piece_rows, ROWS};
-pub(crate) use quantize::{quantize_rows, QuantizedRows};
+#[cfg(test)]
+pub(crate) use quantize::quantize_rows;
+pub(crate) use quantize::{quantize_rows_into, QuantizedRows};
 
 use crate::{ensure, Result};
 

@@ -100,6 +100,7 @@ pub fn set_decode_int8(on: bool) -> bool {
 /// Input rows `[m, cols]` quantized for the integer product (module docs): the
 /// codes in nibble order, a float32 scale per block, and per group of four codes
 /// 128 times their sum (the VNNI path's offset).
+#[derive(Default)]
 pub struct Nf4Input {
     pub q: Vec<i8>,
     pub scales: Vec<f32>,
@@ -152,24 +153,35 @@ pub fn quantize_input(x: &[f32], cols: usize) -> Nf4Input {
     quantize_input_with(x, cols, true)
 }
 
+/// [`quantize_input`] into `into`'s buffers (resized, so a loop of inputs of one
+/// size allocates once).
+pub fn quantize_input_into(x: &[f32], cols: usize, into: &mut Nf4Input) {
+    fill(x, cols, true, into);
+}
+
 /// [`quantize_input`], `vector`: with the AVX2 version where the CPU has it (the same
 /// results).
 fn quantize_input_with(x: &[f32], cols: usize, vector: bool) -> Nf4Input {
+    let mut input = Nf4Input::default();
+    fill(x, cols, vector, &mut input);
+    input
+}
+
+fn fill(x: &[f32], cols: usize, vector: bool, into: &mut Nf4Input) {
     assert!(cols.is_multiple_of(QK) && x.len().is_multiple_of(cols.max(1)));
     let blocks = x.len() / QK;
-    let mut q = vec![0i8; x.len()];
-    let mut scales = vec![0.0f32; blocks];
-    let mut sums = vec![0i32; blocks * 8];
+    into.cols = cols;
+    let Nf4Input {
+        q, scales, sums, ..
+    } = into;
+    q.resize(x.len(), 0);
+    scales.resize(blocks, 0.0);
+    sums.resize(blocks * 8, 0);
     #[cfg(target_arch = "x86_64")]
     if vector && crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2 and FMA; the buffers have the lengths it needs.
-        unsafe { avx2::quantize(x, &mut q, &mut scales, &mut sums) };
-        return Nf4Input {
-            q,
-            scales,
-            sums,
-            cols,
-        };
+        unsafe { avx2::quantize(x, q, scales, sums) };
+        return;
     }
     for (b, (xb, qb)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(QK)).enumerate() {
         let a = absmax(xb);
@@ -183,12 +195,6 @@ fn quantize_input_with(x: &[f32], cols: usize, vector: bool) -> Nf4Input {
         for (j, g) in qb.chunks_exact(4).enumerate() {
             sums[b * 8 + j] = 128 * g.iter().map(|&v| v as i32).sum::<i32>();
         }
-    }
-    Nf4Input {
-        q,
-        scales,
-        sums,
-        cols,
     }
 }
 

@@ -13,6 +13,7 @@ use super::QK;
 /// their value), and for Q4_0 eight times
 /// the sum of each group of four `q` (`[m, cols / 32 * 8]`), which the Q4_0 dot
 /// product subtracts for the weight's offset of 8.
+#[derive(Default)]
 pub(crate) struct QuantizedRows {
     pub q: Vec<i8>,
     pub scales: Vec<f32>,
@@ -31,24 +32,37 @@ fn absmax(x: &[f32]) -> f32 {
     })
 }
 
+#[cfg(test)]
 pub(crate) fn quantize_rows(x: &[f32], with_sums: bool) -> QuantizedRows {
     quantize_rows_with(x, with_sums, true)
 }
 
+/// [`quantize_rows`] into `into`'s buffers (resized, so a loop of inputs of one size
+/// allocates once).
+pub(crate) fn quantize_rows_into(x: &[f32], with_sums: bool, into: &mut QuantizedRows) {
+    fill(x, with_sums, true, into);
+}
+
 /// [`quantize_rows`], `vector`: with the AVX2 version where the CPU has it.
 pub(super) fn quantize_rows_with(x: &[f32], with_sums: bool, vector: bool) -> QuantizedRows {
+    let mut rows = QuantizedRows::default();
+    fill(x, with_sums, vector, &mut rows);
+    rows
+}
+
+fn fill(x: &[f32], with_sums: bool, vector: bool, into: &mut QuantizedRows) {
     let blocks = x.len() / QK;
-    let mut q = vec![0i8; x.len()];
-    let mut scales = vec![0.0f32; blocks];
-    let mut sums = vec![0i32; if with_sums { blocks * 8 } else { 0 }];
+    let QuantizedRows { q, scales, sums } = into;
+    q.resize(x.len(), 0);
+    scales.resize(blocks, 0.0);
+    sums.resize(if with_sums { blocks * 8 } else { 0 }, 0);
     #[cfg(target_arch = "x86_64")]
     if vector && crate::pool::has_avx2_fma() {
         // SAFETY: the CPU has AVX2; the buffers have the lengths it needs.
-        unsafe { avx2::quantize(x, &mut q, &mut scales, &mut sums) };
-        return QuantizedRows { q, scales, sums };
+        unsafe { avx2::quantize(x, q, scales, sums) };
+        return;
     }
-    quantize_portable(x, &mut q, &mut scales, &mut sums);
-    QuantizedRows { q, scales, sums }
+    quantize_portable(x, q, scales, sums);
 }
 
 fn quantize_portable(x: &[f32], q: &mut [i8], scales: &mut [f32], sums: &mut [i32]) {

@@ -92,8 +92,17 @@ pub fn runs(isa: Isa) -> bool {
 }
 
 /// Minus each of `sums` (what [`tile_dots`] takes).
+#[cfg(test)]
 pub(crate) fn negated(sums: &[i32]) -> Vec<i32> {
-    sums.iter().map(|&v| -v).collect()
+    let mut out = Vec::new();
+    negated_into(sums, &mut out);
+    out
+}
+
+/// [`negated`] into `out`'s buffer.
+pub(crate) fn negated_into(sums: &[i32], out: &mut Vec<i32>) {
+    out.clear();
+    out.extend(sums.iter().map(|&v| -v));
 }
 
 /// Whether tiles are worth building on this CPU.

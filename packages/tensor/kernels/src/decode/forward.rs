@@ -3,7 +3,7 @@
 //! feed-forward layer, each added to the residual stream), the final norm and
 //! the head.
 
-use super::linears::linears;
+use super::linears::{linears, linears_then};
 use super::pages::Pages;
 use super::{Batch, CacheLayer, FeedForward, Layer, Model, NormWeights};
 use crate::norm::{norm_forward, Norm};
@@ -20,15 +20,29 @@ pub fn step(
     logits: &mut [f32],
 ) -> Result<()> {
     check_step(model, batch, cache, logits)?;
-    let (n, d) = (batch.tokens.len(), model.d_model);
-    let mut x = embed(model, batch);
+    let n = batch.tokens.len();
+    // The buffers of this thread's last step, taken for this one (a step that
+    // panics or runs inside another leaves them and starts from empty ones).
+    let mut s = SCRATCH.with(|c| c.take()).unwrap_or_default();
+    let mut x = std::mem::take(&mut s.x);
+    embed(model, batch, &mut x);
     let attend = Pages::of(&batch.attend);
-    let mut s = Scratch::new(n, d);
-    for (layer, c) in model.layers.iter().zip(cache.iter_mut()) {
-        attention_block(model, layer, batch, &attend, c, &mut s, &mut x)?;
-        feed_forward_block(model, layer, n, &mut s, &mut x)?;
-    }
-    head(model, batch, &x, logits)
+    let run = (|| {
+        for (layer, c) in model.layers.iter().zip(cache.iter_mut()) {
+            attention_block(model, layer, batch, &attend, c, &mut s, &mut x)?;
+            feed_forward_block(model, layer, n, &mut s, &mut x)?;
+        }
+        head(model, batch, &x, &mut s, logits)
+    })();
+    s.x = x;
+    SCRATCH.with(|c| c.set(Some(s)));
+    run
+}
+
+thread_local! {
+    /// A step's buffers, kept for the next step on the same thread: a decode loop
+    /// asks for the same sizes every step, so it allocates nothing after the first.
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Check the batch's tokens, positions and cache rows, the caches and the
@@ -96,9 +110,9 @@ fn check_step(model: &Model, batch: &Batch, cache: &[CacheLayer], logits: &[f32]
 
 /// The residual stream `[n, d_model]` of the batch's tokens: each token's
 /// embedding, plus its position's for learned positions.
-fn embed(model: &Model, batch: &Batch) -> Vec<f32> {
+fn embed(model: &Model, batch: &Batch, x: &mut Vec<f32>) {
     let (n, d) = (batch.tokens.len(), model.d_model);
-    let mut x = vec![0.0f32; n * d];
+    let x = sized(x, n * d);
     for (i, (&t, &p)) in batch.tokens.iter().zip(batch.positions).enumerate() {
         let row = &mut x[i * d..(i + 1) * d];
         let t = t as usize;
@@ -110,7 +124,6 @@ fn embed(model: &Model, batch: &Batch) -> Vec<f32> {
             }
         }
     }
-    x
 }
 
 /// `x += output(attention(attention_norm(x)))`, the batch's keys and values
@@ -126,7 +139,7 @@ fn attention_block(
 ) -> Result<()> {
     let (n, d, h) = (batch.tokens.len(), model.d_model, &model.heads);
     let (qw, kvw) = (h.q_stride(), h.kv_stride());
-    s.norm(model, &layer.attention_norm, x)?;
+    s.norm(model, &layer.attention_norm, x, n)?;
     let b = &mut s.buffers;
     let (q, k, v) = (
         sized(&mut b.q, n * qw),
@@ -182,7 +195,7 @@ fn feed_forward_block(
     s: &mut Scratch,
     x: &mut [f32],
 ) -> Result<()> {
-    s.norm(model, &layer.feed_forward_norm, x)?;
+    s.norm(model, &layer.feed_forward_norm, x, n)?;
     let b = &mut s.buffers;
     let o = sized(&mut b.o, n * model.d_model);
     match &layer.feed_forward {
@@ -192,8 +205,9 @@ fn feed_forward_block(
             tanh,
         } => {
             let u = sized(&mut b.u, n * expand.rows);
-            linears(&[expand], &s.h, n, &mut [u]);
-            gelu_in_place(&mut b.u, *tanh);
+            // GELU by the thread that computed each piece, not by the caller alone.
+            let gelu = |piece: &mut [f32]| gelu_in_place(piece, *tanh);
+            linears_then(&[expand], &s.h, n, &mut [u], Some(&gelu));
             linears(&[project], &b.u, n, &mut [o]);
         }
         FeedForward::SwiGlu { gate, up, down } => {
@@ -208,22 +222,37 @@ fn feed_forward_block(
 }
 
 /// `logits = head(final_norm(x))` of the rows `batch.logit_rows` of `x`.
-fn head(model: &Model, batch: &Batch, x: &[f32], logits: &mut [f32]) -> Result<()> {
+fn head(
+    model: &Model,
+    batch: &Batch,
+    x: &[f32],
+    s: &mut Scratch,
+    logits: &mut [f32],
+) -> Result<()> {
     let d = model.d_model;
     let m = batch.logit_rows.len();
-    let mut last = vec![0.0f32; m * d];
+    let last = sized(&mut s.buffers.o, m * d);
     for (j, &r) in batch.logit_rows.iter().enumerate() {
         last[j * d..(j + 1) * d].copy_from_slice(&x[r * d..(r + 1) * d]);
     }
-    let mut s = Scratch::new(m, d);
-    s.norm(model, &model.final_norm, &last)?;
-    linears(&[&model.head], &s.h, m, &mut [logits]);
+    let Scratch {
+        h,
+        mean,
+        rstd,
+        buffers,
+        ..
+    } = s;
+    norm_into(model, &model.final_norm, &buffers.o, m, h, mean, rstd)?;
+    linears(&[&model.head], h, m, &mut [logits]);
     Ok(())
 }
 
-/// A norm's output and statistics, and the blocks' intermediate rows: made once a
-/// step and reused by every layer (each is written whole before it is read).
+/// The residual stream, a norm's output and statistics, and the blocks'
+/// intermediate rows: reused by every layer and every step (each is written whole
+/// before it is read).
+#[derive(Default)]
 struct Scratch {
+    x: Vec<f32>,
     h: Vec<f32>,
     mean: Vec<f32>,
     rstd: Vec<f32>,
@@ -255,32 +284,45 @@ fn sized(v: &mut Vec<f32>, len: usize) -> &mut [f32] {
 }
 
 impl Scratch {
-    fn new(rows: usize, d: usize) -> Self {
-        Scratch {
-            h: vec![0.0; rows * d],
-            mean: vec![0.0; rows],
-            rstd: vec![0.0; rows],
-            buffers: Buffers::default(),
-        }
-    }
-
-    fn norm(&mut self, model: &Model, w: &NormWeights, x: &[f32]) -> Result<()> {
-        let mean = match model.norm {
-            Norm::Layer => Some(&mut self.mean[..]),
-            Norm::Rms => None,
-        };
-        norm_forward(
-            model.norm,
+    /// `h = norm(x)` of the `rows` rows of `x`.
+    fn norm(&mut self, model: &Model, w: &NormWeights, x: &[f32], rows: usize) -> Result<()> {
+        norm_into(
+            model,
+            w,
             x,
-            model.d_model,
-            w.weight,
-            w.bias,
-            model.eps,
+            rows,
             &mut self.h,
-            mean,
+            &mut self.mean,
             &mut self.rstd,
         )
     }
+}
+
+/// `h = norm(x)` of the `rows` rows of `x`, with the statistics' buffers.
+fn norm_into(
+    model: &Model,
+    w: &NormWeights,
+    x: &[f32],
+    rows: usize,
+    h: &mut Vec<f32>,
+    mean: &mut Vec<f32>,
+    rstd: &mut Vec<f32>,
+) -> Result<()> {
+    let mean = match model.norm {
+        Norm::Layer => Some(sized(mean, rows)),
+        Norm::Rms => None,
+    };
+    norm_forward(
+        model.norm,
+        x,
+        model.d_model,
+        w.weight,
+        w.bias,
+        model.eps,
+        sized(h, rows * model.d_model),
+        mean,
+        sized(rstd, rows),
+    )
 }
 
 multiversion! {

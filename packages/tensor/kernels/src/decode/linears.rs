@@ -4,7 +4,7 @@
 use super::{Linear, Weight};
 use crate::blockq::f16_tiles;
 use crate::blockq::tiles::{self, tile_dots, TileKind, Tiles, TILE};
-use crate::blockq::{piece_rows, quantize_rows, BlockFormat, QuantizedRows, ROWS};
+use crate::blockq::{piece_rows, quantize_rows_into, BlockFormat, QuantizedRows, ROWS};
 use crate::f32_rows::dot_tile_f32;
 use crate::f32_rows::tiles as f32_tiles;
 use crate::nf4_int::{self, Nf4Input};
@@ -20,19 +20,71 @@ const PARALLEL_WEIGHTS: usize = 1 << 16;
 /// `outs[j] [m, rows_j] = x [m, cols] @ W_j^T (+ bias_j)` for linears sharing their
 /// input, as one job of pieces of `ROWS` output rows.
 pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f32]]) {
+    linears_then(lins, x, m, outs, None);
+}
+
+/// What a job applies to each output slice after its bias (see [`linears_then`]).
+pub(super) type Then<'a> = dyn Fn(&mut [f32]) + Sync + 'a;
+
+/// The most linears one job takes (query, key and value).
+const MAX_LINEARS: usize = 4;
+
+/// The input's quantizations and the job's pieces, kept for the next job on the
+/// same thread (a decode step asks for the same sizes layer after layer).
+#[derive(Default)]
+struct Inputs {
+    codes: QuantizedRows,
+    nf4: Nf4Input,
+    neg_sums: Vec<i32>,
+    nf4_neg_sums: Vec<i32>,
+    pieces: Vec<(usize, usize)>,
+}
+
+thread_local! {
+    static INPUTS: std::cell::Cell<Option<Box<Inputs>>> = const { std::cell::Cell::new(None) };
+}
+
+/// [`linears`], with `then` applied to every output slice after its bias, by the
+/// thread that computed it (an elementwise activation, so the bits are those of
+/// applying it to the whole output afterwards).
+pub(super) fn linears_then(
+    lins: &[&Linear],
+    x: &[f32],
+    m: usize,
+    outs: &mut [&mut [f32]],
+    then: Option<&Then<'_>>,
+) {
+    assert!(lins.len() <= MAX_LINEARS && outs.len() == lins.len());
+    let mut inputs = INPUTS.with(|c| c.take()).unwrap_or_default();
+    job(lins, x, m, outs, then, &mut inputs);
+    INPUTS.with(|c| c.set(Some(inputs)));
+}
+
+fn job(
+    lins: &[&Linear],
+    x: &[f32],
+    m: usize,
+    outs: &mut [&mut [f32]],
+    then: Option<&Then<'_>>,
+    inputs: &mut Inputs,
+) {
     let k = lins[0].cols;
     let needs_codes = lins.iter().any(|l| match l.weight {
         Weight::Block(b) | Weight::TiledBlock(b, _) => b.format != BlockFormat::F16,
         _ => false,
     });
-    let codes: Option<QuantizedRows> = needs_codes.then(|| quantize_rows(x, true));
+    if needs_codes {
+        quantize_rows_into(x, true, &mut inputs.codes);
+    }
     // NF4 with 8-bit inputs (when chosen): the input quantized once for every such linear.
-    let nf4_codes: Option<Nf4Input> = (nf4_int::decode_int8()
+    let needs_nf4 = nf4_int::decode_int8()
         && lins.iter().any(|l| match l.weight {
             Weight::Nf4(w) | Weight::TiledNf4(w, _) => nf4_int::supports(&w),
             _ => false,
-        }))
-    .then(|| nf4_int::quantize_input(x, k));
+        });
+    if needs_nf4 {
+        nf4_int::quantize_input_into(x, k, &mut inputs.nf4);
+    }
     // Tiles are read at this level only (the row products give the same bits).
     let isa = crate::isa::current();
     let tiled = tiles::runs(isa);
@@ -41,14 +93,33 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
             .iter()
             .any(|l| matches!(l.weight, Weight::TiledBlock(..) | Weight::TiledNf4(..)));
     // What the tiles take: minus the group sums, once for every linear.
-    let neg = |sums: Option<&[i32]>| sums.filter(|_| any_tiled).map(tiles::negated);
-    let neg_sums = neg(codes.as_ref().map(|a| &a.sums[..]));
-    let nf4_neg_sums = neg(nf4_codes.as_ref().map(|a| &a.sums[..]));
-    let mut pieces = Vec::new();
+    if any_tiled && needs_codes {
+        tiles::negated_into(&inputs.codes.sums, &mut inputs.neg_sums);
+    }
+    if any_tiled && needs_nf4 {
+        tiles::negated_into(&inputs.nf4.sums, &mut inputs.nf4_neg_sums);
+    }
+    let Inputs {
+        codes,
+        nf4,
+        neg_sums,
+        nf4_neg_sums,
+        pieces,
+    } = inputs;
+    let codes = needs_codes.then_some(&*codes);
+    let nf4_codes = needs_nf4.then_some(&*nf4);
+    let neg_sums = (any_tiled && needs_codes).then_some(&neg_sums[..]);
+    let nf4_neg_sums = (any_tiled && needs_nf4).then_some(&nf4_neg_sums[..]);
+    pieces.clear();
     for (j, l) in lins.iter().enumerate() {
         pieces.extend((0..l.rows.div_ceil(ROWS)).map(|p| (j, p * ROWS)));
     }
-    let dst: Vec<Shared> = outs.iter_mut().map(|o| Shared::new(o)).collect();
+    let pieces = &pieces[..];
+    let mut none: [f32; 0] = [];
+    let mut dst = [Shared::new(&mut none); MAX_LINEARS];
+    for (d, o) in dst.iter_mut().zip(outs.iter_mut()) {
+        *d = Shared::new(o);
+    }
     let piece = |p: usize| {
         let (j, first) = pieces[p];
         let l = lins[j];
@@ -57,8 +128,8 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         if let Some((tl, q, s, sums)) = tiled_input(
             l.weight,
             tiled,
-            (codes.as_ref(), neg_sums.as_deref()),
-            (nf4_codes.as_ref(), nf4_neg_sums.as_deref()),
+            (codes, neg_sums),
+            (nf4_codes, nf4_neg_sums),
         ) {
             // One tile: each input row's sixteen products straight to the output.
             let kb = k / crate::blockq::QK;
@@ -69,7 +140,7 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
                 let sums = &sums[i * kb * per..(i + 1) * kb * per];
                 tile_dots(isa, &tl, first / TILE, qi, si, sums, &mut y);
                 // SAFETY: row i's outputs first..last of output j belong to this piece alone.
-                unsafe { store(dst[j], i * l.rows, first..last, &y[..width], l.bias) };
+                unsafe { store(dst[j], i * l.rows, first..last, &y[..width], l.bias, then) };
             }
             return;
         }
@@ -89,14 +160,14 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
                 f16_tiles::dot_piece(&w[2 * first * k..2 * last * k], width, x, m, t)
             }
             Weight::Block(b) | Weight::TiledBlock(b, _) => {
-                piece_rows(&b, codes.as_ref(), x, m, first..last, true, |i, r, v| {
+                piece_rows(&b, codes, x, m, first..last, true, |i, r, v| {
                     t[i * width + r - first] = v
                 })
             }
             Weight::Nf4(w) | Weight::TiledNf4(w, _)
                 if nf4_codes.is_some() && nf4_int::supports(&w) =>
             {
-                let xq = nf4_codes.as_ref().expect("quantized above");
+                let xq = nf4_codes.expect("quantized above");
                 nf4_int::piece_rows(&w, xq, m, first..last, |i, r, v| {
                     t[i * width + r - first] = v
                 })
@@ -121,7 +192,7 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
         for i in 0..m {
             let ti = &t[i * width..(i + 1) * width];
             // SAFETY: row i's outputs first..last of output j belong to this piece alone.
-            unsafe { store(dst[j], i * l.rows, first..last, ti, l.bias) };
+            unsafe { store(dst[j], i * l.rows, first..last, ti, l.bias, then) };
         }
     };
     let work: usize = lins.iter().map(|l| l.size()).sum();
@@ -132,8 +203,8 @@ pub(super) fn linears(lins: &[&Linear], x: &[f32], m: usize, outs: &mut [&mut [f
     }
 }
 
-/// `out[row + r] = v[r - first] (+ bias[r])` for `r` in `cols`: a piece's
-/// products of one input row, written as one slice.
+/// `out[row + r] = v[r - first] (+ bias[r])` for `r` in `cols`, then `then` of the
+/// slice: a piece's products of one input row, written as one slice.
 ///
 /// # Safety
 /// `out[row + cols]` must be in bounds and written by no other thread meanwhile.
@@ -143,6 +214,7 @@ unsafe fn store(
     cols: std::ops::Range<usize>,
     v: &[f32],
     bias: Option<&[f32]>,
+    then: Option<&Then<'_>>,
 ) {
     let o = std::slice::from_raw_parts_mut(out.at(row + cols.start), v.len());
     match bias {
@@ -152,6 +224,9 @@ unsafe fn store(
             }
         }
         None => o.copy_from_slice(v),
+    }
+    if let Some(f) = then {
+        f(o);
     }
 }
 
