@@ -39,6 +39,20 @@ def test_parameter_requires_grad_by_default(make):
     assert not Parameter(p.value, requires_grad=False).requires_grad
 
 
+def test_binding_a_parameters_value_moves_the_rebind_epoch(make):
+    p = Parameter(make((2,)).value)
+    other = make((2,), seed=1)  # a Variable that is not a parameter
+    before = ag.rebind_epoch()
+    p.value.assign_(other.value)
+    other.value = make((2,), seed=2).value
+    assert ag.rebind_epoch() == before  # in place and non-parameters do not count
+    new = make((2,), seed=3).value
+    p.value = new
+    assert ag.rebind_epoch() == before + 1 and p.value is new
+    Parameter(new)
+    assert ag.rebind_epoch() == before + 2
+
+
 def test_only_float_values_require_gradients(const):
     with pytest.raises(rt.DTypeError):
         Variable(const([1, 2]), requires_grad=True)

@@ -10,6 +10,7 @@ from test_transformer import PRESETS
 
 import riftco.nn as nn
 import riftco.tensor as rt
+from riftco.autograd import Parameter
 from riftco.nn.native_decode import decoder_for
 
 SEQS = ([3, 1, 4, 1, 5], [9, 2], [6, 5, 3, 5, 8, 9, 7])
@@ -117,6 +118,8 @@ def test_the_decoder_follows_weights_written_in_place_and_replaced():
     strengthen(model)
     first = decoder_for(model)
     assert decoder_for(model) is first  # kept between steps
+    Parameter(rt.zeros(3))  # a parameter bound elsewhere: still the same tensors here
+    assert decoder_for(model) is first
     before = decode(model, True)
     w = model.blocks[0].feed_forward.expand.weight
     w.value.assign_(w.value * 2.0)  # in place: the same decoder reads it

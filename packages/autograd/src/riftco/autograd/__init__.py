@@ -27,7 +27,7 @@ from riftco.autograd.functional.unary import *  # noqa: F403
 from riftco.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from riftco.autograd.gradcheck import GradcheckResult, gradcheck
 from riftco.autograd.graph import backward, grad
-from riftco.autograd.variable import Parameter, Variable
+from riftco.autograd.variable import Parameter, Variable, rebind_epoch
 
 __all__ = [
     "GradcheckResult",
@@ -44,6 +44,7 @@ __all__ = [
     "gradcheck",
     "is_grad_enabled",
     "no_grad",
+    "rebind_epoch",
     "set_grad_enabled",
 ]
 __all__ += functional.__all__

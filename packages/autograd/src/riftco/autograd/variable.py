@@ -418,6 +418,18 @@ class Variable:
         return F.matmul(other, self)
 
 
+#: Bumped whenever a Parameter's value is bound (see `rebind_epoch`).
+_REBINDS = [0]
+_VALUE_SLOT: Any = Variable.__dict__["value"]  # the slot's descriptor
+
+
+def rebind_epoch() -> int:
+    """A counter that changes whenever any Parameter's ``value`` is bound to a tensor
+    (construction included; values written in place do not count): what a compiled
+    form of a model that holds its parameters' tensors checks, in one comparison."""
+    return _REBINDS[0]
+
+
 class Parameter(Variable):
     """A trainable leaf: a Variable that requires gradients unless told otherwise."""
 
@@ -425,6 +437,15 @@ class Parameter(Variable):
 
     def __init__(self, value: Tensor, requires_grad: bool = True, name: str | None = None):
         super().__init__(value, requires_grad=requires_grad, name=name)
+
+    @property  # the slot, with every binding counted
+    def value(self) -> Tensor:
+        return _VALUE_SLOT.__get__(self, Parameter)
+
+    @value.setter
+    def value(self, value: Tensor) -> None:
+        _VALUE_SLOT.__set__(self, value)
+        _REBINDS[0] += 1
 
 
 def _make(value: Tensor, node: Any) -> Variable:

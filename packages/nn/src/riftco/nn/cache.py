@@ -58,6 +58,8 @@ class DecodeStep:
     def positions(self) -> np.ndarray:
         """int64 position of every packed row."""
         parts = [np.arange(s, s + n, dtype=np.int64) for s, n in zip(self.starts, self.counts)]
+        if len(parts) == 1:
+            return parts[0]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     @cached_property

@@ -22,7 +22,7 @@ from operator import attrgetter, is_
 from typing import TYPE_CHECKING, Any
 
 import riftco.tensor as rt
-from riftco.autograd import Parameter
+from riftco.autograd import Parameter, rebind_epoch
 from riftco.nn.joins import decode_norm
 from riftco.nn.module import structure_epoch
 from riftco.nn.precision import compute_dtype
@@ -98,18 +98,25 @@ def describe(model: DecoderOnlyTransformer, read: Any) -> rt.Decoder | None:
 
 def decoder_for(model: DecoderOnlyTransformer) -> rt.Decoder | None:
     """The model's whole-step decoder, or None where decoding stays op by op."""
-    if compute_dtype() is not None or not rt.Decoder.available(model.backend):
+    if compute_dtype() is not None:
         return None
     cached = model.__dict__.get("_native_decoder")
-    epoch = structure_epoch()
+    # What the decoder depends on: the modules' structure and the tensors its
+    # parameters hold (one comparison while no module or parameter was rebound).
+    epochs = (structure_epoch(), rebind_epoch())
     if cached is not None:
         made, decoder, watch = cached
-        if made == epoch and all(map(is_, map(_VALUE, watch[0]), watch[1])):
+        if made == epochs:
             return decoder
+        if made[0] == epochs[0] and all(map(is_, map(_VALUE, watch[0]), watch[1])):
+            model.__dict__["_native_decoder"] = (epochs, decoder, watch)
+            return decoder
+    if not rt.Decoder.available(model.backend):
+        return None
     read = _Watch()
     decoder = describe(model, read)
     watch = (tuple(p for p, _ in read.pairs), tuple(v for _, v in read.pairs))
-    model.__dict__["_native_decoder"] = (epoch, decoder, watch)
+    model.__dict__["_native_decoder"] = (epochs, decoder, watch)
     return decoder
 
 

@@ -21,6 +21,7 @@ from riftco.nn.feed_forward import feed_forward_for
 from riftco.nn.joins import Read, decode_feed_forward, decode_norm
 from riftco.nn.layers import Dropout, Embedding, LayerNorm, RMSNorm
 from riftco.nn.module import Module, ModuleList
+from riftco.nn.native_decode import decoder_for
 from riftco.nn.precision import compute_dtype, mixed_precision
 from riftco.tensor import Backend, Tensor
 
@@ -312,7 +313,7 @@ class DecoderOnlyTransformer(Module):
         with no_grad():
             use = whole_step and not all_logits
             steps = cache if use and _whole_step_cache(cache) else None
-            decoder = None if steps is None else self._whole_step_decoder()
+            decoder = None if steps is None else decoder_for(self)
             if steps is None or decoder is None:
                 return self._forward_ops(tokens, cache, seq_ids, all_logits)
             if max(counts) == 1:
@@ -345,11 +346,6 @@ class DecoderOnlyTransformer(Module):
             where = np.argsort(np.asarray(order, dtype=np.int64), kind="stable")
             joined = rt.concatenate([logits for _, logits in parts], axis=0)
             return rt.index_select(joined, 0, rt.from_numpy(where, backend=self.backend))
-
-    def _whole_step_decoder(self) -> Any:
-        from riftco.nn.native_decode import decoder_for
-
-        return decoder_for(self)
 
     def _forward_native(
         self, decoder: Any, tokens: list[int], cache: WholeStepCache, seq_ids: list[int]

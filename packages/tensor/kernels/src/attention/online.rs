@@ -35,13 +35,34 @@ pub(crate) struct OnlineBlock {
     head_dim: usize,
 }
 
+/// The buffers of finished blocks, for the next ones on the same thread (a decode
+/// step starts a block per head and layer).
+type Spare = [Vec<f32>; 4];
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The most finished blocks' buffers a thread keeps.
+const SPARE_BLOCKS: usize = 4;
+
 impl OnlineBlock {
     pub(crate) fn new(rows: usize, head_dim: usize) -> Self {
+        let spare = SPARE.with(|s| s.borrow_mut().pop());
+        let [mut scores, mut acc, mut m, mut l] = spare.unwrap_or_default();
+        let fill = |v: &mut Vec<f32>, len: usize, value: f32| {
+            v.clear();
+            v.resize(len, value);
+        };
+        fill(&mut scores, rows * BK, 0.0);
+        fill(&mut acc, rows * head_dim, 0.0);
+        fill(&mut m, rows, f32::NEG_INFINITY);
+        fill(&mut l, rows, 0.0);
         OnlineBlock {
-            scores: vec![0.0; rows * BK],
-            acc: vec![0.0; rows * head_dim],
-            m: vec![f32::NEG_INFINITY; rows],
-            l: vec![0.0; rows],
+            scores,
+            acc,
+            m,
+            l,
             head_dim,
         }
     }
@@ -112,5 +133,23 @@ impl OnlineBlock {
         for (o, &a) in dst.iter_mut().zip(&self.acc[r * dh..(r + 1) * dh]) {
             *o = a * inv;
         }
+    }
+}
+
+impl Drop for OnlineBlock {
+    fn drop(&mut self) {
+        let bufs = [
+            std::mem::take(&mut self.scores),
+            std::mem::take(&mut self.acc),
+            std::mem::take(&mut self.m),
+            std::mem::take(&mut self.l),
+        ];
+        // A thread that is exiting has no spares to keep.
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARE_BLOCKS {
+                s.push(bufs);
+            }
+        });
     }
 }
