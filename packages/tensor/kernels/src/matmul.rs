@@ -127,6 +127,30 @@ fn vector_matrix(x: &[f32], w: &[f32], k: usize, n: usize, transposed: bool, out
     }
 }
 
+/// `out[r, j] += bias[j]` for every row of `bias.len()` of a product's output (a
+/// linear layer's bias, added where the product was written: the bits of the add
+/// op on the product, without its output array).
+pub fn add_bias(out: &mut [f32], bias: &[f32]) -> Result<()> {
+    ensure!(
+        !bias.is_empty() && out.len().is_multiple_of(bias.len()),
+        "add_bias: a bias of {} for an output of {}",
+        bias.len(),
+        out.len()
+    );
+    add_rows(out, bias);
+    Ok(())
+}
+
+multiversion! {
+    fn add_rows(out: &mut [f32], bias: &[f32]) {
+        for row in out.chunks_exact_mut(bias.len()) {
+            for (o, &b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        }
+    }
+}
+
 pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
     check(spec, a, b, out)?;
     let (m, k, n) = (spec.m, spec.k, spec.n);

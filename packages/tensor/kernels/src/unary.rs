@@ -35,6 +35,12 @@ impl UnaryOp {
         ("silu", UnaryOp::Silu),
     ];
 
+    /// Whether the function costs an exponential, a logarithm or a division per
+    /// element (worth sharing from far fewer elements than an add).
+    fn costly(self) -> bool {
+        !matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu)
+    }
+
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL
             .iter()
@@ -77,12 +83,31 @@ pub fn unary_f32(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
         x.len(),
         out.len()
     );
+    if op.costly() && crate::pool::parallel(x.len(), TEAM_ELEMENTS) {
+        // A transcendental function over a prefill's activations: pieces on the
+        // team's hot helpers (the products around it keep them awake).
+        let dst = crate::pool::Shared::new(out);
+        let pieces = x.len().div_ceil(TEAM_PIECE);
+        crate::team::team().run(pieces, &|p| {
+            let start = p * TEAM_PIECE;
+            let len = TEAM_PIECE.min(x.len() - start);
+            // SAFETY: piece p alone writes out[start..start + len], inside `out`.
+            let o = unsafe { std::slice::from_raw_parts_mut(dst.at(start), len) };
+            map_chunk(op, &x[start..start + len], o);
+        });
+        return Ok(());
+    }
     for_chunks(out, CHUNK, |i, chunk| {
         let start = i * CHUNK;
         map_chunk(op, &x[start..start + chunk.len()], chunk);
     });
     Ok(())
 }
+
+/// From this many elements a costly function runs on the team, in pieces of
+/// `TEAM_PIECE` (each element is computed alone, so the bits do not depend on it).
+const TEAM_ELEMENTS: usize = 1 << 14;
+const TEAM_PIECE: usize = 1 << 12;
 
 /// `out[i] = op(x[i])` for int64 (negation and absolute value only).
 pub fn unary_i64(op: UnaryOp, x: &[i64], out: &mut [i64]) -> Result<()> {
@@ -127,6 +152,29 @@ pub fn logical_not(x: &[bool], out: &mut [bool]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costly_functions_on_the_team_give_each_element_its_own_bits() {
+        // Not a whole number of pieces, past the team's threshold.
+        let n = TEAM_ELEMENTS + 3 * TEAM_PIECE + 17;
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 37) % 1001) as f32 * 0.01 - 5.0)
+            .collect();
+        crate::pool::set_num_threads(2);
+        for op in [
+            UnaryOp::Gelu,
+            UnaryOp::GeluTanh,
+            UnaryOp::Exp,
+            UnaryOp::Silu,
+        ] {
+            let mut out = vec![f32::NAN; n];
+            unary_f32(op, &x, &mut out).unwrap();
+            let mut want = vec![0.0f32; n];
+            map_chunk(op, &x, &mut want);
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&out), bits(&want), "{op:?}");
+        }
+    }
 
     #[test]
     fn relu_and_silu() {

@@ -3,7 +3,7 @@
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use riftco_kernels::binary::{self as bin, Arith, BinaryOp, CompareOp};
-use riftco_kernels::matmul::{matmul_f32, MatmulSpec};
+use riftco_kernels::matmul::{add_bias, matmul_f32, MatmulSpec};
 use riftco_kernels::reduce::{self as red, ReduceOp};
 use riftco_kernels::softmax::{softmax_f32, Causal};
 use riftco_kernels::strided::Walk;
@@ -312,12 +312,14 @@ fn broadcast_shapes(a: &[usize], b: &[usize]) -> PyResult<Vec<usize>> {
 }
 
 #[pyfunction]
+#[pyo3(signature = (a, b, transpose_a, transpose_b, bias=None))]
 fn matmul<'py>(
     py: Python<'py>,
     a: &Array<'py>,
     b: &Array<'py>,
     transpose_a: bool,
     transpose_b: bool,
+    bias: Option<&Array<'py>>,
 ) -> Out<'py> {
     let (sa, sb) = (shape_of(a), shape_of(b));
     if sa.len() < 2 || sb.len() < 2 {
@@ -335,6 +337,16 @@ fn matmul<'py>(
     let b_offsets = batch_offsets(&sb[..sb.len() - 2], &batch, k * n)?;
     let mut shape = batch;
     shape.extend([m, n]);
+    let bias = match bias {
+        Some(v) if shape_of(v) == [n] => Some(slice::<f32>(v)?),
+        Some(v) => {
+            return Err(error(format!(
+                "matmul: a float32 bias [{n}] for {n} output columns, found {:?}",
+                shape_of(v)
+            )))
+        }
+        None => None,
+    };
     let (arr, out) = alloc::<f32>(py, &shape);
     let spec = MatmulSpec {
         m,
@@ -348,12 +360,18 @@ fn matmul<'py>(
     match same_kind("matmul", &[a, b])? {
         Kind::F32 => {
             let (xa, xb) = (slice::<f32>(a)?, slice::<f32>(b)?);
-            run(py, || matmul_f32(&spec, xa, xb, out))?
+            run(py, || {
+                matmul_f32(&spec, xa, xb, out)?;
+                bias.map_or(Ok(()), |v| add_bias(out, v))
+            })?
         }
         // bfloat16 bit patterns: float32 products and sums, a float32 result.
         Kind::U16 => {
             let (xa, xb) = (slice::<u16>(a)?, slice::<u16>(b)?);
-            run(py, || bf16::matmul_bf16(&spec, xa, xb, out))?
+            run(py, || {
+                bf16::matmul_bf16(&spec, xa, xb, out)?;
+                bias.map_or(Ok(()), |v| add_bias(out, v))
+            })?
         }
         k => return Err(error(format!("matmul is not defined for {k:?}"))),
     }

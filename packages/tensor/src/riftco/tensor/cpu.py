@@ -118,23 +118,26 @@ class CpuBackend(Backend):
     def argmax(self, x, shape, dtype, axis):
         return _native.argmax(x, axis)
 
-    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b, bias=None):
         # float32 handles have 4-byte items; bfloat16 ones (2 bytes) go to the kernel
         # as their bit patterns, which it widens exactly and accumulates in float32.
+        # ``bias`` (float32, one per output column) is added to the product in place.
         if a.itemsize == 2:
-            return _native.matmul(_bits(a), _bits(b), transpose_a, transpose_b)
-        return _native.matmul(a, b, transpose_a, transpose_b)
+            return _native.matmul(_bits(a), _bits(b), transpose_a, transpose_b, bias)
+        return _native.matmul(a, b, transpose_a, transpose_b, bias)
 
-    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute, bias=None):
         if compute is not BF16:
             raise CapabilityMissing(f"matmul_compute: no {compute.value} compute dtype on cpu")
-        return _native.matmul(_bits(_narrow(a)), _bits(_narrow(b)), transpose_a, transpose_b)
+        a, b = _bits(_narrow(a)), _bits(_narrow(b))
+        return _native.matmul(a, b, transpose_a, transpose_b, bias)
 
     def linear(self, x, x_shape, w, w_shape, bias, compute=None):
-        # The composition riftco-tensor's op layer runs elsewhere: the same bits.
+        # The composition riftco-tensor's op layer runs elsewhere (the product, then
+        # the add): the same bits, a float32 bias added where the product was written.
+        if bias is None or bias.dtype == _F32_NUMPY:
+            return self._linear_product(x, x_shape, w, w_shape, False, True, compute, bias)
         y = self._linear_product(x, x_shape, w, w_shape, False, True, compute)
-        if bias is None:
-            return y
         shape = (int(x_shape[0]), int(w_shape[0]))
         return self.binary("add", y, shape, bias, shape[1:], shape, DType.float32)
 
@@ -148,10 +151,10 @@ class CpuBackend(Backend):
         db = self.reduce("sum", g, shape, DType.float32, 0) if need_b else None
         return dx, dw, db
 
-    def _linear_product(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
+    def _linear_product(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute, bias=None):
         if compute is BF16 and a.dtype == _F32_NUMPY:
-            return self.matmul_compute(a, a_shape, b, b_shape, transpose_a, transpose_b, BF16)
-        return self.matmul(a, a_shape, b, b_shape, transpose_a, transpose_b)
+            return self.matmul_compute(a, a_shape, b, b_shape, transpose_a, transpose_b, BF16, bias)
+        return self.matmul(a, a_shape, b, b_shape, transpose_a, transpose_b, bias)
 
     def index_select(self, x, shape, dtype, axis, indices, count):
         if dtype is BF16:
