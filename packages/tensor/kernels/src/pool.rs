@@ -110,6 +110,27 @@ impl Shared {
     }
 }
 
+/// A thread's kept value: see [`with_kept`].
+pub(crate) type Kept<T> = std::cell::Cell<Option<Box<T>>>;
+
+/// Run `f` on this thread's kept `T` (a default one the first time, or while an
+/// outer call on this thread holds it) and keep it again for the next call: the
+/// buffers of a loop of calls of one size are allocated once.
+pub(crate) fn with_kept<T: Default + 'static, R>(
+    key: &'static std::thread::LocalKey<Kept<T>>,
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    let mut kept = key
+        .try_with(|c| c.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let r = f(&mut kept);
+    // A thread that is exiting keeps nothing.
+    let _ = key.try_with(|c| c.set(Some(kept)));
+    r
+}
+
 /// Apply `f(chunk_index, out_chunk)` to fixed-size chunks of `out`, in
 /// parallel when `out` is large. Chunk boundaries never depend on threads.
 pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {

@@ -8,6 +8,7 @@ use super::pages::Pages;
 use super::{Batch, CacheLayer, FeedForward, Layer, Model, NormWeights};
 use crate::norm::{norm_forward, Norm};
 use crate::paged::paged_attention_in;
+use crate::pool::{with_kept, Kept};
 use crate::rotary::rotary;
 use crate::{ensure, math, multiversion, Result};
 
@@ -21,28 +22,26 @@ pub fn step(
 ) -> Result<()> {
     check_step(model, batch, cache, logits)?;
     let n = batch.tokens.len();
-    // The buffers of this thread's last step, taken for this one (a step that
-    // panics or runs inside another leaves them and starts from empty ones).
-    let mut s = SCRATCH.with(|c| c.take()).unwrap_or_default();
-    let mut x = std::mem::take(&mut s.x);
-    embed(model, batch, &mut x);
     let attend = Pages::of(&batch.attend);
-    let run = (|| {
-        for (layer, c) in model.layers.iter().zip(cache.iter_mut()) {
-            attention_block(model, layer, batch, &attend, c, &mut s, &mut x)?;
-            feed_forward_block(model, layer, n, &mut s, &mut x)?;
-        }
-        head(model, batch, &x, &mut s, logits)
-    })();
-    s.x = x;
-    SCRATCH.with(|c| c.set(Some(s)));
-    run
+    with_kept(&SCRATCH, |s| {
+        let mut x = std::mem::take(&mut s.x);
+        embed(model, batch, &mut x);
+        let run = (|| {
+            for (layer, c) in model.layers.iter().zip(cache.iter_mut()) {
+                attention_block(model, layer, batch, &attend, c, s, &mut x)?;
+                feed_forward_block(model, layer, n, s, &mut x)?;
+            }
+            head(model, batch, &x, s, logits)
+        })();
+        s.x = x;
+        run
+    })
 }
 
 thread_local! {
     /// A step's buffers, kept for the next step on the same thread: a decode loop
     /// asks for the same sizes every step, so it allocates nothing after the first.
-    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+    static SCRATCH: Kept<Scratch> = const { Kept::new(None) };
 }
 
 /// Check the batch's tokens, positions and cache rows, the caches and the

@@ -9,7 +9,7 @@ use crate::f32_rows::dot_tile_f32;
 use crate::f32_rows::tiles as f32_tiles;
 use crate::nf4_int::{self, Nf4Input};
 use crate::nf4_vector::{row_dot as nf4_row_dot, row_dots as nf4_row_dots};
-use crate::pool::{parallel, Shared};
+use crate::pool::{parallel, with_kept, Kept, Shared};
 
 // A piece of output rows is one float32 tile, and whole F16 tiles.
 const _: () = assert!(ROWS == f32_tiles::TILE && ROWS.is_multiple_of(f16_tiles::TILE));
@@ -41,7 +41,7 @@ struct Inputs {
 }
 
 thread_local! {
-    static INPUTS: std::cell::Cell<Option<Box<Inputs>>> = const { std::cell::Cell::new(None) };
+    static INPUTS: Kept<Inputs> = const { Kept::new(None) };
 }
 
 /// [`linears`], with `then` applied to every output slice after its bias, by the
@@ -55,9 +55,7 @@ pub(super) fn linears_then(
     then: Option<&Then<'_>>,
 ) {
     assert!(lins.len() <= MAX_LINEARS && outs.len() == lins.len());
-    let mut inputs = INPUTS.with(|c| c.take()).unwrap_or_default();
-    job(lins, x, m, outs, then, &mut inputs);
-    INPUTS.with(|c| c.set(Some(inputs)));
+    with_kept(&INPUTS, |inputs| job(lins, x, m, outs, then, inputs));
 }
 
 fn job(

@@ -118,19 +118,13 @@ class CpuBackend(Backend):
     def argmax(self, x, shape, dtype, axis):
         return _native.argmax(x, axis)
 
-    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b, bias=None):
-        # float32 handles have 4-byte items; bfloat16 ones (2 bytes) go to the kernel
-        # as their bit patterns, which it widens exactly and accumulates in float32.
-        # ``bias`` (float32, one per output column) is added to the product in place.
-        if a.itemsize == 2:
-            return _native.matmul(_bits(a), _bits(b), transpose_a, transpose_b, bias)
-        return _native.matmul(a, b, transpose_a, transpose_b, bias)
+    def matmul(self, a, a_shape, b, b_shape, transpose_a, transpose_b):
+        return _product(a, b, transpose_a, transpose_b)
 
-    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute, bias=None):
+    def matmul_compute(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute):
         if compute is not BF16:
             raise CapabilityMissing(f"matmul_compute: no {compute.value} compute dtype on cpu")
-        a, b = _bits(_narrow(a)), _bits(_narrow(b))
-        return _native.matmul(a, b, transpose_a, transpose_b, bias)
+        return _product(_narrow(a), _narrow(b), transpose_a, transpose_b)
 
     def linear(self, x, x_shape, w, w_shape, bias, compute=None):
         # The composition riftco-tensor's op layer runs elsewhere (the product, then
@@ -152,9 +146,10 @@ class CpuBackend(Backend):
         return dx, dw, db
 
     def _linear_product(self, a, a_shape, b, b_shape, transpose_a, transpose_b, compute, bias=None):
+        # ``bias`` (float32, one per output column) is added to the product in place.
         if compute is BF16 and a.dtype == _F32_NUMPY:
-            return self.matmul_compute(a, a_shape, b, b_shape, transpose_a, transpose_b, BF16, bias)
-        return self.matmul(a, a_shape, b, b_shape, transpose_a, transpose_b, bias)
+            a, b = _narrow(a), _narrow(b)
+        return _product(a, b, transpose_a, transpose_b, bias)
 
     def index_select(self, x, shape, dtype, axis, indices, count):
         if dtype is BF16:
@@ -418,6 +413,15 @@ class CpuBackend(Backend):
             batch.page_table,
             batch.page_size,
         )
+
+
+def _product(a, b, transpose_a, transpose_b, bias=None):
+    """The native product of two float32 or two bfloat16 handles (2-byte items go to
+    the kernel as their bit patterns, which it widens exactly and accumulates in
+    float32), with ``bias`` added to its rows in place."""
+    if a.itemsize == 2:
+        a, b = _bits(a), _bits(b)
+    return _native.matmul(a, b, transpose_a, transpose_b, bias)
 
 
 def create_backend() -> CpuBackend:
