@@ -54,7 +54,16 @@ pub(super) unsafe fn pack_b(b: Mat, p0: usize, kc: usize, j0: usize, nc: usize, 
         if cols < NR {
             panel.fill(0.0);
         }
-        if cs == 1 {
+        if cs == 1 && cols == NR {
+            // Whole panels row by row as fixed-size moves (a slice copy of a length
+            // known only at run time is a call to memcpy per 64 bytes).
+            for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
+                let src = ptr.add((p0 + p) * rs + c0).cast::<[f32; NR]>();
+                dst.as_mut_ptr()
+                    .cast::<[f32; NR]>()
+                    .write_unaligned(src.read_unaligned());
+            }
+        } else if cs == 1 {
             for (p, dst) in panel.chunks_exact_mut(NR).enumerate() {
                 let src = std::slice::from_raw_parts(ptr.add((p0 + p) * rs + c0), cols);
                 dst[..cols].copy_from_slice(src);
@@ -170,6 +179,42 @@ mod tests {
                         let j = j0 + q * NR + c;
                         if j < j0 + nc {
                             want[q * NR * kc + p * NR + c] = b[j * k + p0 + p];
+                        }
+                    }
+                }
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&fast),
+                bits(&want),
+                "k={k} n={n} p0={p0} kc={kc} j0={j0} nc={nc}"
+            );
+        }
+    }
+
+    /// Row-major panels (whole ones copied as fixed-size rows, the last partial
+    /// one by slice and zero-filled) are exactly the elements of the operand.
+    #[test]
+    fn row_major_panels_match_the_scalar_pack() {
+        if !crate::pool::has_avx2_fma() {
+            return;
+        }
+        for &(k, n, p0, kc, j0, nc) in &[
+            (40usize, 37usize, 0usize, 40usize, 0usize, 37usize),
+            (45, 48, 3, 29, 16, 32),
+            (384, 70, 0, 384, 5, 65),
+        ] {
+            let b: Vec<f32> = (0..k * n).map(|v| v as f32 * 0.25 - 7.0).collect();
+            let panels = nc.div_ceil(NR);
+            let mut fast = vec![f32::NAN; panels * NR * kc];
+            unsafe { pack_b(Mat(b.as_ptr(), n, 1), p0, kc, j0, nc, &mut fast) };
+            let mut want = vec![0.0f32; panels * NR * kc];
+            for q in 0..panels {
+                for p in 0..kc {
+                    for c in 0..NR {
+                        let j = j0 + q * NR + c;
+                        if j < j0 + nc {
+                            want[q * NR * kc + p * NR + c] = b[(p0 + p) * n + j];
                         }
                     }
                 }
