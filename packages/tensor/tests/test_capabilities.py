@@ -23,8 +23,8 @@ def info(name: str) -> rt.BackendInfo:
 EVERY = tuple(rt.CAPABILITIES)
 #: The numpy reference backend has every kernel but the native whole-step decoder and
 #: the products in a compute dtype, the linear layer's ops, the residual add with its
-#: layer norm and attention in a compute dtype (its float32 products there), which the
-#: op layer composes there (API 1.9, 1.10, 1.11, 1.12).
+#: layer norm, attention in a compute dtype (its float32 products there) and attention
+#: through its stacked projections, which the op layer composes there (API 1.9-1.13).
 DECODE = ("decode_program", "decode_step")
 COMPOSED_THERE = (
     "matmul_compute",
@@ -33,6 +33,8 @@ COMPOSED_THERE = (
     "add_layer_norm",
     "flash_attention_compute",
     "flash_attention_backward_compute",
+    "projected_attention",
+    "projected_attention_backward",
 )
 REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 

@@ -56,7 +56,11 @@ PLACE_MANY(place_many_8, u64)
 // and back). Part p reads xs_p (shape [b, xn.v[p], yn.v[p], d], element kind from.v[p])
 // and writes ys_p (kind to.v[p]); kinds are the convert kernel's codes, 0 float32 and
 // 4 bfloat16: a part of one kind copies the bits, float32 to bfloat16 rounds to
-// nearest even. Parts from `parts` on are null.
+// nearest even. Either side may be a column slice of a wider matrix (the stacked
+// query/key/value projection): source element (b, x, y, c) is at
+// xo.v[p] + (b xn + x) xr.v[p] + y d + c, destination (b, y, x, c) at
+// yo.v[p] + (b yn + y) yr.v[p] + x d + c (a dense part: offsets 0, xr = yn d,
+// yr = xn d). Parts from `parts` on are null.
 __device__ __forceinline__ void swap_part(const void* x, void* y, i64 from, i64 to, i64 src, i64 dst) {
     if (from == to) {
         if (from == 0) ((unsigned int*)y)[dst] = ((const unsigned int*)x)[src];
@@ -80,7 +84,7 @@ extern "C" __global__ void swap_heads(const void* x0, void* y0, const void* x1, 
                                       const void* x2, void* y2, const void* x3, void* y3,
                                       const void* x4, void* y4, const void* x5, void* y5,
                                       i64 parts, i64 b, i64 d, Dims xn, Dims yn, Dims from,
-                                      Dims to) {
+                                      Dims to, Dims xo, Dims xr, Dims yo, Dims yr) {
     i64 total = 0;
 #pragma unroll
     for (int p = 0; p < 6; ++p) if (p < parts) total += b * xn.v[p] * yn.v[p] * d;
@@ -106,11 +110,13 @@ extern "C" __global__ void swap_heads(const void* x0, void* y0, const void* x1, 
             case 5: x = x5; y = y5; break;
         }
         i64 nx = pick(xn, p), ny = pick(yn, p);
-        // j indexes the output [b, ny, nx, d].
+        // j enumerates the output [b, ny, nx, d] densely.
         i64 c = j % d, r = j / d;
         i64 xx = r % nx;
         r /= nx;
         i64 yy = r % ny, bb = r / ny;
-        swap_part(x, y, pick(from, p), pick(to, p), ((bb * nx + xx) * ny + yy) * d + c, j);
+        i64 src = pick(xo, p) + (bb * nx + xx) * pick(xr, p) + yy * d + c;
+        i64 dst = pick(yo, p) + (bb * ny + yy) * pick(yr, p) + xx * d + c;
+        swap_part(x, y, pick(from, p), pick(to, p), src, dst);
     }
 }

@@ -61,6 +61,46 @@ extern "C" __global__ void reduce_cols_tiled_f32(const float* x, float* out, i64
     }
 }
 
+// The lanes' sums of a column tile combined in reduce_cols_tiled_f32's tree (every
+// thread of the block calls it; lane 0's scratch[t] then holds its column's sum).
+__device__ __forceinline__ void lanes_sum(double* scratch, unsigned int t, unsigned int lane,
+                                          unsigned int lanes, double acc) {
+    scratch[t] = acc;
+    __syncthreads();
+    for (unsigned int s = lanes / 2; s > 0; s >>= 1) {
+        if (lane < s) scratch[t] = scratch[t] + scratch[t + s * COLS_TILE];
+        __syncthreads();
+    }
+}
+
+// Column sums of x [n, inner] into three outputs in one launch: columns
+// [0, first1) to out0, [first1, first2) to out1, [first2, inner) to out2 (the stacked
+// query/key/value projection's bias gradients). Each column is summed in
+// reduce_cols_tiled_f32's order and tree (the same bits as that kernel over the part
+// alone). Blocks: ceil(inner / COLS_TILE).
+extern "C" __global__ void reduce_cols_parts_f32(const float* x, float* out0, float* out1, float* out2,
+                                                 i64 n, i64 inner, i64 first1, i64 first2) {
+    __shared__ double scratch[THREADS];
+    unsigned int t = threadIdx.x, lanes = blockDim.x / COLS_TILE;
+    unsigned int col = t % COLS_TILE, lane = t / COLS_TILE;
+    i64 tiles = (inner + COLS_TILE - 1) / COLS_TILE;
+    for (i64 b = blockIdx.x; b < tiles; b += gridDim.x) {
+        i64 c = b * COLS_TILE + col;
+        double acc = 0.0;
+        if (c < inner) {
+            for (i64 k = lane; k < n; k += lanes) acc += (double)x[k * inner + c];
+        }
+        lanes_sum(scratch, t, lane, lanes, acc);
+        if (lane == 0 && c < inner) {
+            float v = (float)scratch[t];
+            if (c < first1) out0[c] = v;
+            else if (c < first2) out1[c - first1] = v;
+            else out2[c - first2] = v;
+        }
+        __syncthreads();
+    }
+}
+
 // A bias gradient and the bfloat16 copy of the gradient in one pass over x [n, inner]:
 // sums[c] = sum_k x[k, c], in reduce_cols_tiled_f32's order and tree (the same bits
 // as that kernel's sum), while each element read is written to low as bfloat16 (the
@@ -80,12 +120,7 @@ extern "C" __global__ void colsum_to_bf16(const float* x, float* sums, bf16* low
                 acc += (double)v;
             }
         }
-        scratch[t] = acc;
-        __syncthreads();
-        for (unsigned int s = lanes / 2; s > 0; s >>= 1) {
-            if (lane < s) scratch[t] = scratch[t] + scratch[t + s * COLS_TILE];
-            __syncthreads();
-        }
+        lanes_sum(scratch, t, lane, lanes, acc);
         if (lane == 0 && c < inner) sums[c] = (float)scratch[t];
         __syncthreads();
     }

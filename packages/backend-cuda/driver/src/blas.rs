@@ -115,11 +115,24 @@ pub fn gemm(
     c: Operand<'_>,
     batch: i64,
 ) -> Result<()> {
-    gemm_compute(device, element, Compute::F32, m, n, k, a, b, c, batch)
+    gemm_compute(
+        device,
+        element,
+        Compute::F32,
+        m,
+        n,
+        k,
+        a,
+        b,
+        c,
+        batch,
+        false,
+    )
 }
 
 /// [`gemm`] with the operands multiplied as `compute` says; `Bf16Products` takes
-/// float32 operands only.
+/// float32 operands only. `accumulate` adds the product to what `C` holds
+/// (`beta = 1`: one more rounding per element) instead of overwriting it.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_compute(
     device: &Device,
@@ -132,6 +145,7 @@ pub fn gemm_compute(
     b: Operand<'_>,
     c: Operand<'_>,
     batch: i64,
+    accumulate: bool,
 ) -> Result<()> {
     if compute == Compute::Bf16Products && element != Element::F32 {
         return Err(error(format!(
@@ -144,7 +158,7 @@ pub fn gemm_compute(
     check_extent("A", &a, m, k, batch, element.size())?;
     check_extent("B", &b, k, n, batch, element.size())?;
     check_extent("C", &c, m, n, batch, 4)?;
-    let (alpha, beta) = (1.0f32, 0.0f32);
+    let (alpha, beta) = (1.0f32, if accumulate { 1.0f32 } else { 0.0f32 });
     let op = |t: bool| {
         if t {
             blas::cublasOperation_t::CUBLAS_OP_T

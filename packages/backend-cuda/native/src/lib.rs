@@ -281,8 +281,9 @@ impl Device {
     /// transposed)`, `element` is `float32` or `bfloat16`, `c` float32. `compute`
     /// `"bfloat16"` multiplies float32 operands as their bfloat16 roundings
     /// (`CUBLAS_COMPUTE_32F_FAST_16BF`); `"float32"` (the default) as they are.
+    /// `accumulate` adds the product to `c` (`beta = 1`) instead of overwriting it.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (element, m, n, k, a, b, c, batch, compute="float32"))]
+    #[pyo3(signature = (element, m, n, k, a, b, c, batch, compute="float32", accumulate=false))]
     fn gemm(
         &self,
         py: Python<'_>,
@@ -295,6 +296,7 @@ impl Device {
         c: (PyRef<'_, Buffer>, usize, i64, i64, bool),
         batch: i64,
         compute: &str,
+        accumulate: bool,
     ) -> PyResult<()> {
         let compute = match compute {
             "float32" => Compute::F32,
@@ -342,6 +344,7 @@ impl Device {
                 op(&bb, b),
                 op(&cb, c),
                 batch,
+                accumulate,
             )
         })
     }

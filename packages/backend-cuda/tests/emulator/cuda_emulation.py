@@ -221,11 +221,12 @@ class EmulatedDevice:
         lib.emu_launch(ctypes.cast(fn, ctypes.c_void_p), pointers, g[0], g[1], g[2], int(block[0]))
         self.launches += 1
 
-    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32") -> None:
+    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32", accumulate=False) -> None:
         """cuBLAS's strided-batched product: float64 sums of the (exact) products,
         rounded once to float32. ``compute="bfloat16"`` (``CUBLAS_COMPUTE_32F_FAST_16BF``)
         rounds float32 operands to bfloat16 (to nearest, ties to even) first: then the
-        bits equal those of bfloat16 operands."""
+        bits equal those of bfloat16 operands. ``accumulate`` (``beta = 1``) adds the
+        rounded product to what ``c`` holds, a float32 add."""
         if compute not in ("float32", "bfloat16"):
             raise CudaError(f"gemm: no compute type {compute!r}")
         if compute == "bfloat16" and element != "float32":
@@ -258,7 +259,7 @@ class EmulatedDevice:
             flat = buf.array[: buf.nbytes].view(np.float32)
             first = offset + i * stride
             view = np.lib.stride_tricks.as_strided(flat[first:], shape=(m, n), strides=(4, ld * 4))
-            view[...] = product
+            view[...] = view + product if accumulate else product
 
     def gemm_epilogue(
         self, element, m, n, k, a, b, c, epilogue, bias=None, compute="float32"

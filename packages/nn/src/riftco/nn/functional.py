@@ -256,74 +256,37 @@ def projected_attention(
 ) -> Operand:
     """Self-attention of ``x [B, T, d_model]`` through its query, key and value
     projections (``weights`` and ``biases`` in that order, ``[out, d_model]`` each) as
-    one node (products and attention in bfloat16 under ``mixed_precision``): the
-    three weights stacked into one matrix, so the projection is one
-    matrix product forward and two backward instead of three and six; rotary
-    positions on queries and keys when ``positions`` is given; then ``attention``.
-    Returns ``[B, T, heads * head_dim]``, the input of the output projection."""
+    one node (products and attention in bfloat16 under ``mixed_precision``):
+    riftco-tensor's ``projected_attention`` -- the three projections one stacked
+    product forward and two backward (a backend may write and read the stacked
+    matrix in place: no weights concatenated, no parts copied out); rotary positions
+    on queries and keys when ``positions`` is given; then attention. Returns
+    ``[B, T, heads * head_dim]``, the input of the output projection."""
     xv = _value(x)
     ws = [_value(w) for w in weights]
     bs = None if biases is None else [_value(b) for b in biases]
-    batch, steps = xv.shape[0], xv.shape[1]
-    sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
-    x2 = xv.reshape(-1, xv.shape[-1])
-    w = rt.concatenate(ws, axis=0)
-    low = compute_dtype()
-    b = None if bs is None else rt.concatenate(bs, axis=0)
-    layer = _linear_layer(x2, w, b) and all(_linear_layer(x2, wi, None) for wi in ws)
-    if layer:
-        y = rt.linear(x2, w, b, compute=low)
-    else:
-        y = rt.matmul(x2, w, transpose_b=True, compute=low)
-        if b is not None:
-            y = y + b
-    starts = [0, sizes[0], sizes[0] + sizes[1]]
-    # Without rotary positions the stacked product is rounded once, before the parts
-    # are narrowed out: the same bits as rounding each part, one pass instead of three.
-    stacked = y if low is None or positions is not None else y.astype(low)
-    q, k, v = (
-        rt.narrow(stacked, 1, start, size).reshape(batch, steps, size // head_dim, head_dim)
-        for start, size in zip(starts, sizes)
-    )
-    if positions is not None:
-        q, k = rt.rotary(q, positions, theta), rt.rotary(k, positions, theta)
-    if low is not None and positions is not None:
-        q, k, v = q.astype(low), k.astype(low), v.astype(low)
-    kw = _attention_options(causal, window, method, scale, low)
+    kw: dict[str, Any] = {
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "positions": positions,
+        "theta": theta,
+        "causal": causal,
+        "window": window,
+        "method": method,
+        "scale": scale,
+        "compute": compute_dtype(),
+    }
     params = list(weights) + ([] if biases is None else list(biases))
     if not _record(x, *params):
-        return _plain(x, rt.attention(q, k, v, **kw).reshape(batch, steps, sizes[0]))
-    out, stats = rt.attention_with_stats(q, k, v, **kw)
+        return _plain(x, rt.projected_attention(xv, ws, bs, **kw))
+    result, state = rt.projected_attention_with_state(xv, ws, bs, **kw)
     need_x = _needs(x)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        dq, dk, dv = rt.attention_backward(g.reshape(*out.shape), q, k, v, out, stats, **kw)
-        if positions is not None:
-            dq = rt.rotary(dq, positions, theta, inverse=True)
-            dk = rt.rotary(dk, positions, theta, inverse=True)
-        parts = [d.reshape(-1, size) for d, size in zip((dq, dk, dv), sizes)]
-        dx = None
-        if need_x:
-            gy = rt.concatenate(parts, axis=1)
-            dx = rt.matmul(gy, w, compute=low).reshape(*xv.shape)
-        # Each weight's and bias's gradient from its own part of the output gradient:
-        # the rows of the stacked products', without narrowing (copying) them out.
-        if layer and all(part.dtype is rt.float32 for part in parts):
-            # rt.linear_backward: a backend may take the bias gradient from the product.
-            pieces = [
-                rt.linear_backward(part, x2, wi, False, True, bs is not None, compute=low)
-                for part, wi in zip(parts, ws)
-            ]
-            grads = [dx] + [p[1] for p in pieces]
-            if bs is not None:
-                grads += [p[2] for p in pieces]
-            return grads
-        grads = [dx] + [rt.matmul(part, x2, transpose_a=True, compute=low) for part in parts]
-        if bs is not None:
-            grads += [part.sum(axis=0) for part in parts]
-        return grads
+        dx, dws, dbs = rt.projected_attention_backward(g, state, need_x)
+        return [dx, *dws, *(dbs or [])]
 
-    result = out.reshape(batch, steps, sizes[0])
     return custom_gradient(result, [_variable(x), *map(_variable, params)], vjp)
 
 

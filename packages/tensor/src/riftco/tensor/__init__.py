@@ -61,6 +61,7 @@ from riftco.tensor.ops.layout import *  # noqa: F403
 from riftco.tensor.ops.linalg import *  # noqa: F403
 from riftco.tensor.ops.linear_layer import *  # noqa: F403
 from riftco.tensor.ops.paged import *  # noqa: F403
+from riftco.tensor.ops.projected import *  # noqa: F403
 from riftco.tensor.ops.quantized import *  # noqa: F403
 from riftco.tensor.ops.reduction import *  # noqa: F403
 from riftco.tensor.registry import (
@@ -160,6 +161,7 @@ __all__ += ops.layout.__all__
 __all__ += ops.linalg.__all__
 __all__ += ops.linear_layer.__all__
 __all__ += ops.paged.__all__
+__all__ += ops.projected.__all__
 __all__ += ops.quantized.__all__
 __all__ += ops.reduction.__all__
 __all__ += [

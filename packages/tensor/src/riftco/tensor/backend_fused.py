@@ -229,6 +229,66 @@ class FusedKernels:
         :meth:`flash_attention_backward` for a backend without it."""
         raise self._missing("flash_attention_backward_compute")
 
+    def projected_attention(
+        self,
+        x: Storage,
+        x_shape: Shape,
+        ws: Sequence[Storage],
+        w_shapes: Sequence[Shape],
+        bs: Sequence[Storage] | None,
+        batch: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        scale: float,
+        causal: bool,
+        window: int,
+        compute: DType | None,
+    ) -> tuple[Storage, Storage, Storage, tuple[Storage, ...]]:
+        """API 1.13: flash self-attention of float32 ``x [B*T, d_model]`` through its
+        query, key and value projections (float32 ``ws``, ``[out_i, d_model]``; float32
+        ``bs`` or None): ``(out [B, T, heads, head_dim], row_max, row_sum, saved)``.
+        The projections are the stacked product ``x [w_q; w_k; w_v]^T + [b_q; b_k;
+        b_v]`` (``compute``: its operands read as their bfloat16 roundings, and the
+        result rounded once before attention reads its query, key and value columns);
+        ``out`` and the statistics ``[B, heads, T]`` are :meth:`flash_attention`'s
+        (:meth:`flash_attention_compute`'s with ``compute``). ``saved``: whatever of
+        the backend's storages its backward needs, handed back unchanged. The op layer
+        composes it (``ops/projected.py``) for a backend without it and for rotary
+        positions, the materialized method and other dtypes."""
+        raise self._missing("projected_attention")
+
+    def projected_attention_backward(
+        self,
+        dout: Storage,
+        x: Storage,
+        x_shape: Shape,
+        ws: Sequence[Storage],
+        w_shapes: Sequence[Shape],
+        has_bias: bool,
+        saved: tuple[Storage, ...],
+        out: Storage,
+        row_max: Storage,
+        row_sum: Storage,
+        batch: int,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        scale: float,
+        causal: bool,
+        window: int,
+        need_x: bool,
+        compute: DType | None,
+    ) -> tuple[Storage | None, list[Storage], list[Storage] | None]:
+        """API 1.13: the gradients of :meth:`projected_attention` for float32 ``dout
+        [B, T, heads * head_dim]``: ``(dx [B*T, d_model] or None, [dw_i], [db_i] or
+        None)``, float32, from the forward's ``saved``: the flash backward, then
+        ``dx`` the stacked gradient times the stacked weights (a backend may sum it
+        as one product a part), ``dw_i`` the part's gradient (transposed) times ``x``
+        and ``db_i`` its column sum (each product's operands read as their
+        ``compute`` roundings when given)."""
+        raise self._missing("projected_attention_backward")
+
     def attention_varlen(
         self,
         q: Storage,

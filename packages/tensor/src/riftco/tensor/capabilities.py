@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 12)
+BACKEND_API_VERSION = (1, 13)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -40,6 +40,7 @@ CAPABILITIES["add_layer_norm"] = 11
 CAPABILITIES.update(
     dict.fromkeys(("flash_attention_compute", "flash_attention_backward_compute"), 12)
 )
+CAPABILITIES.update(dict.fromkeys(("projected_attention", "projected_attention_backward"), 13))
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -64,6 +65,12 @@ COMPOSED["add_layer_norm"] = ("binary", "layer_norm")
 #: permission, so without the kernel the op layer takes the float32 products.
 COMPOSED["flash_attention_compute"] = ("flash_attention",)
 COMPOSED["flash_attention_backward_compute"] = ("flash_attention_backward",)
+#: Self-attention through its stacked projections: the weights concatenated, one
+#: product, the parts narrowed out, attention (the ops the model layer ran before).
+COMPOSED["projected_attention"] = ("concat", "copy_strided", "astype", "matmul", "flash_attention")
+COMPOSED["projected_attention_backward"] = (
+    "concat", "astype", "matmul", "reduce", "flash_attention_backward",
+)  # fmt: skip
 
 #: The dtypes every backend's storage holds (API 1.0). ``Backend.dtypes`` may add
 #: ``bfloat16`` (API 1.5).

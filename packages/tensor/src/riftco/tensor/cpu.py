@@ -20,8 +20,10 @@ from riftco.tensor import _native
 from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, KernelError
+from riftco.tensor.ops import projected
 from riftco.tensor.ops.decode import undecodable
 from riftco.tensor.ops.inplace import clip_factor, clip_ready
+from riftco.tensor.tensor import Tensor
 
 BF16 = DType.bfloat16
 _BF16_NUMPY = BF16.numpy
@@ -311,6 +313,65 @@ class CpuBackend(Backend):
             dout, q, k, v, out, row_max, row_sum, q_shape, kv_shape, scale, causal, window
         )
 
+    def projected_attention(
+        self, x, x_shape, ws, w_shapes, bs, batch, heads, kv_heads, head_dim, scale, causal,
+        window, compute,
+    ):  # fmt: skip
+        # The composition riftco-tensor's op layer runs elsewhere, on this backend's
+        # ops: the same bits; saved are its stacked weights and q, k and v.
+        shape = (batch, int(x_shape[0]) // batch, heads, kv_heads, head_dim)
+        x2 = self._tensor(x, x_shape, DType.float32)
+        wt = [self._tensor(w, s, DType.float32) for w, s in zip(ws, w_shapes)]
+        bt = (
+            None
+            if bs is None
+            else [self._tensor(b, (s[0],), DType.float32) for b, s in zip(bs, w_shapes)]
+        )
+        out, stats, w, _, q, k, v = projected.composed_forward(
+            x2, wt, bt, shape, _projected_options(scale, causal, window, compute), None, 0.0
+        )
+        row_max, row_sum = stats
+        return out._data, row_max._data, row_sum._data, (w._data, q._data, k._data, v._data)
+
+    def projected_attention_backward(
+        self, dout, x, x_shape, ws, w_shapes, has_bias, saved, out, row_max, row_sum, batch,
+        heads, kv_heads, head_dim, scale, causal, window, need_x, compute,
+    ):  # fmt: skip
+        steps = int(x_shape[0]) // batch
+        shape = (batch, steps, heads, kv_heads, head_dim)
+        low = DType.float32 if compute is None else DType(compute)
+        f32 = DType.float32
+        w, q, k, v = saved
+        total = sum(int(s[0]) for s in w_shapes)
+        dx, dws, dbs = projected.composed_backward(
+            self._tensor(dout, (batch, steps, heads * head_dim), f32),
+            self._tensor(x, x_shape, f32),
+            [self._tensor(wi, s, f32) for wi, s in zip(ws, w_shapes)],
+            has_bias,
+            shape,
+            _projected_options(scale, causal, window, compute),
+            None,
+            0.0,
+            self._tensor(out, (batch, steps, heads, head_dim), f32),
+            tuple(self._tensor(r, (batch, heads, steps), f32) for r in (row_max, row_sum)),
+            self._tensor(w, (total, int(x_shape[1])), f32),
+            True,
+            (
+                self._tensor(q, (batch, steps, heads, head_dim), low),
+                self._tensor(k, (batch, steps, kv_heads, head_dim), low),
+                self._tensor(v, (batch, steps, kv_heads, head_dim), low),
+            ),
+            need_x,
+        )
+        return (
+            None if dx is None else dx._data,
+            [d._data for d in dws],
+            None if dbs is None else [d._data for d in dbs],
+        )
+
+    def _tensor(self, data, shape, dtype):
+        return Tensor._wrap(data, tuple(int(n) for n in shape), dtype, self)
+
     def attention_varlen(
         self, q, k, v, q_shape, kv_shape, q_starts, q_counts, kv_starts, kv_lengths, scale, window
     ):
@@ -427,3 +488,14 @@ def _product(a, b, transpose_a, transpose_b, bias=None):
 def create_backend() -> CpuBackend:
     """Entry-point factory for ``cpu``."""
     return CpuBackend()
+
+
+def _projected_options(scale, causal, window, compute):
+    """riftco-tensor's attention keywords of a projected attention call (flash)."""
+    return {
+        "causal": bool(causal),
+        "window": int(window),
+        "method": "flash",
+        "scale": float(scale),
+        "compute": None if compute is None else DType(compute),
+    }

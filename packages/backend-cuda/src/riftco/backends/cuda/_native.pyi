@@ -98,6 +98,7 @@ class Device:
         c: _Operand,
         batch: int,
         compute: str = "float32",
+        accumulate: bool = False,
     ) -> None: ...
     def gemm_epilogue(
         self,

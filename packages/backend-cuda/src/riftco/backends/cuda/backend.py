@@ -22,6 +22,7 @@ from riftco.backends.cuda.ops.launch import Launcher
 from riftco.backends.cuda.ops.linear import LinearOps
 from riftco.backends.cuda.ops.nn import NnOps
 from riftco.backends.cuda.ops.optim import OptimOps
+from riftco.backends.cuda.ops.projected import ProjectedOps
 from riftco.backends.cuda.ops.quantized import QuantizedOps
 from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 
@@ -34,8 +35,10 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: 1.10's linear layers are cuBLASLt products with the bias (and float32's bias
 #: gradient) in their epilogues (ops.linear); 1.11's residual add and layer norm are
 #: one kernel (ops.nn); 1.12's bfloat16 attention runs every product on the tensor
-#: cores, float32 operands rounded as cuBLAS reads them (ops.attention).
-API_VERSION = (1, 12)
+#: cores, float32 operands rounded as cuBLAS reads them (ops.attention); 1.13's
+#: self-attention through its stacked projections writes and reads the stacked matrix
+#: in place (ops.projected).
+API_VERSION = (1, 13)
 
 
 class CudaBackend(
@@ -44,6 +47,7 @@ class CudaBackend(
     IndexOps,
     NnOps,
     AttentionOps,
+    ProjectedOps,
     OptimOps,
     QuantizedOps,
     DecodeOps,

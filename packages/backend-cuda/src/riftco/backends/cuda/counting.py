@@ -156,7 +156,10 @@ class CountingDevice:
         if 0 in grid:
             return
         self.counts.launches[kernel] += 1
-        moved = float(sum(a.nbytes for a in args if isinstance(a, CountingBuffer)))
+        # Each buffer once, however many of the arguments name it (swap_heads hands the
+        # stacked projection as q, k and v).
+        handed = {id(a): a for a in args if isinstance(a, CountingBuffer)}
+        moved = float(sum(a.nbytes for a in handed.values()))
         flops = 0.0
         if kernel in _ATTENTION_FLOPS:
             first, per = _ATTENTION_FLOPS[kernel]
@@ -170,9 +173,9 @@ class CountingDevice:
             moved = max(moved, 2.0 * b * h * pairs * dh * size)
         self.counts.calls.append((kernel, flops, moved))
 
-    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32") -> None:
+    def gemm(self, element, m, n, k, a, b, c, batch, compute="float32", accumulate=False) -> None:
         size = 4 if element == "float32" else 2
-        out_size = 4
+        out_size = 8 if accumulate else 4  # an accumulating product reads C too
         flops = 2.0 * m * n * k * batch
         moved = float(batch * ((m * k + k * n) * size + m * n * out_size))
         self.counts.gemms += 1

@@ -16,6 +16,7 @@ from riftco.tensor.ops import (
     linalg,
     linear_layer,
     paged,
+    projected,
     quantized,
     reduction,
 )
@@ -30,6 +31,7 @@ from riftco.tensor.ops.layout import *  # noqa: F403
 from riftco.tensor.ops.linalg import *  # noqa: F403
 from riftco.tensor.ops.linear_layer import *  # noqa: F403
 from riftco.tensor.ops.paged import *  # noqa: F403
+from riftco.tensor.ops.projected import *  # noqa: F403
 from riftco.tensor.ops.quantized import *  # noqa: F403
 from riftco.tensor.ops.reduction import *  # noqa: F403
 
@@ -44,6 +46,7 @@ __all__ += layout.__all__
 __all__ += linalg.__all__
 __all__ += linear_layer.__all__
 __all__ += paged.__all__
+__all__ += projected.__all__
 __all__ += quantized.__all__
 __all__ += reduction.__all__
 __all__ += ["broadcast_shapes", "check_same_backend"]  # helpers, not re-exported at the top

@@ -77,6 +77,15 @@ def _bfloat16(compute) -> DType:
     return DType.bfloat16
 
 
+def _slices(stacked):
+    """``swap_heads`` sources reading q, k and v out of a stacked matrix ``(row,
+    offsets)``, or None."""
+    if stacked is None:
+        return None
+    row, offsets = stacked
+    return [(offset, row) for offset in offsets]
+
+
 def _input_type(op: str, q, k, v) -> str:
     """The one dtype of q, k and v: float32 or bfloat16."""
     types = (q.dtype, k.dtype, v.dtype)
@@ -114,21 +123,31 @@ class AttentionOps:
             batch,
         )
 
-    def _swap_heads(self, b: int, d: int, parts) -> list:
+    def _swap_heads(self, b: int, d: int, parts, sources=None, outputs=None) -> list:
         """``[B, X, Y, D]`` tensors copied to ``[B, Y, X, D]`` in one launch (up to
         ``SWAP_PARTS``): each part ``(buffer, dtype, x, y, to)`` read as ``dtype`` and
-        written as ``to`` (float32 or bfloat16). Returns the new buffers, in order."""
-        if not 0 < len(parts) <= SWAP_PARTS:
-            raise CudaError(f"swap_heads moves one to six tensors a launch, given {len(parts)}")
-        outs = [self.kernels.alloc((b, y, x, d), to) for _, _, x, y, to in parts]
-        pad = SWAP_PARTS - len(parts)
+        written as ``to`` (float32 or bfloat16). ``sources[p]`` ``(offset, row)`` reads
+        part ``p`` as a column slice of a wider matrix (its ``B * X`` rows ``row``
+        elements apart, from element ``offset``); ``outputs[p]`` ``(buffer, offset,
+        row)`` writes it into one (its ``B * Y`` rows). Returns the buffers written, in
+        order (the new ones, or the given)."""
+        n = len(parts)
+        if not 0 < n <= SWAP_PARTS:
+            raise CudaError(f"swap_heads moves one to six tensors a launch, given {n}")
+        sources = list(sources or [None] * n)
+        outputs = list(outputs or [None] * n)
+        for p, (_, _, x, y, to) in enumerate(parts):
+            if outputs[p] is None:
+                outputs[p] = (self.kernels.alloc((b, y, x, d), to), 0, x * d)
+            if sources[p] is None:
+                sources[p] = (0, y * d)
         pointers: list = []
-        for (buf, _, _, _, _), out in zip(parts, outs):
-            pointers += [buf, out]
-        pointers += [None, None] * pad
+        for (buf, _, _, _, _), out in zip(parts, outputs):
+            pointers += [buf, out[0]]
+        pointers += [None, None] * (SWAP_PARTS - n)
 
         def table(values):
-            return tuple(int(v) for v in values) + (1,) * (MAX_DIMS - len(parts))
+            return tuple(int(v) for v in values) + (1,) * (MAX_DIMS - n)
 
         total = sum(b * x * y * d for _, _, x, y, _ in parts)
         self.kernels.launch(
@@ -136,16 +155,20 @@ class AttentionOps:
             total,
             [
                 *pointers,
-                len(parts),
+                n,
                 b,
                 d,
                 table(x for _, _, x, _, _ in parts),
                 table(y for _, _, _, y, _ in parts),
                 table(_KIND[dt] for _, dt, _, _, _ in parts),
                 table(_KIND[to] for _, _, _, _, to in parts),
+                table(offset for offset, _ in sources),
+                table(row for _, row in sources),
+                table(offset for _, offset, _ in outputs),
+                table(row for _, _, row in outputs),
             ],
         )
-        return outs
+        return [out[0] for out in outputs]
 
     def _scores(self, dtype, qh, kh, bh, t, s, dh):
         """``[B, H, T, S]`` float32 q k^T (unscaled) from heads-first q and k: one
@@ -155,17 +178,23 @@ class AttentionOps:
         return scores
 
     def _gemm_forward(
-        self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute=None
-    ):
+        self, q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute=None,
+        stacked=None,
+    ):  # fmt: skip
+        """``stacked`` ``(row, offsets)``: q, k and v are float32 column slices of one
+        matrix (the stacked projection, rows ``row`` elements apart, the parts from
+        ``offsets``), rounded to ``dtype`` as they move heads first."""
         # Heads first ([B, H, T, Dh]), so each product is one strided-batched call over
         # B * H; v widened to float32 on the way (the probabilities are float32), or,
         # computing in bfloat16, kept bfloat16 for the rounded probabilities.
         low = compute is not None and dtype == "bfloat16" and not materialized
         v_to = dtype if low else "float32"
+        src = "float32" if stacked else dtype
         qh, kh, vh = self._swap_heads(
             b,
             dh,
-            [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype), (v, dtype, s, h, v_to)],
+            [(q, src, t, h, dtype), (k, src, s, h, dtype), (v, src, s, h, v_to)],
+            _slices(stacked),
         )
         bh = b * h
         scores = self._scores(dtype, qh, kh, bh, t, s, dh)
@@ -185,9 +214,13 @@ class AttentionOps:
         (out,) = self._swap_heads(b, dh, [(out_h, "float32", h, t, "float32")])
         return out, (probs if materialized else None), row_max, row_sum
 
-    def _gemm_backward(self, tensors, dtype, dims, scale, causal, compute=None):
+    def _gemm_backward(
+        self, tensors, dtype, dims, scale, causal, compute=None, stacked=None, into=None
+    ):
         """``tensors``: dout, q, k, v and the statistics (probs, or row max and sum);
-        ``dims``: b, t, s, h, dh."""
+        ``dims``: b, t, s, h, dh. ``stacked``: q, k and v are float32 slices of one
+        matrix (see ``_gemm_forward``); ``into`` ``(buffer, row, offsets)``: the
+        gradients are written into one such matrix (and returned as that buffer)."""
         dout, q, k, v, probs, row_max, row_sum = tensors
         b, t, s, h, dh = dims
         bh = b * h
@@ -195,7 +228,11 @@ class AttentionOps:
         f32 = "float32"
         recompute = probs is None
         if compute is not None and dtype == "bfloat16" and recompute:
-            return self._gemm_backward_bf16(tensors, dims, scale, causal)
+            return self._gemm_backward_bf16(tensors, dims, scale, causal, stacked, into)
+        if stacked and dtype != f32:
+            raise CudaError(
+                "attention from a stacked projection reads it as float32 or computes in bfloat16"
+            )
         # Heads first, in one launch: dout, and q, k, v widened to float32 for the
         # products with float32 gradients; q and k as they are too when the scores are
         # recomputed (bfloat16 products, the forward's bits).
@@ -207,7 +244,8 @@ class AttentionOps:
         ]
         if recompute and dtype != f32:
             parts += [(q, dtype, t, h, dtype), (k, dtype, s, h, dtype)]
-        swapped = self._swap_heads(b, dh, parts)
+        sources = None if stacked is None else [None, *_slices(stacked)]
+        swapped = self._swap_heads(b, dh, parts, sources)
         dout_h, qf, kf, vf = swapped[:4]
         dp = self.kernels.alloc((b, h, t, s), f32)
         # dp = dout v^T
@@ -223,9 +261,9 @@ class AttentionOps:
             )
         else:
             self.kernels.rows(_DSCORES, rows, [probs, dp, rows, s, float(scale)])
-        return self._gradients(f32, probs, dp, dout_h, qf, kf, dims)
+        return self._gradients(f32, probs, dp, dout_h, qf, kf, dims, into)
 
-    def _gemm_backward_bf16(self, tensors, dims, scale, causal):
+    def _gemm_backward_bf16(self, tensors, dims, scale, causal, stacked=None, into=None):
         """The flash backward computing in bfloat16: dout rounded as it moves heads
         first, q, k and v moved as they are, and the row pass writing the
         probabilities and the scores' gradient as bfloat16, so every product reads
@@ -233,11 +271,13 @@ class AttentionOps:
         dout, q, k, v, _, row_max, row_sum = tensors
         b, t, s, h, dh = dims
         bh, low = b * h, "bfloat16"
+        src = "float32" if stacked else low
         dout_h, qh, kh, vh = self._swap_heads(
             b,
             dh,
-            [(dout, "float32", t, h, low), (q, low, t, h, low), (k, low, s, h, low)]
-            + [(v, low, s, h, low)],
+            [(dout, "float32", t, h, low), (q, src, t, h, low), (k, src, s, h, low)]
+            + [(v, src, s, h, low)],
+            None if stacked is None else [None, *_slices(stacked)],
         )
         dp = self.kernels.alloc((b, h, t, s), "float32")
         self._heads_gemm(low, dout_h, (t, dh), False, vh, (s, dh), True, dp, bh)
@@ -251,11 +291,11 @@ class AttentionOps:
             [scores, dp, row_max, row_sum, probs, ds, rows, t, s, float(scale), int(causal)],
         )
         del scores, dp  # back to the pool before the gradients' products
-        return self._gradients(low, probs, ds, dout_h, qh, kh, dims)
+        return self._gradients(low, probs, ds, dout_h, qh, kh, dims, into)
 
-    def _gradients(self, element, probs, ds, dout_h, qh, kh, dims):
+    def _gradients(self, element, probs, ds, dout_h, qh, kh, dims, into=None):
         """dv = p^T dout, dq = ds k, dk = ds^T q (ds carries the scale), moved back to
-        ``[B, T, H, Dh]`` in one launch."""
+        ``[B, T, H, Dh]`` in one launch (or into the columns ``into`` names)."""
         b, t, s, h, dh = dims
         bh, f32 = b * h, "float32"
         dq_h = self.kernels.alloc((b, h, t, dh), f32)
@@ -264,8 +304,16 @@ class AttentionOps:
         self._heads_gemm(element, probs, (t, s), True, dout_h, (t, dh), False, dv_h, bh)
         self._heads_gemm(element, ds, (t, s), False, kh, (s, dh), False, dq_h, bh)
         self._heads_gemm(element, ds, (t, s), True, qh, (t, dh), False, dk_h, bh)
+        outputs = None
+        if into is not None:
+            buffer, row, offsets = into
+            outputs = [(buffer, offset, row) for offset in offsets]
         dq, dk, dv = self._swap_heads(
-            b, dh, [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)]
+            b,
+            dh,
+            [(dq_h, f32, h, t, f32), (dk_h, f32, h, s, f32), (dv_h, f32, h, s, f32)],
+            None,
+            outputs,
         )
         return dq, dk, dv
 
