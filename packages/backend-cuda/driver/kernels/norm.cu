@@ -50,27 +50,27 @@ extern "C" __global__ void add_layer_norm_f32(const float* x, const float* res, 
     }
 }
 
-// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
-extern "C" __global__ void layer_norm_dx_f32(const float* dy, const float* x, const float* w,
-                                             const float* mean, const float* rstd, float* dx,
-                                             i64 rows, i64 d, i64 has_w) {
-    __shared__ double scratch[THREADS];
-    for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-        float m = mean[row], r = rstd[row];
-        double sg = 0.0, sgx = 0.0;
-        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
-            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
-            double xh = (double)((x[row * d + k] - m) * r);
-            sg += g;
-            sgx += g * xh;
-        }
-        double mg = block_sum(sg, scratch) / (double)d;
-        double mgx = block_sum(sgx, scratch) / (double)d;
-        for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
-            double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
-            double xh = (double)((x[row * d + k] - m) * r);
-            dx[row * d + k] = (float)((double)r * (g - mg - xh * mgx));
-        }
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, for one row (every
+// thread of the block calls it); plus res's row when res is not null (a float32 add:
+// the residual's gradient, as binary("add") sums it).
+__device__ void layer_norm_dx_row(const float* dy, const float* x, const float* w, const float* mean,
+                                  const float* rstd, const float* res, float* dx, i64 row, i64 d,
+                                  i64 has_w, double* scratch) {
+    float m = mean[row], r = rstd[row];
+    double sg = 0.0, sgx = 0.0;
+    for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+        double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+        double xh = (double)((x[row * d + k] - m) * r);
+        sg += g;
+        sgx += g * xh;
+    }
+    double mg = block_sum(sg, scratch) / (double)d;
+    double mgx = block_sum(sgx, scratch) / (double)d;
+    for (i64 k = threadIdx.x; k < d; k += blockDim.x) {
+        double g = (double)dy[row * d + k] * (has_w ? (double)w[k] : 1.0);
+        double xh = (double)((x[row * d + k] - m) * r);
+        float v = (float)((double)r * (g - mg - xh * mgx));
+        dx[row * d + k] = res ? v + res[row * d + k] : v;
     }
 }
 
@@ -119,27 +119,30 @@ extern "C" __global__ void rms_norm_dx_f32(const float* dy, const float* x, cons
 // next launch) sums each column's chunks in order into out (and out2 from the second
 // half of a what-2 partial). The counter only says which block sums, never the order:
 // the bits depend on `chunk` alone, not on the grid or the blocks' timing.
-extern "C" __global__ void norm_param_grads_f32(const float* dy, const float* x, const float* mean,
-                                                const float* rstd, double* partial, float* out, float* out2,
-                                                unsigned int* done, i64 rows, i64 d, i64 chunk, i64 what) {
-    __shared__ unsigned int ticket;
-    i64 chunks = (rows + chunk - 1) / chunk;
-    FOR_EACH(j, chunks * d) {
-        i64 c = j / d, col = j % d;
-        i64 end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
-        double acc = 0.0, plain = 0.0;
-        for (i64 row = c * chunk; row < end; ++row) {
-            double g = (double)dy[row * d + col];
-            plain += g;
-            if (what != 1) {
-                float m = mean ? mean[row] : 0.0f;
-                g *= (double)((x[row * d + col] - m) * rstd[row]);
-            }
-            acc += g;
+// Chunk c's partial of column col (see norm_param_grads_f32).
+__device__ __forceinline__ void param_partial(const float* dy, const float* x, const float* mean,
+                                              const float* rstd, double* partial, i64 rows, i64 d,
+                                              i64 chunk, i64 chunks, i64 c, i64 col, i64 what) {
+    i64 end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
+    double acc = 0.0, plain = 0.0;
+    for (i64 row = c * chunk; row < end; ++row) {
+        double g = (double)dy[row * d + col];
+        plain += g;
+        if (what != 1) {
+            float m = mean ? mean[row] : 0.0f;
+            g *= (double)((x[row * d + col] - m) * rstd[row]);
         }
-        partial[j] = acc;
-        if (what == 2) partial[chunks * d + j] = plain;
+        acc += g;
     }
+    partial[c * d + col] = acc;
+    if (what == 2) partial[(chunks + c) * d + col] = plain;
+}
+
+// After every block wrote its partials: the last block to take a ticket sums each
+// column's chunks in order (every thread of every block calls it).
+__device__ void param_finish(double* partial, float* out, float* out2, unsigned int* done, i64 d,
+                             i64 chunks) {
+    __shared__ unsigned int ticket;
     // Every block's partials are visible device-wide before it takes its ticket.
     __threadfence();
     __syncthreads();
@@ -158,6 +161,37 @@ extern "C" __global__ void norm_param_grads_f32(const float* dy, const float* x,
             out2[col] = (float)acc2;
         }
     }
+}
+
+extern "C" __global__ void norm_param_grads_f32(const float* dy, const float* x, const float* mean,
+                                                const float* rstd, double* partial, float* out, float* out2,
+                                                unsigned int* done, i64 rows, i64 d, i64 chunk, i64 what) {
+    i64 chunks = (rows + chunk - 1) / chunk;
+    FOR_EACH(j, chunks * d) param_partial(dy, x, mean, rstd, partial, rows, d, chunk, chunks, j / d, j % d, what);
+    param_finish(partial, out, out2, done, d, chunks);
+}
+
+// A layer norm's whole backward in one launch: a block per chunk of `chunk` rows (in
+// turn, gridDim.x <= chunks) writes each row's dx (layer_norm_dx_f32's, plus res's row
+// when res is not null: the residual's gradient of an add_layer_norm), then its chunk's
+// parameter partials (what as in norm_param_grads_f32; what -1: none), and the last
+// block sums the chunks: the bits of layer_norm_dx_f32, the add and norm_param_grads_f32.
+extern "C" __global__ void layer_norm_backward_f32(const float* dy, const float* x, const float* w,
+                                                   const float* mean, const float* rstd, const float* res,
+                                                   float* dx, double* partial, float* out, float* out2,
+                                                   unsigned int* done, i64 rows, i64 d, i64 has_w,
+                                                   i64 chunk, i64 what) {
+    __shared__ double scratch[THREADS];
+    i64 chunks = (rows + chunk - 1) / chunk;
+    for (i64 c = blockIdx.x; c < chunks; c += gridDim.x) {
+        i64 end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
+        for (i64 row = c * chunk; row < end; ++row)
+            layer_norm_dx_row(dy, x, w, mean, rstd, res, dx, row, d, has_w, scratch);
+        if (what >= 0)
+            for (i64 col = threadIdx.x; col < d; col += blockDim.x)
+                param_partial(dy, x, mean, rstd, partial, rows, d, chunk, chunks, c, col, what);
+    }
+    if (what >= 0) param_finish(partial, out, out2, done, d, chunks);
 }
 
 // dx = dy * f'(x) for gelu (0), gelu_tanh (1), silu (2).
