@@ -121,9 +121,7 @@ class NnOps:
                 self.device.zero(out)
         else:
             chunks = (rows + PARAM_CHUNK - 1) // PARAM_CHUNK
-            partial = (
-                self.device.alloc(len(outs) * chunks * d * 8, "float64") if outs else None
-            )
+            partial = self.device.alloc(len(outs) * chunks * d * 8, "float64") if outs else None
             self.kernels.rows(
                 _LAYER_NORM_BACKWARD,
                 chunks,
