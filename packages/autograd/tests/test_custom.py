@@ -93,3 +93,51 @@ def test_inputs_updated_in_place_are_rejected(make, backend):
     x.value.assign_(rt.zeros((2,), backend=backend))
     with pytest.raises(ag.StaleGraphError):
         y.sum().backward()
+
+
+def _fused_sum_and_product(a, b):
+    """(a + b, a * b) computed in one go, one VJP for both results."""
+
+    def vjp(grads):
+        gs, gp = grads
+        da = (gs if gs is not None else 0.0) + (gp * b.value if gp is not None else 0.0)
+        db = (gs if gs is not None else 0.0) + (gp * a.value if gp is not None else 0.0)
+        return [da, db]
+
+    return ag.custom_gradients([a.value + b.value, a.value * b.value], [a, b], vjp)
+
+
+def test_custom_gradients_take_every_results_gradient_at_once(make):
+    a, b = make((2, 3), seed=4), make((2, 3), seed=5)
+    seen = []
+    s, p = _fused_sum_and_product(a, b)
+    ((s * 3.0) + p * p).sum().backward()
+    fused = [v.grad.numpy().copy() for v in (a, b)]
+    for v in (a, b):
+        v.zero_grad()
+    ((a + b) * 3.0 + (a * b) * (a * b)).sum().backward()
+    for v, got in zip((a, b), fused):
+        np.testing.assert_allclose(got, v.grad.numpy(), rtol=1e-6)
+    # A result no gradient reached is None in the list the VJP receives.
+
+    def vjp(grads):
+        seen.append([g is None for g in grads])
+        return [grads[1], grads[1]]
+
+    _, q = ag.custom_gradients([a.value + b.value, a.value * b.value], [a, b], vjp)
+    q.sum().backward()
+    assert seen == [[True, False]]
+
+
+def test_custom_gradients_check_their_arguments(make):
+    a = make((2,), seed=6)
+    with pytest.raises(TypeError, match="forward result #1 must be a Tensor"):
+        ag.custom_gradients([a.value, 3.0], [a], lambda g: [None])
+    with pytest.raises(TypeError, match="at least one forward result"):
+        ag.custom_gradients([], [a], lambda g: [None])
+    s, t = ag.custom_gradients([a.value, a.value], [a], lambda g: [g[0]] * 2)
+    with pytest.raises(GradientError, match="returned 2 gradients for 1 inputs"):
+        (s + t).sum().backward()
+    with ag.no_grad():
+        plain = ag.custom_gradients([a.value, a.value], [a], lambda g: [None])
+    assert all(not v.requires_grad for v in plain)

@@ -174,7 +174,8 @@ def test_errors_are_riftco_errors():
 #: 1.9's products in a compute dtype (astype, then matmul), 1.10's linear layer ops (the
 #: products, the bias add and the bias gradient's sum), 1.11's residual add and norm,
 #: 1.12's attention in a compute dtype (its float32 products), 1.13's attention through
-#: its stacked projections (the weights concatenated, one product, the parts narrowed).
+#: its stacked projections (the weights concatenated, one product, the parts narrowed),
+#: 1.14's layer norm backward with the residual's gradient (the norm's, then the add).
 COMPOSED = (
     "block_dequantize",
     "block_linear",
@@ -186,6 +187,7 @@ COMPOSED = (
     "flash_attention_backward_compute",
     "projected_attention",
     "projected_attention_backward",
+    "add_layer_norm_backward",
 )
 #: Composed, or decoded op by op in riftco-nn.
 NOT_NATIVE = {*COMPOSED, "decode_program", "decode_step"}

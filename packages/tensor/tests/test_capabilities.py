@@ -23,8 +23,9 @@ def info(name: str) -> rt.BackendInfo:
 EVERY = tuple(rt.CAPABILITIES)
 #: The numpy reference backend has every kernel but the native whole-step decoder and
 #: the products in a compute dtype, the linear layer's ops, the residual add with its
-#: layer norm, attention in a compute dtype (its float32 products there) and attention
-#: through its stacked projections, which the op layer composes there (API 1.9-1.13).
+#: layer norm (and their gradients together), attention in a compute dtype (its float32
+#: products there) and attention through its stacked projections, which the op layer
+#: composes there (API 1.9-1.14).
 DECODE = ("decode_program", "decode_step")
 COMPOSED_THERE = (
     "matmul_compute",
@@ -35,6 +36,7 @@ COMPOSED_THERE = (
     "flash_attention_backward_compute",
     "projected_attention",
     "projected_attention_backward",
+    "add_layer_norm_backward",
 )
 REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 
@@ -75,9 +77,11 @@ def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
     class NoMatmul(NoBlockKernels):
         matmul = rt.Backend.matmul
 
-    # (the residual add and its norm need no product, nor attention's fallbacks)
+    # (the residual add and its norm need no product, nor do their gradients, nor
+    # attention's fallbacks)
     assert rt.composed_capabilities(NoMatmul()) == {
         "add_layer_norm",
+        "add_layer_norm_backward",
         "flash_attention_compute",
         "flash_attention_backward_compute",
     }

@@ -150,3 +150,34 @@ def test_add_layer_norm_checks_its_operands(backend):
         rt.add_layer_norm(x, x, on(backend, rand((5,), 3)))
     with pytest.raises(rt.DTypeError, match="float32"):
         rt.add_layer_norm(x, rt.tensor(np.ones((4, 6), np.int64), backend=x.backend))
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 5, 64), (300, 33)], ids=str)
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+def test_add_layer_norm_backward_has_the_bits_of_the_norms_backward_then_the_add(
+    backend, shape, affine
+):
+    x, r = rand(shape, 10) * 2 + 1, rand(shape, 11)
+    w = None if affine == "none" else on(backend, rand(shape[-1:], 12))
+    with_bias = affine == "both"
+    b = on(backend, rand(shape[-1:], 13)) if with_bias else None
+    s, _, mean, rstd = rt.add_layer_norm_with_stats(on(backend, x), on(backend, r), w, b)
+    gy, gs = on(backend, rand(shape, 14)), on(backend, rand(shape, 15))
+    got = rt.add_layer_norm_backward(gy, gs, s, w, mean, rstd, with_bias)
+    dx, dw, db = rt.layer_norm_backward(gy, s, w, mean, rstd, with_bias)
+    want = (gs + dx, dw, db)
+    for g, e in zip(got, want):
+        assert (g is None) == (e is None)
+        if g is not None:
+            assert g.shape == e.shape
+            np.testing.assert_array_equal(_bits(g), _bits(e))
+
+
+def test_add_layer_norm_backward_checks_its_operands(backend):
+    x = on(backend, rand((4, 6), 1))
+    s, _, mean, rstd = rt.add_layer_norm_with_stats(x, x)
+    with pytest.raises(rt.ShapeError, match=r"grad_s must have shape \(4, 6\), found \(4, 5\)"):
+        rt.add_layer_norm_backward(x, on(backend, rand((4, 5), 2)), s, None, mean, rstd)
+    with pytest.raises(rt.DTypeError, match="float32"):
+        ints = rt.tensor(np.ones((4, 6), np.int64), backend=x.backend)
+        rt.add_layer_norm_backward(x, ints, s, None, mean, rstd)

@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 from riftco.autograd import functional
 from riftco.autograd.checkpoint import checkpoint
-from riftco.autograd.custom import custom_gradient
+from riftco.autograd.custom import custom_gradient, custom_gradients
 from riftco.autograd.errors import GradientError, StaleGraphError
 from riftco.autograd.functional.binary import *  # noqa: F403
 from riftco.autograd.functional.indexing import *  # noqa: F403
@@ -38,6 +38,7 @@ __all__ = [
     "backward",
     "checkpoint",
     "custom_gradient",
+    "custom_gradients",
     "enable_grad",
     "functional",
     "grad",

@@ -13,6 +13,8 @@ from riftco.autograd.variable import Variable, _make
 from riftco.tensor import Tensor
 
 Vjp = Callable[[Tensor], Sequence[Tensor | None]]
+#: The vjp of several results: one gradient per result (None where none arrived).
+MultiVjp = Callable[[list[Tensor | None]], Sequence[Tensor | None]]
 
 
 class CustomNode(Node):
@@ -69,6 +71,15 @@ class CustomNode(Node):
         return tuple(out)
 
 
+class CustomMultiNode(CustomNode):
+    """A :class:`CustomNode` of several results: ``fn`` takes their gradients."""
+
+    __slots__ = ("n_outputs",)
+    n_outputs: Any
+    op = "custom_gradients"
+    multi = True
+
+
 def custom_gradient(forward_result: Tensor, inputs: Sequence[Variable], vjp: Vjp) -> Variable:
     """A Variable holding ``forward_result`` whose gradient is supplied by ``vjp``.
 
@@ -78,25 +89,61 @@ def custom_gradient(forward_result: Tensor, inputs: Sequence[Variable], vjp: Vjp
     input. The inputs' values are checked for in-place updates like any saved value,
     since ``vjp`` usually reads them.
     """
-    if isinstance(forward_result, Variable):
-        forward_result = forward_result.value
-    if not isinstance(forward_result, Tensor):
-        raise TypeError(
-            f"custom_gradient: forward_result must be a Tensor, found "
-            f"{type(forward_result).__name__}"
-        )
+    (forward_result,) = _results("custom_gradient", [forward_result])
+    node = _node(CustomNode(), "custom_gradient", inputs, vjp)
+    return _make(forward_result, node)
+
+
+def custom_gradients(
+    forward_results: Sequence[Tensor], inputs: Sequence[Variable], vjp: MultiVjp
+) -> tuple[Variable, ...]:
+    """Variables holding ``forward_results`` (several results of one computation)
+    whose gradients are supplied together by ``vjp``.
+
+    ``vjp(grads)`` receives one gradient per result, in order (a Tensor of its shape,
+    or None for a result no gradient reached), and returns one gradient per input as
+    :func:`custom_gradient`'s does, validated the same way. A kernel that takes the
+    gradients of all its results at once (a residual sum and the layer norm of it)
+    adds them itself instead of leaving the sum to backward."""
+    results = _results("custom_gradients", forward_results)
+    node = _node(CustomMultiNode(), "custom_gradients", inputs, vjp)
+    if node is None:
+        return tuple(_make(r, None) for r in results)
+    node.n_outputs = len(results)
+    made = []
+    for i, r in enumerate(results):
+        v = _make(r, node)
+        v._index = i
+        made.append(v)
+    return tuple(made)
+
+
+def _results(op: str, results: Sequence[Any]) -> list[Tensor]:
+    out = []
+    for i, r in enumerate(results):
+        if isinstance(r, Variable):
+            r = r.value
+        if not isinstance(r, Tensor):
+            which = "forward_result" if op == "custom_gradient" else f"forward result #{i}"
+            raise TypeError(f"{op}: {which} must be a Tensor, found {type(r).__name__}")
+        out.append(r)
+    if not out:
+        raise TypeError(f"{op}: expected at least one forward result, found none")
+    return out
+
+
+def _node(node: Any, op: str, inputs: Sequence[Variable], vjp: Any) -> Any:
+    """``node`` set up over ``inputs`` with ``vjp``, or None when no gradient can flow
+    (grad mode off, or no input requires one)."""
     inputs = list(inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, Variable):
-            raise TypeError(
-                f"custom_gradient: input #{i} must be a Variable, found {type(x).__name__}"
-            )
+            raise TypeError(f"{op}: input #{i} must be a Variable, found {type(x).__name__}")
     if not callable(vjp):
-        raise TypeError("custom_gradient: vjp must be callable")
+        raise TypeError(f"{op}: vjp must be callable")
     targets = tuple(x if x.requires_grad else None for x in inputs)
     if not state.enabled or all(t is None for t in targets):
-        return _make(forward_result, None)
-    node = CustomNode()
+        return None
     node.fn = vjp
     node.specs = tuple(
         (
@@ -109,7 +156,7 @@ def custom_gradient(forward_result: Tensor, inputs: Sequence[Variable], vjp: Vjp
     )
     node.inputs = targets
     node.saved = saved_values(*inputs)
-    return _make(forward_result, node)
+    return node
 
 
-__all__ = ["custom_gradient"]
+__all__ = ["custom_gradient", "custom_gradients"]

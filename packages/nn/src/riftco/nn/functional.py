@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import riftco.tensor as rt
-from riftco.autograd import Variable, custom_gradient, is_grad_enabled
+from riftco.autograd import Variable, custom_gradient, custom_gradients, is_grad_enabled
 from riftco.nn.precision import compute_dtype
 from riftco.tensor import Tensor
 
@@ -128,16 +128,33 @@ def add_layer_norm(
 ) -> tuple[Operand, Operand]:
     """``(s, layer_norm(s))`` for the residual sum ``s = x + residual`` (float32, one
     shape), both from one pass forward where the backend has the kernel
-    (``rt.add_layer_norm``). Two nodes: the sum (its gradient goes to both operands
-    unchanged) and the norm of it, so the gradients are those of ``x + residual``
-    followed by :func:`layer_norm`, bit for bit."""
+    (``rt.add_layer_norm``). One node of two results: backward takes both their
+    gradients at once (``rt.add_layer_norm_backward``: the norm's input gradient and
+    the sum's own added in the same pass where the backend has the kernel), and
+    hands the total to both operands -- the gradients of ``x + residual`` followed by
+    :func:`layer_norm`, bit for bit."""
     xv, rv, w, b = _value(x), _value(residual), _value(weight), _value(bias)
     if not _record(x, residual, weight, bias):
         sv, yv = rt.add_layer_norm(xv, rv, w, b, eps)
         return _plain(x, sv), _plain(x, yv)
     sv, yv, mean, rstd = rt.add_layer_norm_with_stats(xv, rv, w, b, eps)
-    total = custom_gradient(sv, [_variable(x), _variable(residual)], lambda g: [g, g])
-    return total, _layer_norm_node(yv, total, sv, weight, bias, mean, rstd)
+    params = [p for p in (weight, bias) if p is not None]
+
+    def vjp(grads: list[Tensor | None]) -> list[Tensor | None]:
+        gs, gy = grads
+        if gy is None:
+            return [gs, gs] + [None] * len(params)
+        if gs is None:
+            ds, dw, db = rt.layer_norm_backward(gy, sv, w, mean, rstd, with_bias=b is not None)
+        else:
+            ds, dw, db = rt.add_layer_norm_backward(
+                gy, gs, sv, w, mean, rstd, with_bias=b is not None
+            )
+        return [ds, ds, *[d for d in (dw, db) if d is not None]]
+
+    inputs = [_variable(x), _variable(residual), *map(_variable, params)]
+    total, normed = custom_gradients([sv, yv], inputs, vjp)
+    return total, normed
 
 
 def rms_norm(x: Operand, weight: Any = None, eps: float = 1e-6) -> Operand:

@@ -65,6 +65,24 @@ class FusedKernels:
         without it."""
         raise self._missing("add_layer_norm")
 
+    def add_layer_norm_backward(
+        self,
+        dy: Storage,
+        ds: Storage,
+        x: Storage,
+        shape: Shape,
+        weight: Storage | None,
+        mean: Storage,
+        rstd: Storage,
+        with_bias: bool,
+    ) -> tuple[Storage, Storage | None, Storage | None]:
+        """API 1.14: the gradients of :meth:`add_layer_norm`'s ``(s, y)`` together,
+        ``x`` being ``s``: ``(ds + dx, dweight, dbias)`` with ``(dx, dweight, dbias)``
+        :meth:`layer_norm_backward` of ``dy`` (float32 ``ds`` of ``x``'s shape, added
+        once) -- the bits of that method then ``binary("add")``. The op layer composes
+        it from those two for a backend without it."""
+        raise self._missing("add_layer_norm_backward")
+
     def rms_norm(
         self, x: Storage, shape: Shape, weight: Storage | None, eps: float
     ) -> tuple[Storage, Storage]:

@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 13)
+BACKEND_API_VERSION = (1, 14)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -41,6 +41,7 @@ CAPABILITIES.update(
     dict.fromkeys(("flash_attention_compute", "flash_attention_backward_compute"), 12)
 )
 CAPABILITIES.update(dict.fromkeys(("projected_attention", "projected_attention_backward"), 13))
+CAPABILITIES["add_layer_norm_backward"] = 14
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -61,6 +62,8 @@ COMPOSED["linear"] = ("astype", "matmul", "binary")
 COMPOSED["linear_backward"] = ("astype", "matmul", "reduce")
 #: A residual add and the layer norm of its sum (the ops a block ran before the kernel).
 COMPOSED["add_layer_norm"] = ("binary", "layer_norm")
+#: Its two results' gradients together: the norm's backward, then the add.
+COMPOSED["add_layer_norm_backward"] = ("layer_norm_backward", "binary")
 #: Attention whose products may round their float32 operands to the compute dtype: a
 #: permission, so without the kernel the op layer takes the float32 products.
 COMPOSED["flash_attention_compute"] = ("flash_attention",)

@@ -251,6 +251,11 @@ class CpuBackend(Backend):
         s = self.binary("add", x, shape, r, shape, shape, DType.float32)
         return (s, *self.layer_norm(s, shape, weight, bias, eps))
 
+    def add_layer_norm_backward(self, dy, ds, x, shape, weight, mean, rstd, with_bias):
+        # The composition riftco-tensor's op layer runs elsewhere: the same bits.
+        dx, dw, db = self.layer_norm_backward(dy, x, shape, weight, mean, rstd, with_bias)
+        return self.binary("add", ds, shape, dx, shape, shape, DType.float32), dw, db
+
     def rms_norm(self, x, shape, weight, eps):
         return _native.rms_norm(x, weight, eps)
 

@@ -37,8 +37,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: one kernel (ops.nn); 1.12's bfloat16 attention runs every product on the tensor
 #: cores, float32 operands rounded as cuBLAS reads them (ops.attention); 1.13's
 #: self-attention through its stacked projections writes and reads the stacked matrix
-#: in place (ops.projected).
-API_VERSION = (1, 13)
+#: in place (ops.projected); 1.14's layer norm backward with the residual's gradient
+#: is one launch (ops.nn).
+API_VERSION = (1, 14)
 
 
 class CudaBackend(

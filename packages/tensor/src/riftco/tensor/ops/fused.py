@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import ShapeError
@@ -107,6 +108,24 @@ def add_layer_norm(
     return s, y
 
 
+def _norm_backward_operands(
+    op: str,
+    name: str,
+    grad: Tensor,
+    x: Tensor,
+    weight: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+) -> tuple[int, Any]:
+    """A layer norm backward's operands checked: the width and the weight's storage."""
+    _floats(op, grad, x, weight, mean, rstd)
+    rows, d = _rows(op, x), x.shape[-1]
+    _same(op, name, grad, x.shape)
+    _same(op, "mean", mean, rows)
+    _same(op, "rstd", rstd, rows)
+    return d, _param(op, "weight", weight, d)
+
+
 def layer_norm_backward(
     grad: Tensor,
     x: Tensor,
@@ -116,12 +135,7 @@ def layer_norm_backward(
     with_bias: bool = True,
 ) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """``(dx, dweight, dbias)`` of :func:`layer_norm` from its statistics."""
-    _floats("layer_norm_backward", grad, x, weight, mean, rstd)
-    rows, d = _rows("layer_norm_backward", x), x.shape[-1]
-    _same("layer_norm_backward", "grad", grad, x.shape)
-    _same("layer_norm_backward", "mean", mean, rows)
-    _same("layer_norm_backward", "rstd", rstd, rows)
-    w = _param("layer_norm_backward", "weight", weight, d)
+    d, w = _norm_backward_operands("layer_norm_backward", "grad", grad, x, weight, mean, rstd)
     dx, dw, db = x.backend.layer_norm_backward(
         grad._data, x._data, x.shape, w, mean._data, rstd._data, bool(with_bias)
     )
@@ -129,6 +143,39 @@ def layer_norm_backward(
         _wrap(dx, x.shape, x),
         None if dw is None else _wrap(dw, (d,), x),
         None if db is None else _wrap(db, (d,), x),
+    )
+
+
+def add_layer_norm_backward(
+    grad_y: Tensor,
+    grad_s: Tensor,
+    s: Tensor,
+    weight: Tensor | None,
+    mean: Tensor,
+    rstd: Tensor,
+    with_bias: bool = True,
+) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """The gradients of :func:`add_layer_norm`'s two results ``(s, y)`` together:
+    ``(ds, dweight, dbias)`` with ``ds = grad_s + dx`` (``x``'s and ``residual``'s
+    gradient alike) and ``(dx, dweight, dbias)`` :func:`layer_norm_backward` of
+    ``grad_y`` at ``s``: one pass where the backend has the kernel
+    (``add_layer_norm_backward``, API 1.14), else ``layer_norm_backward`` then the
+    float32 add. The same bits either way."""
+    _floats("add_layer_norm_backward", grad_s)
+    _same("add_layer_norm_backward", "grad_s", grad_s, s.shape)
+    if "add_layer_norm_backward" not in s.backend.capabilities():
+        dx, dw, db = layer_norm_backward(grad_y, s, weight, mean, rstd, with_bias)
+        return grad_s + dx, dw, db
+    d, w = _norm_backward_operands(
+        "add_layer_norm_backward", "grad_y", grad_y, s, weight, mean, rstd
+    )
+    ds, dw, db = s.backend.add_layer_norm_backward(
+        grad_y._data, grad_s._data, s._data, s.shape, w, mean._data, rstd._data, bool(with_bias)
+    )
+    return (
+        _wrap(ds, s.shape, s),
+        None if dw is None else _wrap(dw, (d,), s),
+        None if db is None else _wrap(db, (d,), s),
     )
 
 
@@ -473,6 +520,7 @@ __all__ = [
     "ATTENTION_METHODS",
     "activation_backward",
     "add_layer_norm",
+    "add_layer_norm_backward",
     "add_layer_norm_with_stats",
     "attention",
     "attention_backward",

@@ -107,6 +107,12 @@ class NnOps:
         rows, d = _rows(shape)
         return self._layer_norm_backward(dy, x, weight, mean, rstd, None, rows, d, with_bias)
 
+    def add_layer_norm_backward(self, dy, ds, x, shape: Shape, weight, mean, rstd, with_bias: bool):
+        # The residual's gradient added to each row's dx in the same launch.
+        float32_only("add_layer_norm_backward", dy, ds, x, weight, mean, rstd)
+        rows, d = _rows(shape)
+        return self._layer_norm_backward(dy, x, weight, mean, rstd, ds, rows, d, with_bias)
+
     def _layer_norm_backward(self, dy, x, weight, mean, rstd, res, rows: int, d: int, bias: bool):
         """dx (plus ``res`` when given) and the weight and bias gradients in one launch
         (``layer_norm_backward_f32``: a block per chunk of ``PARAM_CHUNK`` rows, the last
