@@ -177,6 +177,60 @@ mod tests {
 
     /// A sub-block of the output computed alone has exactly the bits it has
     /// inside the whole product.
+    /// The documented order itself: each slice's fused multiply-add chain from
+    /// zero, then the slices added to the output in order (scaled by alpha), bit
+    /// for bit, with rows across several MC blocks and depths across several
+    /// slices, narrow and wide.
+    #[test]
+    fn several_slices_sum_in_slice_order() {
+        #[cfg(target_arch = "x86_64")]
+        if !crate::pool::has_avx2_fma() {
+            return; // the gemm crate's order elsewhere
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        return;
+        for &(m, k, n) in &[(150usize, 500usize, 40usize), (8, 500, 2100)] {
+            let (a, b) = (data(m * k, 5), data(k * n, 6));
+            let alpha = 1.5f32;
+            let depth = slice_depth(k);
+            assert!(depth < k);
+            let mut want = vec![0.0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let mut out = 0.0f32;
+                    for (s, p0) in (0..k).step_by(depth).enumerate() {
+                        let mut acc = 0.0f32;
+                        for p in p0..(p0 + depth).min(k) {
+                            acc = a[i * k + p].mul_add(b[p * n + j], acc);
+                        }
+                        out = if s == 0 {
+                            acc * alpha
+                        } else {
+                            acc.mul_add(alpha, out)
+                        };
+                    }
+                    want[i * n + j] = out;
+                }
+            }
+            let mut got = vec![f32::NAN; m * n];
+            unsafe {
+                gemm_into(
+                    m,
+                    n,
+                    k,
+                    got.as_mut_ptr(),
+                    n,
+                    false,
+                    Mat(a.as_ptr(), k, 1),
+                    Mat(b.as_ptr(), n, 1),
+                    alpha,
+                )
+            };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(bits(&got) == bits(&want), "m={m} k={k} n={n}");
+        }
+    }
+
     #[test]
     fn any_split_of_the_output_gives_the_same_bits() {
         let (m, k, n) = (50, 600, 70);
