@@ -23,9 +23,7 @@
 //! p' = p + (-lr / (1 - beta1^t)) * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps)
 //! ```
 
-use rayon::prelude::*;
-
-use crate::pool::{install, parallel, CHUNK, PARALLEL_THRESHOLD};
+use crate::pool::{for_each_mut, parallel, CHUNK, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Hyperparameters of one parameter's update (as given; rounded to float32 internally).
@@ -247,7 +245,9 @@ pub fn adam_update(
         }
     };
     let first_bad = if parallel {
-        install(|| work.par_iter().filter_map(check).min())
+        let mut bad = vec![None; work.len()];
+        for_each_mut(&mut bad, true, |i, b| *b = check(&work[i]));
+        bad.into_iter().flatten().min()
     } else {
         work.iter().find_map(check)
     };
@@ -256,11 +256,7 @@ pub fn adam_update(
     }
 
     let commit = |w: &mut Piece<'_>| commit_piece(&w.k, w.p, w.g, w.m, w.v);
-    if parallel {
-        install(|| work.par_iter_mut().for_each(commit));
-    } else {
-        work.iter_mut().for_each(commit);
-    }
+    for_each_mut(&mut work, parallel, |_, w| commit(w));
     Ok(None)
 }
 

@@ -1,9 +1,7 @@
 //! Indexing: select rows by index, gather along an axis, and their adjoints
 //! (index-add and scatter-add), accumulated in index order.
 
-use rayon::prelude::*;
-
-use crate::pool::{install, PARALLEL_THRESHOLD};
+use crate::pool::{for_each_chunk_mut, PARALLEL_THRESHOLD};
 use crate::{ensure, Result};
 
 fn check_indices(op: &str, idx: &[i64], n: usize) -> Result<()> {
@@ -53,11 +51,9 @@ pub fn index_select<T: Copy + Send + Sync>(
     if inner == 0 {
         return Ok(());
     }
-    if out.len() >= PARALLEL_THRESHOLD {
-        install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
-    } else {
-        out.chunks_mut(inner).enumerate().for_each(work);
-    }
+    for_each_chunk_mut(out, inner, out.len() >= PARALLEL_THRESHOLD, |i, c| {
+        work((i, c))
+    });
     Ok(())
 }
 
@@ -96,11 +92,8 @@ pub fn index_add_f32(
             }
         }
     };
-    if src.len() >= PARALLEL_THRESHOLD && outer > 1 {
-        install(|| out.par_chunks_mut(n * inner).enumerate().for_each(work));
-    } else {
-        out.chunks_mut(n * inner).enumerate().for_each(work);
-    }
+    let parallel = src.len() >= PARALLEL_THRESHOLD && outer > 1;
+    for_each_chunk_mut(out, n * inner, parallel, |i, c| work((i, c)));
     Ok(())
 }
 

@@ -1,9 +1,7 @@
 //! Batched matrix multiplication on the packed kernels of [`crate::packed`].
 
-use rayon::prelude::*;
-
 use crate::packed::{gemm_into, slice_depth, Mat, PackedRhs, MR, NR};
-use crate::pool::{install, num_threads, parallel, Shared, PARALLEL_WORK};
+use crate::pool::{num_threads, parallel, Shared, PARALLEL_WORK};
 use crate::{ensure, multiversion, Result};
 
 /// One matmul problem: `out[b] = op(a[b]) @ op(b[b])` for each batch entry,
@@ -88,6 +86,11 @@ multiversion! {
 
 /// Largest right operand (elements) packed whole for one product.
 const SHARED_RHS: usize = 8 << 20;
+/// Rows per thread from which a tall product runs as one row band per thread,
+/// each packing the right operand itself: at 2 threads the bands measured 10-20%
+/// faster than the shared copy on products of 512 rows and the same on 2048
+/// (`bench/bench_train.py`'s shapes); the shared copy is for many threads.
+const SHARED_BAND: usize = 256;
 /// Most output rows per task of a product with a shared packed right operand.
 const ROW_BLOCK: usize = 144;
 
@@ -173,10 +176,14 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
     let threads = num_threads();
     let work = m * n * k;
     let parallel = parallel(batch * work, PARALLEL_WORK);
+    // A tall product's row bands each pack the whole right operand; below
+    // SHARED_BAND rows a band that costs more than one packed copy shared by
+    // all (whose panels half come from another core's cache).
     let tall = m > n && !spec.transpose_a;
     if batch == 1
         && parallel
         && tall
+        && m < SHARED_BAND * threads
         && work >= (1 << 20)
         && k * n <= SHARED_RHS
         && PackedRhs::available()
@@ -243,18 +250,14 @@ fn row_blocks_of_packed(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]
         .next_multiple_of(MR)
         .clamp(MR, ROW_BLOCK);
     let dst = Shared::new(out);
-    install(|| {
-        // SAFETY: the offsets were checked against the operands by
-        // `matmul_f32`; each task writes its own rows of `out`.
-        let packed = unsafe {
-            PackedRhs::new(rhs, k, n, |panel| {
-                (0..PackedRhs::panels(n)).into_par_iter().for_each(panel)
-            })
-        };
-        (0..m.div_ceil(block)).into_par_iter().for_each(|t| {
-            let (i0, i1) = (t * block, ((t + 1) * block).min(m));
-            unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
-        });
+    let team = crate::team::team();
+    // SAFETY: the offsets were checked against the operands by `matmul_f32`;
+    // each piece packs its own panels, then writes its own rows of `out`.
+    let packed =
+        unsafe { PackedRhs::new(rhs, k, n, |panel| team.run(PackedRhs::panels(n), panel)) };
+    team.run(m.div_ceil(block), &|t| {
+        let (i0, i1) = (t * block, ((t + 1) * block).min(m));
+        unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
     });
 }
 

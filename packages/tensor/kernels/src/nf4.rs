@@ -14,9 +14,10 @@
 //! produced by exactly one tile, so results do not depend on the thread count.
 
 use gemm::{gemm, Parallelism};
-use rayon::prelude::*;
 
-use crate::pool::{for_chunks, install, parallel, Shared, CHUNK, PARALLEL_WORK};
+use crate::pool::{
+    for_chunks, for_each_index, parallel, with_kept, Kept, Shared, CHUNK, PARALLEL_WORK,
+};
 use crate::{ensure, Result};
 
 /// The 16 NF4 values (bitsandbytes' table), in code order, digits as published.
@@ -183,17 +184,16 @@ impl Nf4Weight<'_> {
     }
 }
 
+thread_local! {
+    /// A thread's dequantized tile, kept across tiles and calls.
+    static TILE_BUFFER: Kept<Vec<f32>> = const { std::cell::Cell::new(None) };
+}
+
 fn for_tiles(tiles: usize, work: usize, f: impl Fn(usize, &mut Vec<f32>) + Sync) {
-    if tiles > 1 && parallel(work, PARALLEL_WORK) {
-        install(|| {
-            (0..tiles)
-                .into_par_iter()
-                .for_each_init(Vec::new, |buf, t| f(t, buf))
-        });
-    } else {
-        let mut buf = Vec::new();
-        (0..tiles).for_each(|t| f(t, &mut buf));
-    }
+    let parallel = tiles > 1 && parallel(work, PARALLEL_WORK);
+    for_each_index(tiles, parallel, |t| {
+        with_kept(&TILE_BUFFER, |buf| f(t, buf))
+    });
 }
 
 /// Every element of `w` into `out` (`rows * cols` floats).

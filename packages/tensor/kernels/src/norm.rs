@@ -7,10 +7,8 @@
 //! produces a partial sum and the partials are added in piece order, so the
 //! result does not depend on the thread count.
 
-use rayon::prelude::*;
-
 use crate::lanes::{dot_of, sum_of};
-use crate::pool::{install, PARALLEL_THRESHOLD};
+use crate::pool::{for_each_chunk_mut, for_each_mut, SharedMut, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 /// Which normalization a kernel computes.
@@ -119,22 +117,13 @@ pub fn norm_forward(
             &mut mean_scratch[..]
         }
     };
-    let body = |((r, yr), (m, s)): ((usize, &mut [f32]), (&mut f32, &mut f32))| {
-        (*m, *s) = forward_row(norm, &x[r * d..(r + 1) * d], weight, bias, eps, yr);
-    };
-    if parallel(x.len()) {
-        install(|| {
-            y.par_chunks_mut(d)
-                .enumerate()
-                .zip(mean.par_iter_mut().zip(rstd.par_iter_mut()))
-                .for_each(body)
-        });
-    } else {
-        y.chunks_mut(d)
-            .enumerate()
-            .zip(mean.iter_mut().zip(rstd.iter_mut()))
-            .for_each(body);
-    }
+    let (means, rstds) = (SharedMut::new(mean), SharedMut::new(rstd));
+    for_each_chunk_mut(y, d, parallel(x.len()), |r, yr| {
+        let stats = forward_row(norm, &x[r * d..(r + 1) * d], weight, bias, eps, yr);
+        // SAFETY: row r's statistics are written by this piece alone, and both
+        // slices hold `rows` elements (checked above).
+        unsafe { (*means.at(r), *rstds.at(r)) = stats };
+    });
     Ok(())
 }
 
@@ -242,22 +231,14 @@ pub fn norm_backward(
         split_partials(&mut partial_w, d, pieces),
         split_partials(&mut partial_b, d, pieces),
     );
-    if parallel(x.len()) {
-        let work: Vec<_> = dx
-            .chunks_mut(piece * d)
-            .enumerate()
-            .zip(cw.into_iter().zip(cb))
-            .collect();
-        install(|| work.into_par_iter().for_each(|(e, (w, b))| body(e, w, b)));
-    } else {
-        for (e, (w, b)) in dx
-            .chunks_mut(piece * d)
-            .enumerate()
-            .zip(cw.into_iter().zip(cb))
-        {
-            body(e, w, b);
-        }
-    }
+    let mut work: Vec<_> = dx
+        .chunks_mut(piece * d)
+        .enumerate()
+        .zip(cw.into_iter().zip(cb))
+        .collect();
+    for_each_mut(&mut work, parallel(x.len()), |_, ((e, dxp), (w, b))| {
+        body((*e, dxp), w.as_deref_mut(), b.as_deref_mut())
+    });
     for (out, partial) in [(dw, &partial_w), (db, &partial_b)] {
         if let Some(out) = out {
             out.fill(0.0);

@@ -70,10 +70,12 @@ pub fn parallel(work: usize, threshold: usize) -> bool {
 
 /// Run `body` once per task, on the kernel threads when `parallel`. Each task
 /// must write only what no other task touches, so the order does not matter.
+/// The threads are the [`crate::team`]'s: its helpers stay hot between the short
+/// kernels of a step, and the caller works too (a rayon handoff puts the caller
+/// to sleep and wakes it again: a futex round trip per kernel).
 pub fn for_each_task<T: Sync>(tasks: &[T], parallel: bool, body: impl Fn(&T) + Sync + Send) {
-    use rayon::prelude::*;
     if parallel {
-        install(|| tasks.par_iter().for_each(body));
+        crate::team::team().run(tasks.len(), &|i| body(&tasks[i]));
     } else {
         tasks.iter().for_each(body);
     }
@@ -81,9 +83,8 @@ pub fn for_each_task<T: Sync>(tasks: &[T], parallel: bool, body: impl Fn(&T) + S
 
 /// [`for_each_task`] over the tasks `0..tasks`.
 pub fn for_each_index(tasks: usize, parallel: bool, body: impl Fn(usize) + Sync + Send) {
-    use rayon::prelude::*;
     if parallel {
-        install(|| (0..tasks).into_par_iter().for_each(body));
+        crate::team::team().run(tasks, &body);
     } else {
         (0..tasks).for_each(body);
     }
@@ -132,23 +133,93 @@ pub(crate) fn with_kept<T: Default + 'static, R>(
 }
 
 /// Apply `f(chunk_index, out_chunk)` to fixed-size chunks of `out`, in
-/// parallel when `out` is large. Chunk boundaries never depend on threads.
+/// parallel (on the team, see [`for_each_task`]) when `out` is large. Chunk
+/// boundaries never depend on threads.
 pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    use rayon::prelude::*;
-    if out.len() < PARALLEL_THRESHOLD || num_threads() == 1 {
-        out.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
-    } else {
-        install(|| {
-            out.par_chunks_mut(chunk)
-                .enumerate()
-                .for_each(|(i, c)| f(i, c))
-        });
+    let parallel = out.len() >= PARALLEL_THRESHOLD && num_threads() > 1;
+    for_each_chunk_mut(out, chunk, parallel, f);
+}
+
+/// `f(i, chunk)` for the `chunk`-long pieces of `out` (the last may be shorter),
+/// each on one thread: the team's when `parallel`.
+pub fn for_each_chunk_mut<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    parallel: bool,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if !parallel || chunk == 0 || out.len() <= chunk {
+        out.chunks_mut(chunk.max(1))
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+        return;
+    }
+    let (len, base) = (out.len(), SharedMut(out.as_mut_ptr()));
+    crate::team::team().run(len.div_ceil(chunk), &|i| {
+        let start = i * chunk;
+        // SAFETY: piece i is `start..start + chunk` clipped to `out`, written by
+        // this piece alone while `out` is borrowed for the whole call.
+        let part =
+            unsafe { std::slice::from_raw_parts_mut(base.at(start), chunk.min(len - start)) };
+        f(i, part)
+    });
+}
+
+/// `f(i, &mut items[i])` for every item, each on one thread: the team's when
+/// `parallel`.
+pub fn for_each_mut<T: Send>(items: &mut [T], parallel: bool, f: impl Fn(usize, &mut T) + Sync) {
+    for_each_chunk_mut(items, 1, parallel, |i, one| f(i, &mut one[0]));
+}
+
+/// A pointer to the elements of an output whose disjoint parts parallel pieces
+/// write (see each use).
+pub(crate) struct SharedMut<T>(*mut T);
+
+impl<T> Clone for SharedMut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SharedMut<T> {}
+
+// SAFETY: pieces write disjoint elements through it (see each use).
+unsafe impl<T: Send> Send for SharedMut<T> {}
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    pub(crate) fn new(x: &mut [T]) -> Self {
+        SharedMut(x.as_mut_ptr())
+    }
+
+    #[inline]
+    pub(crate) fn at(self, offset: usize) -> *mut T {
+        self.0.wrapping_add(offset)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// On the team (several threads when the machine has them): every item and
+    /// every element of a chunked output is written once, by the piece whose
+    /// index it belongs to, a short last chunk included.
+    #[test]
+    fn parallel_pieces_cover_everything_once() {
+        let mut items = vec![0usize; 1001];
+        for_each_mut(&mut items, true, |i, x| *x += i + 1);
+        assert!(items.iter().enumerate().all(|(i, &x)| x == i + 1));
+        let mut out = vec![0usize; 1003];
+        for_each_chunk_mut(&mut out, 10, true, |i, c| {
+            assert!(c.len() == 10 || (i == 100 && c.len() == 3));
+            for (j, x) in c.iter_mut().enumerate() {
+                *x += i * 10 + j + 1;
+            }
+        });
+        assert!(out.iter().enumerate().all(|(i, &x)| x == i + 1));
+        let mut none: [u8; 0] = [];
+        for_each_chunk_mut(&mut none, 0, true, |_, _| panic!("no pieces"));
+    }
 
     #[test]
     fn chunks_cover_everything_once() {

@@ -4,10 +4,8 @@
 //! fixed blocks of the reduced axis, combined in index order), so results do
 //! not depend on the thread count.
 
-use rayon::prelude::*;
-
 use crate::lanes::{fold, max_nan, min_nan, sum_of};
-use crate::pool::{install, parallel, PARALLEL_THRESHOLD};
+use crate::pool::{for_each_chunk_mut, for_each_mut, parallel, PARALLEL_THRESHOLD};
 use crate::{ensure, multiversion, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +70,10 @@ fn row_f32(op: ReduceOp, x: &[f32], parallel: bool) -> f32 {
     let v = if x.len() <= BLOCK {
         block_f32(op, x)
     } else if parallel {
-        let parts: Vec<f64> = install(|| x.par_chunks(BLOCK).map(|b| block_f32(op, b)).collect());
+        let mut parts = vec![0.0f64; x.len().div_ceil(BLOCK)];
+        for_each_mut(&mut parts, true, |i, part| {
+            *part = block_f32(op, &x[i * BLOCK..((i + 1) * BLOCK).min(x.len())])
+        });
         combine(op, parts.into_iter())
     } else {
         combine(op, x.chunks(BLOCK).map(|b| block_f32(op, b)))
@@ -135,16 +136,10 @@ pub fn reduce_f32(
     if inner == 1 {
         if outer == 1 {
             out[0] = row_f32(op, x, parallel);
-        } else if parallel {
-            install(|| {
-                out.par_iter_mut()
-                    .enumerate()
-                    .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false))
-            });
         } else {
-            out.iter_mut()
-                .enumerate()
-                .for_each(|(o, v)| *v = row_f32(op, &x[o * n..(o + 1) * n], false));
+            for_each_mut(out, parallel, |o, v| {
+                *v = row_f32(op, &x[o * n..(o + 1) * n], false)
+            });
         }
         return Ok(());
     }
@@ -152,11 +147,7 @@ pub fn reduce_f32(
     let work = |(o, dst): (usize, &mut [f32])| {
         columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst)
     };
-    if parallel && outer > 1 {
-        install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
-    } else {
-        out.chunks_mut(inner).enumerate().for_each(work);
-    }
+    for_each_chunk_mut(out, inner, parallel && outer > 1, |i, c| work((i, c)));
     Ok(())
 }
 
@@ -225,10 +216,9 @@ pub fn argmax<T: Copy + PartialOrd + Send + Sync>(
             *d = best as i64;
         }
     };
-    if x.len() >= PARALLEL_THRESHOLD && outer > 1 && inner > 0 {
-        install(|| out.par_chunks_mut(inner).enumerate().for_each(work));
-    } else if inner > 0 {
-        out.chunks_mut(inner).enumerate().for_each(work);
+    if inner > 0 {
+        let parallel = x.len() >= PARALLEL_THRESHOLD && outer > 1;
+        for_each_chunk_mut(out, inner, parallel, |i, c| work((i, c)));
     }
     Ok(())
 }

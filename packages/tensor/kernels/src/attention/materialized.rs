@@ -1,11 +1,9 @@
 //! The materialized kernels: attention that keeps its probabilities
 //! `[B, H, T, S]`, and its gradients from them.
 
-use rayon::prelude::*;
-
 use super::{batch_segments, gemm_into, parallel, Heads, Mat, Segment, BQ};
 use crate::lanes::{dot, exp_sum, max_of, scale_in_place, softmax_grad};
-use crate::pool::{for_each_index, install, Shared};
+use crate::pool::{for_each_chunk_mut, for_each_index, Shared};
 use crate::{ensure, Result};
 
 fn check_batch(
@@ -62,16 +60,8 @@ pub fn materialized_forward(
         // SAFETY: task (b, head) writes only its own rows' head slice of `out`.
         unsafe { forward_head(h, &segs[b], head, q, k, v, out, p) };
     };
-    if parallel(q.len() * keys) {
-        install(|| {
-            probs
-                .par_chunks_mut(queries * keys)
-                .enumerate()
-                .for_each(body)
-        });
-    } else {
-        probs.chunks_mut(queries * keys).enumerate().for_each(body);
-    }
+    let parallel = parallel(q.len() * keys);
+    for_each_chunk_mut(probs, queries * keys, parallel, |t, p| body((t, p)));
     Ok(())
 }
 

@@ -27,6 +27,16 @@ pub(super) unsafe fn pack_a(a: Mat, i0: usize, mc: usize, p0: usize, kc: usize, 
                     panel[p * MR + r] = v;
                 }
             }
+        } else if rs == 1 && rows == MR {
+            // A transposed operand (a weight gradient's `g.T`): each p's MR rows
+            // are adjacent, one fixed-size move (a loop of a run-time length is
+            // scalar, and cost a third of the product when n is a few hundred).
+            for (p, dst) in panel.chunks_exact_mut(MR).enumerate() {
+                let src = ptr.add(r0 + (p0 + p) * cs).cast::<[f32; MR]>();
+                dst.as_mut_ptr()
+                    .cast::<[f32; MR]>()
+                    .write_unaligned(src.read_unaligned());
+            }
         } else {
             for (p, dst) in panel.chunks_exact_mut(MR).enumerate() {
                 let src = ptr.add(r0 * rs + (p0 + p) * cs);
