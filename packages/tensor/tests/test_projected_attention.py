@@ -71,6 +71,24 @@ def test_the_composition_is_the_stacked_product_and_attention():
     np.testing.assert_array_equal(_bits(out), _bits(want))
 
 
+@pytest.mark.parametrize("compute", [None, "bfloat16"])
+def test_the_weight_gradients_are_each_parts_product(compute):
+    # One product of the stacked gradient, its rows narrowed out: the bits of each
+    # part's own linear_backward (rows across two of the product's depth slices).
+    x, ws, bs, g, dims = _operands(ComposedCpu(), b=4, t=70, d=40, seed=3)
+    _, state = rt.projected_attention_with_state(x, ws, bs, compute=compute, **dims)
+    _, dws, dbs = rt.projected_attention_backward(g, state)
+    out = state.out
+    dq, dk, dv = rt.attention_backward(g.reshape(*out.shape), state.q, state.k, state.v,
+                                       out, state.stats, compute=compute)  # fmt: skip
+    x2 = x.reshape(-1, x.shape[-1])
+    for d, w, dw, db in zip((dq, dk, dv), ws, dws, dbs):
+        part = d.reshape(x2.shape[0], -1)
+        _, want_w, want_b = rt.linear_backward(part, x2, w, False, True, True, compute=compute)
+        np.testing.assert_array_equal(_bits(dw), _bits(want_w))
+        np.testing.assert_array_equal(_bits(db), _bits(want_b))
+
+
 def test_rotary_positions_take_the_composition():
     x, ws, bs, g, dims = _operands(rt.get_backend("cpu"), hkv=4)
     positions = rt.from_numpy(np.tile(np.arange(5, dtype=np.int64), (2, 1)))

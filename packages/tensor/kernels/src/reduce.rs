@@ -81,10 +81,15 @@ fn row_f32(op: ReduceOp, x: &[f32], parallel: bool) -> f32 {
     finish(op, v, x.len())
 }
 
+/// Columns a piece of a reduction over the middle axis takes.
+const COLUMNS: usize = 64;
+
 multiversion! {
     fn columns_f32(op: ReduceOp, x: &[f32], n: usize, inner: usize, out: &mut [f32]) {
-        // out[j] = reduce_i x[i * inner + j], accumulated in i order.
-        let mut acc: Vec<f64> = vec![0.0; if op == ReduceOp::SumSquares { inner } else { 0 }];
+        // out[j] = reduce_i x[i * inner + j] for the out.len() columns from x[0],
+        // accumulated in i order.
+        let width = out.len();
+        let mut acc: Vec<f64> = vec![0.0; if op == ReduceOp::SumSquares { width } else { 0 }];
         match op {
             ReduceOp::Sum | ReduceOp::Mean => out.fill(0.0),
             ReduceOp::Max => out.fill(f32::NEG_INFINITY),
@@ -92,7 +97,7 @@ multiversion! {
             ReduceOp::SumSquares => {}
         }
         for i in 0..n {
-            let row = &x[i * inner..(i + 1) * inner];
+            let row = &x[i * inner..i * inner + width];
             match op {
                 ReduceOp::Sum | ReduceOp::Mean => for (o, &v) in out.iter_mut().zip(row) { *o += v },
                 ReduceOp::Max => for (o, &v) in out.iter_mut().zip(row) { *o = max_nan(*o, v) },
@@ -143,11 +148,23 @@ pub fn reduce_f32(
         }
         return Ok(());
     }
-    let slab = n * inner;
-    let work = |(o, dst): (usize, &mut [f32])| {
-        columns_f32(op, &x[o * slab..(o + 1) * slab], n, inner, dst)
-    };
-    for_each_chunk_mut(out, inner, parallel && outer > 1, |i, c| work((i, c)));
+    // Pieces of COLUMNS columns of one outer slab (each column summed down its
+    // rows alone, in order: the pieces do not change the bits), so that one slab
+    // (a bias gradient's column sums) runs on every thread too.
+    let (slab, blocks) = (n * inner, inner.div_ceil(COLUMNS));
+    let mut pieces: Vec<(usize, &mut [f32])> = out
+        .chunks_mut(inner)
+        .enumerate()
+        .flat_map(|(o, row)| {
+            row.chunks_mut(COLUMNS)
+                .enumerate()
+                .map(move |(b, c)| (o * blocks + b, c))
+        })
+        .collect();
+    for_each_mut(&mut pieces, parallel, |_, (t, dst)| {
+        let (o, j0) = (*t / blocks, *t % blocks * COLUMNS);
+        columns_f32(op, &x[o * slab + j0..(o + 1) * slab], n, inner, dst)
+    });
     Ok(())
 }
 
@@ -253,5 +270,37 @@ mod tests {
         crate::pool::set_num_threads(2);
         reduce_f32(ReduceOp::Sum, &x, 1, x.len(), 1, &mut b).unwrap();
         assert_eq!(a[0].to_bits(), b[0].to_bits());
+    }
+
+    /// Column sums taken in pieces of COLUMNS columns on the team: each column
+    /// the in-order sum down its rows, whatever the threads, a short last piece
+    /// and several slabs included.
+    #[test]
+    fn column_pieces_sum_each_column_in_row_order() {
+        let (outer, n, inner) = (3, 700, 2 * COLUMNS + 37);
+        let x: Vec<f32> = (0..outer * n * inner)
+            .map(|v| ((v * 7919) % 1013) as f32 * 1e-3 - 0.5)
+            .collect();
+        let mut want = vec![0.0f32; outer * inner];
+        for o in 0..outer {
+            for j in 0..inner {
+                for i in 0..n {
+                    want[o * inner + j] += x[(o * n + i) * inner + j];
+                }
+            }
+        }
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for threads in [1, 2] {
+            crate::pool::set_num_threads(threads);
+            for o in [1, outer] {
+                let mut out = vec![f32::NAN; o * inner];
+                reduce_f32(ReduceOp::Sum, &x[..o * n * inner], o, n, inner, &mut out).unwrap();
+                assert_eq!(
+                    bits(&out),
+                    bits(&want[..o * inner]),
+                    "{threads} threads, {o} slabs"
+                );
+            }
+        }
     }
 }

@@ -330,21 +330,23 @@ def composed_backward(
         dq = rotary(dq, positions, theta, inverse=True)
         dk = rotary(dk, positions, theta, inverse=True)
     parts = [d.reshape(-1, size) for d, size in zip((dq, dk, dv), _sizes(shape))]
-    dx = None
+    dx = gy = None
     if need_x:
         gy = concatenate(parts, axis=1)
         dx = matmul(gy, w, compute=low).reshape(batch, steps, x2.shape[1])
-    # Each weight's and bias's gradient from its own part of the output gradient: the
-    # rows of the stacked products', without narrowing (copying) them out.
     if layer and all(part.dtype is F32 for part in parts):
+        # The stacked weights' gradient as one product (and the stacked bias's as one
+        # column sum), each weight's and bias's the rows narrowed out of it: a
+        # product's rows and a column sum's columns are summed alone, so these are
+        # the bits of a product and a sum per part, in one call each instead of three.
         # linear_backward: a backend may take the bias gradient from the product.
-        pieces = [
-            linear_backward(part, x2, wi, False, True, has_bias, compute=low)
-            for part, wi in zip(parts, ws)
-        ]
-        weights = [p[1] for p in pieces]
-        biases = [p[2] for p in pieces] if has_bias else None
-        return dx, weights, biases  # type: ignore[return-value]
+        gy = concatenate(parts, axis=1) if gy is None else gy
+        _, dw, db = linear_backward(gy, x2, w, False, True, has_bias, compute=low)
+        starts = (0, parts[0].shape[1], parts[0].shape[1] + parts[1].shape[1])
+        cuts = [(start, part.shape[1]) for start, part in zip(starts, parts)]
+        weights = [narrow(dw, 0, start, size) for start, size in cuts]  # type: ignore[arg-type]
+        biases = None if db is None else [narrow(db, 0, start, size) for start, size in cuts]
+        return dx, weights, biases
     dws = [matmul(part, x2, transpose_a=True, compute=low) for part in parts]
     dbs = [part.sum(axis=0) for part in parts] if has_bias else None
     return dx, dws, dbs
