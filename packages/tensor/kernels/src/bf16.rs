@@ -8,7 +8,7 @@
 //! kernels accumulate, so a bfloat16 product of two bfloat16 values is exact
 //! and only the sums round.
 
-use crate::matmul::{matmul_f32, MatmulSpec};
+use crate::matmul::MatmulSpec;
 use crate::pool::{for_chunks, CHUNK};
 use crate::{ensure, Result};
 
@@ -76,7 +76,18 @@ pub fn widened(x: &[u16]) -> Vec<f32> {
 /// `out = op(a) @ op(b)` for bfloat16 operands: every product exact, the sums
 /// accumulated in float32 by the float32 kernel, the result float32.
 pub fn matmul_bf16(spec: &MatmulSpec, a: &[u16], b: &[u16], out: &mut [f32]) -> Result<()> {
-    matmul_f32(spec, &widened(a), &widened(b), out)
+    matmul_bf16_bias(spec, a, b, None, out)
+}
+
+/// [`matmul_bf16`] with a float32 bias added as [`crate::matmul::matmul_bias_f32`] adds it.
+pub fn matmul_bf16_bias(
+    spec: &MatmulSpec,
+    a: &[u16],
+    b: &[u16],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
+    crate::matmul::matmul_bias_f32(spec, &widened(a), &widened(b), bias, out)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Batched matrix multiplication on the packed kernels of [`crate::packed`].
 
-use crate::packed::{gemm_into, slice_depth, Mat, PackedRhs, MR, NR};
+use crate::packed::{gemm_bias_into, slice_depth, Mat, PackedRhs, MR, NR};
 use crate::pool::{num_threads, parallel, Shared, PARALLEL_WORK};
 use crate::{ensure, multiversion, Result};
 
@@ -155,7 +155,26 @@ multiversion! {
 }
 
 pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> Result<()> {
+    matmul_bias_f32(spec, a, b, None, out)
+}
+
+/// [`matmul_f32`], then `out[.., j] += bias[j]` for every row (a linear layer's
+/// bias, `n` floats): the bits of [`add_bias`] after the product, added as the
+/// product's tiles are stored instead of in a pass of its own over the output.
+pub fn matmul_bias_f32(
+    spec: &MatmulSpec,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<()> {
     check(spec, a, b, out)?;
+    ensure!(
+        bias.is_none_or(|v| v.len() == spec.n),
+        "matmul: a bias of {} for {} output columns",
+        bias.map_or(0, <[f32]>::len),
+        spec.n
+    );
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let batch = spec.a_offsets.len();
     if out.is_empty() {
@@ -171,7 +190,7 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
             spec.transpose_b,
             out,
         );
-        return Ok(());
+        return bias.map_or(Ok(()), |v| add_bias(out, v));
     }
     let threads = num_threads();
     let work = m * n * k;
@@ -188,9 +207,9 @@ pub fn matmul_f32(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]) -> R
         && k * n <= SHARED_RHS
         && PackedRhs::available()
     {
-        row_blocks_of_packed(spec, a, b, out, threads);
+        row_blocks_of_packed(spec, a, b, bias, out, threads);
     } else {
-        bands(spec, a, b, out, threads, parallel);
+        bands(spec, a, b, bias, out, threads, parallel);
     }
     Ok(())
 }
@@ -241,7 +260,14 @@ fn strides(spec: &MatmulSpec) -> ((usize, usize), (usize, usize)) {
 /// up elsewhere delays nobody for long. (Wide products, and those whose left
 /// operand is transposed and packed anyway, measured faster as one band per
 /// thread.) `spec` has one batch entry, checked by [`matmul_f32`].
-fn row_blocks_of_packed(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usize) {
+fn row_blocks_of_packed(
+    spec: &MatmulSpec,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    threads: usize,
+) {
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let ((a_rs, a_cs), (b_rs, b_cs)) = strides(spec);
     let (ae, be) = (&a[spec.a_offsets[0]..], &b[spec.b_offsets[0]..]);
@@ -257,8 +283,13 @@ fn row_blocks_of_packed(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]
         unsafe { PackedRhs::new(rhs, k, n, |panel| team.run(PackedRhs::panels(n), panel)) };
     team.run(m.div_ceil(block), &|t| {
         let (i0, i1) = (t * block, ((t + 1) * block).min(m));
-        unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0) };
+        unsafe { packed.rows(lhs, i0, i1, dst.at(0), n, 1.0, bias_ptr(bias, 0)) };
     });
+}
+
+/// The bias's element `offset` (a band's first column), or null for none.
+fn bias_ptr(bias: Option<&[f32]>, offset: usize) -> *const f32 {
+    bias.map_or(std::ptr::null(), |v| v[offset..].as_ptr())
 }
 
 /// Tasks of whole batch entries, or bands of a few large ones: rows when the
@@ -266,7 +297,15 @@ fn row_blocks_of_packed(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32]
 /// shares, so the smaller one is shared). Every element is summed alike
 /// whatever the split, so the bands may follow the thread count. The offsets
 /// were checked by [`matmul_f32`].
-fn bands(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usize, parallel: bool) {
+fn bands(
+    spec: &MatmulSpec,
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    threads: usize,
+    parallel: bool,
+) {
     let (m, k, n) = (spec.m, spec.k, spec.n);
     let batch = spec.a_offsets.len();
     let work = m * n * k;
@@ -296,7 +335,7 @@ fn bands(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usiz
         // SAFETY: the offsets were checked against the operands, the band
         // lies inside the entry, and tasks write disjoint parts of `out`.
         unsafe {
-            gemm_into(
+            gemm_bias_into(
                 r1 - r0,
                 c1 - c0,
                 k,
@@ -306,6 +345,7 @@ fn bands(spec: &MatmulSpec, a: &[f32], b: &[f32], out: &mut [f32], threads: usiz
                 Mat(a.as_ptr().add(ao + r0 * a_rs), a_rs, a_cs),
                 Mat(b.as_ptr().add(bo + c0 * b_cs), b_rs, b_cs),
                 1.0,
+                bias_ptr(bias, c0),
             );
         }
     };
@@ -404,7 +444,14 @@ mod tests {
     /// takes the plain path. All must agree bit for bit, for every layout.
     #[test]
     fn large_products_match_naive_and_ignore_thread_count() {
-        for (m, k, n) in [(300, 700, 40), (40, 700, 300)] {
+        // A bias added as the tiles are stored has the bits of add_bias after.
+        for (m, k, n) in [
+            (300, 700, 40),
+            (40, 700, 300),
+            (1100, 300, 100),
+            (1, 300, 70),
+        ] {
+            let bias: Vec<f32> = (0..n).map(|v| v as f32 * 0.37 - 3.0).collect();
             let a: Vec<f32> = (0..m * k)
                 .map(|v| ((v * 31) % 23) as f32 * 0.125 - 1.0)
                 .collect();
@@ -433,6 +480,12 @@ mod tests {
                         for (x, y) in out.iter().zip(&want) {
                             assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
                         }
+                        let mut biased = vec![f32::NAN; m * n];
+                        matmul_bias_f32(&spec, lhs, rhs, Some(&bias), &mut biased).unwrap();
+                        let mut added = out.clone();
+                        add_bias(&mut added, &bias).unwrap();
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        assert_eq!(bits(&biased), bits(&added), "{m}x{k}x{n} biased");
                         match &first {
                             None => first = Some(out),
                             Some(f) => assert_eq!(f, &out, "{m}x{k}x{n}, threads {threads}, transposes {transpose_a} {transpose_b}"),

@@ -42,7 +42,45 @@ pub unsafe fn gemm_into(
     rhs: Mat,
     alpha: f32,
 ) {
+    gemm_bias_into(
+        m,
+        n,
+        k,
+        dst,
+        dst_rs,
+        accumulate,
+        lhs,
+        rhs,
+        alpha,
+        std::ptr::null(),
+    );
+}
+
+/// [`gemm_into`], then `dst[i][j] += bias[j]` where `bias` (`n` floats) is not
+/// null: the bits of that add after the product, made as the product's tiles are
+/// stored (a linear layer's bias without a pass of its own over the output).
+///
+/// # Safety
+/// As [`gemm_into`]; a non-null `bias` addresses `n` floats.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gemm_bias_into(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: Mat,
+    rhs: Mat,
+    alpha: f32,
+    bias: *const f32,
+) {
     if m == 0 || n == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if k > 0 && crate::pool::has_avx2_fma() {
+        blocking::gemm(m, n, k, dst, dst_rs, accumulate, lhs, rhs, alpha, bias);
         return;
     }
     if k == 0 {
@@ -51,13 +89,33 @@ pub unsafe fn gemm_into(
                 std::slice::from_raw_parts_mut(dst.add(r * dst_rs), n).fill(0.0);
             }
         }
-        return;
+    } else {
+        portable_gemm(m, n, k, dst, dst_rs, accumulate, lhs, rhs, alpha);
     }
-    #[cfg(target_arch = "x86_64")]
-    if crate::pool::has_avx2_fma() {
-        blocking::gemm(m, n, k, dst, dst_rs, accumulate, lhs, rhs, alpha);
-        return;
+    if !bias.is_null() {
+        let bias = std::slice::from_raw_parts(bias, n);
+        for r in 0..m {
+            let row = std::slice::from_raw_parts_mut(dst.add(r * dst_rs), n);
+            for (o, &b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        }
     }
+}
+
+/// The `gemm` crate's product where the packed kernel does not run.
+#[allow(clippy::too_many_arguments)]
+unsafe fn portable_gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: Mat,
+    rhs: Mat,
+    alpha: f32,
+) {
     gemm::gemm(
         m,
         n,
@@ -266,6 +324,52 @@ mod tests {
         };
         for i in r0..r1 {
             assert_eq!(whole[i * n + c0..i * n + c1], part[i * n + c0..i * n + c1]);
+        }
+    }
+
+    /// The bias added as the tiles are stored has the bits of adding it after the
+    /// product: edge tiles, several slices, accumulation, both vector widths.
+    #[test]
+    fn a_bias_in_the_epilogue_is_the_add_after_the_product() {
+        for &(m, k, n) in &[(1, 1, 1), (13, 300, 70), (150, 520, 40), (7, 5, 4100)] {
+            let (a, b) = (data(m * k, 8), data(k * n, 9));
+            let bias = data(n, 10);
+            for (accumulate, narrow) in [(false, false), (true, false), (false, true), (true, true)]
+            {
+                // The AVX2 tile too, where it is not the one this machine runs.
+                #[cfg(target_arch = "x86_64")]
+                blocking::NARROW.with(|f| f.set(narrow));
+                let start = data(m * n, 11);
+                let mut want = start.clone();
+                let (lhs, rhs) = (Mat(a.as_ptr(), k, 1), Mat(b.as_ptr(), n, 1));
+                unsafe { gemm_into(m, n, k, want.as_mut_ptr(), n, accumulate, lhs, rhs, 0.5) };
+                for row in want.chunks_mut(n) {
+                    for (o, &v) in row.iter_mut().zip(&bias) {
+                        *o += v;
+                    }
+                }
+                let mut got = start.clone();
+                unsafe {
+                    gemm_bias_into(
+                        m,
+                        n,
+                        k,
+                        got.as_mut_ptr(),
+                        n,
+                        accumulate,
+                        lhs,
+                        rhs,
+                        0.5,
+                        bias.as_ptr(),
+                    )
+                };
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{m}x{k}x{n} accumulate={accumulate}"
+                );
+            }
         }
     }
 

@@ -3,7 +3,7 @@
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use riftco_kernels::binary::{self as bin, Arith, BinaryOp, CompareOp};
-use riftco_kernels::matmul::{add_bias, matmul_f32, MatmulSpec};
+use riftco_kernels::matmul::{matmul_bias_f32, MatmulSpec};
 use riftco_kernels::reduce::{self as red, ReduceOp};
 use riftco_kernels::softmax::{softmax_f32, Causal};
 use riftco_kernels::strided::Walk;
@@ -360,18 +360,12 @@ fn matmul<'py>(
     match same_kind("matmul", &[a, b])? {
         Kind::F32 => {
             let (xa, xb) = (slice::<f32>(a)?, slice::<f32>(b)?);
-            run(py, || {
-                matmul_f32(&spec, xa, xb, out)?;
-                bias.map_or(Ok(()), |v| add_bias(out, v))
-            })?
+            run(py, || matmul_bias_f32(&spec, xa, xb, bias, out))?
         }
         // bfloat16 bit patterns: float32 products and sums, a float32 result.
         Kind::U16 => {
             let (xa, xb) = (slice::<u16>(a)?, slice::<u16>(b)?);
-            run(py, || {
-                bf16::matmul_bf16(&spec, xa, xb, out)?;
-                bias.map_or(Ok(()), |v| add_bias(out, v))
-            })?
+            run(py, || bf16::matmul_bf16_bias(&spec, xa, xb, bias, out))?
         }
         k => return Err(error(format!("matmul is not defined for {k:?}"))),
     }

@@ -52,7 +52,8 @@ fn grow(buffer: &mut Vec<f32>, len: usize) {
 }
 
 /// Rows `i0..i1` of `dst[:, 0..nc] (+)= alpha * a[:, pc..pc + kc] @ panels`, the
-/// `nc` columns packed at `bp` for this slice; `dst` addresses row 0.
+/// `nc` columns packed at `bp` for this slice; `dst` addresses row 0. A non-null
+/// `bias` (of the `nc` columns) is added to every stored element (the last slice's).
 #[allow(clippy::too_many_arguments)]
 unsafe fn rows_times_panels(
     a: Mat,
@@ -66,6 +67,7 @@ unsafe fn rows_times_panels(
     ldc: usize,
     alpha: f32,
     add: bool,
+    bias: *const f32,
     apack: &mut Vec<f32>,
 ) {
     let wide = crate::isa::current() >= crate::isa::Isa::Avx512 && !narrow_for_tests();
@@ -102,6 +104,7 @@ unsafe fn rows_times_panels(
                     cols,
                     alpha,
                     add,
+                    at(bias, jr),
                 );
             }
             jr += 2 * NR;
@@ -124,9 +127,20 @@ unsafe fn rows_times_panels(
                     cols,
                     alpha,
                     add,
+                    at(bias, jr),
                 );
             }
         }
+    }
+}
+
+/// `bias + offset`, or null for no bias.
+#[inline]
+fn at(bias: *const f32, offset: usize) -> *const f32 {
+    if bias.is_null() {
+        bias
+    } else {
+        bias.wrapping_add(offset)
     }
 }
 
@@ -142,6 +156,7 @@ pub(super) unsafe fn gemm(
     a: Mat,
     b: Mat,
     alpha: f32,
+    bias: *const f32,
 ) {
     PACKS.with(|cell| {
         let mut packs = cell.borrow_mut();
@@ -165,6 +180,11 @@ pub(super) unsafe fn gemm(
                     ldc,
                     alpha,
                     accumulate || pc > 0,
+                    if pc + kc == k {
+                        at(bias, jc)
+                    } else {
+                        std::ptr::null()
+                    },
                     apack,
                 );
             }
@@ -195,6 +215,7 @@ pub(super) unsafe fn rows_of_packed(
     dst: *mut f32,
     ldc: usize,
     alpha: f32,
+    bias: *const f32,
 ) {
     PACKS.with(|cell| {
         let apack = &mut cell.borrow_mut().0;
@@ -213,6 +234,7 @@ pub(super) unsafe fn rows_of_packed(
                 ldc,
                 alpha,
                 pc > 0,
+                if pc + kc == k { bias } else { std::ptr::null() },
                 apack,
             );
         }

@@ -62,11 +62,12 @@ impl PackedRhs {
     }
 
     /// Rows `i0..i1` of `dst = alpha * lhs @ b` (`lhs` is `m x k`, `dst` addresses
-    /// row 0 with row stride `ldc`).
+    /// row 0 with row stride `ldc`), then `+ bias[j]` for a non-null `bias` of `n`.
     ///
     /// # Safety
     /// `lhs` and `dst` address valid matrices covering rows `i0..i1`, and no
     /// other thread writes those rows of `dst` during the call.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn rows(
         &self,
         lhs: Mat,
@@ -75,6 +76,7 @@ impl PackedRhs {
         dst: *mut f32,
         ldc: usize,
         alpha: f32,
+        bias: *const f32,
     ) {
         #[cfg(target_arch = "x86_64")]
         blocking::rows_of_packed(
@@ -87,8 +89,9 @@ impl PackedRhs {
             dst,
             ldc,
             alpha,
+            bias,
         );
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (lhs, i0, i1, dst, ldc, alpha);
+        let _ = (lhs, i0, i1, dst, ldc, alpha, bias);
     }
 }

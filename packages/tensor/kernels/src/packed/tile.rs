@@ -9,7 +9,9 @@ use super::{MR, NR};
 /// B panel of depth `kc`: `c = (accumulate ? c : 0) + alpha * a @ b`. Element
 /// `(r, p)` of A is at `a + r a_rs + p a_cs`: a packed panel (`1, MR`) or the
 /// rows of a row-major operand read in place (`lda, 1`). Rows past `rows` read
-/// the last row again and are never stored.
+/// the last row again and are never stored. A non-null `bias` (the tile's
+/// columns) is added to each stored value after that, rounded once more: the
+/// bits of adding it to the finished product.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -25,6 +27,7 @@ pub(super) unsafe fn tile(
     cols: usize,
     alpha: f32,
     accumulate: bool,
+    bias: *const f32,
 ) {
     let z = _mm256_setzero_ps();
     let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21) = (z, z, z, z, z, z);
@@ -64,13 +67,15 @@ pub(super) unsafe fn tile(
         [c40, c41],
         [c50, c51],
     ];
-    store(&acc, c, ldc, rows, cols, alpha, accumulate);
+    store(&acc, c, ldc, rows, cols, alpha, accumulate, bias);
 }
 
 /// `c = (accumulate ? c : 0) + alpha * acc` for the `rows` x `cols` stored part
-/// of a tile whose sums are `acc` (row `r` in `acc[r]`, columns 0..8 and 8..16).
+/// of a tile whose sums are `acc` (row `r` in `acc[r]`, columns 0..8 and 8..16),
+/// then `+ bias[j]` where `bias` is not null.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
+#[allow(clippy::too_many_arguments)]
 unsafe fn store(
     acc: &[[__m256; 2]; MR],
     c: *mut f32,
@@ -79,6 +84,7 @@ unsafe fn store(
     cols: usize,
     alpha: f32,
     accumulate: bool,
+    bias: *const f32,
 ) {
     if rows == MR && cols == NR {
         let scale = _mm256_set1_ps(alpha);
@@ -89,6 +95,11 @@ unsafe fn store(
                     _mm256_fmadd_ps(v, scale, _mm256_loadu_ps(d))
                 } else {
                     _mm256_mul_ps(v, scale)
+                };
+                let y = if bias.is_null() {
+                    y
+                } else {
+                    _mm256_add_ps(y, _mm256_loadu_ps(bias.add(8 * h)))
                 };
                 _mm256_storeu_ps(d, y);
             }
@@ -103,11 +114,12 @@ unsafe fn store(
         for r in 0..rows {
             for (j, &v) in sums[r * NR..r * NR + cols].iter().enumerate() {
                 let d = c.add(r * ldc + j);
-                *d = if accumulate {
+                let y = if accumulate {
                     v.mul_add(alpha, *d)
                 } else {
                     v * alpha
                 };
+                *d = if bias.is_null() { y } else { y + *bias.add(j) };
             }
         }
     }

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use super::{MR, NR};
 
 /// [`super::tile::tile`] over the two panels at `b0` and `b1` (columns
-/// `0..NR` and `NR..2 NR` of the tile, `cols` of them stored).
+/// `0..NR` and `NR..2 NR` of the tile, `cols` of them stored), `bias` as there.
 #[target_feature(enable = "avx2,fma,avx512f,avx512dq,avx512vl")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -27,6 +27,7 @@ pub(super) unsafe fn tile2(
     cols: usize,
     alpha: f32,
     accumulate: bool,
+    bias: *const f32,
 ) {
     let mut acc = [[_mm512_setzero_ps(); 2]; MR];
     let ar: [*const f32; MR] = std::array::from_fn(|r| a.add(r.min(rows - 1) * a_rs));
@@ -54,6 +55,11 @@ pub(super) unsafe fn tile2(
                 } else {
                     _mm512_mul_ps(v, scale)
                 };
+                let y = if bias.is_null() {
+                    y
+                } else {
+                    _mm512_add_ps(y, _mm512_loadu_ps(bias.add(NR * h)))
+                };
                 _mm512_storeu_ps(d, y);
             }
         }
@@ -66,11 +72,12 @@ pub(super) unsafe fn tile2(
         for r in 0..rows {
             for (j, &v) in sums[r * 2 * NR..r * 2 * NR + cols].iter().enumerate() {
                 let d = c.add(r * ldc + j);
-                *d = if accumulate {
+                let y = if accumulate {
                     v.mul_add(alpha, *d)
                 } else {
                     v * alpha
                 };
+                *d = if bias.is_null() { y } else { y + *bias.add(j) };
             }
         }
     }
