@@ -5,7 +5,7 @@
 //! Rows whose target equals `ignore_index` have loss 0 and gradient 0.
 
 use crate::lanes::{max_nan_of, sum_of};
-use crate::pool::for_chunks;
+use crate::pool::{for_chunks, for_each_chunk_mut};
 use crate::{ensure, math, multiversion, Result};
 
 multiversion! {
@@ -63,7 +63,9 @@ pub fn cross_entropy(
     );
     check_targets(targets, classes, ignore_index)?;
     let piece = rows_per_piece(classes);
-    for_chunks(lse, piece, |p, out| {
+    // Parallel by the logits' size: the statistics alone are one float a row.
+    let parallel = crate::pool::parallel(logits.len(), crate::pool::PARALLEL_THRESHOLD);
+    for_each_chunk_mut(lse, piece, parallel, |p, out| {
         for (i, o) in out.iter_mut().enumerate() {
             let r = p * piece + i;
             *o = log_sum_exp(&logits[r * classes..(r + 1) * classes]);
@@ -142,5 +144,44 @@ mod tests {
         assert!((d[0] + d[1] + d[2]).abs() < 1e-6 && d[2] < 0.0);
         assert_eq!(&d[3..], &[0.0; 3]);
         assert!(cross_entropy(&logits, 3, &[3, 0], -100, &mut loss, &mut lse).is_err());
+    }
+
+    /// Rows of logits large enough for the team: each row's statistics and loss
+    /// are the one-row computation's, whatever the threads.
+    #[test]
+    fn many_rows_have_each_rows_bits() {
+        let (rows, classes) = (600, 500);
+        let logits: Vec<f32> = (0..rows * classes)
+            .map(|v| ((v * 7919) % 997) as f32 * 0.01 - 5.0)
+            .collect();
+        let targets: Vec<i64> = (0..rows as i64)
+            .map(|r| (r * 37) % classes as i64)
+            .collect();
+        let mut runs = Vec::new();
+        for threads in [1, 2] {
+            crate::pool::set_num_threads(threads);
+            let (mut loss, mut lse) = (vec![0.0f32; rows], vec![0.0f32; rows]);
+            cross_entropy(&logits, classes, &targets, -100, &mut loss, &mut lse).unwrap();
+            runs.push((loss, lse));
+        }
+        let (mut one, mut one_lse) = ([0.0f32], [0.0f32]);
+        for r in [0, 299, rows - 1] {
+            let row = &logits[r * classes..(r + 1) * classes];
+            cross_entropy(
+                row,
+                classes,
+                &targets[r..r + 1],
+                -100,
+                &mut one,
+                &mut one_lse,
+            )
+            .unwrap();
+            for (loss, lse) in &runs {
+                assert_eq!(
+                    (loss[r].to_bits(), lse[r].to_bits()),
+                    (one[0].to_bits(), one_lse[0].to_bits())
+                );
+            }
+        }
     }
 }
