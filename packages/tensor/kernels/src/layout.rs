@@ -1,8 +1,14 @@
 //! Copies that change layout: strided views made contiguous, concatenation.
 
-use crate::pool::{for_chunks, CHUNK};
+use crate::pool::{for_each_chunk_mut, parallel, CHUNK};
 use crate::strided::Walk;
 use crate::{ensure, Result};
+
+/// From this many elements a copy runs on the team (two chunks or more): the
+/// copies of a step (q, k and v narrowed out of a projection, a concatenation)
+/// are a few hundred kilobytes, and one core copies them at a fraction of the
+/// machine's bandwidth.
+const COPY_THRESHOLD: usize = 1 << 16;
 
 /// Make the strided view described by `walk` over `src` contiguous in `out`.
 pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], walk: &Walk<1>, out: &mut [T]) -> Result<()> {
@@ -13,7 +19,8 @@ pub fn copy_strided<T: Copy + Send + Sync>(src: &[T], walk: &Walk<1>, out: &mut 
         out.len()
     );
     let [step] = walk.inner_strides();
-    for_chunks(out, CHUNK, |ci, chunk| {
+    let parallel = parallel(out.len(), COPY_THRESHOLD);
+    for_each_chunk_mut(out, CHUNK, parallel, |ci, chunk| {
         let start = ci * CHUNK;
         walk.segments(start, start + chunk.len(), |seg| {
             let o = &mut chunk[seg.out - start..seg.out - start + seg.len];
@@ -63,7 +70,8 @@ pub fn concat<T: Copy + Send + Sync>(
         return Ok(());
     }
     let rows_per_chunk = (CHUNK / row).max(1);
-    for_chunks(out, rows_per_chunk * row, |ci, chunk| {
+    let parallel = parallel(out.len(), COPY_THRESHOLD);
+    for_each_chunk_mut(out, rows_per_chunk * row, parallel, |ci, chunk| {
         for (r, dst) in chunk.chunks_mut(row).enumerate() {
             let o = ci * rows_per_chunk + r;
             let mut col = 0;
