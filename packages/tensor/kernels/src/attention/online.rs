@@ -54,7 +54,10 @@ impl OnlineBlock {
             v.clear();
             v.resize(len, value);
         };
-        fill(&mut scores, rows * BK, 0.0);
+        // Every score a tile reads is written by its product first.
+        if scores.len() < rows * BK {
+            scores.resize(rows * BK, 0.0);
+        }
         fill(&mut acc, rows * head_dim, 0.0);
         fill(&mut m, rows, f32::NEG_INFINITY);
         fill(&mut l, rows, 0.0);
