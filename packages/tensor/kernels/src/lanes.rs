@@ -127,9 +127,19 @@ multiversion! {
         for v in lanes {
             sum += v;
         }
-        for v in chunks.into_remainder() {
-            *v = math::exp(*v - shift);
-            sum += *v;
+        // The tail's exponentials as one vector (the same elementwise function:
+        // the same values as one at a time), then summed in index order.
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let mut pad = [0.0f32; 8];
+            pad[..tail.len()].copy_from_slice(tail);
+            for v in pad.iter_mut() {
+                *v = math::exp(*v - shift);
+            }
+            tail.copy_from_slice(&pad[..tail.len()]);
+            for v in tail.iter() {
+                sum += *v;
+            }
         }
         sum
     }
