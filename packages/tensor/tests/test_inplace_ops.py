@@ -75,14 +75,30 @@ def test_a_non_finite_update_changes_nothing(backend):
     ],
     ids=["grads", "lr", "grad shape", "pages", "step", "page size"],
 )
-def test_adam_update_names_what_disagrees(backend, mutate, message):
-    params, grads, m, v, hyper = adam_args(backend, [(3, 4), (5,)], page_size=4)
+@pytest.mark.parametrize("page_size", [4, None], ids=["paged", "one page"])
+def test_adam_update_names_what_disagrees(backend, mutate, message, page_size):
+    # One page a parameter takes the checks' fast path first: anything wrong still
+    # reaches the checks that name it.
+    params, grads, m, v, hyper = adam_args(backend, [(3, 4), (5,)], page_size=page_size)
     args = [params, grads, m, v, hyper]
     mutate(args)
     before = params[0].numpy().copy()
     with pytest.raises(rt.ShapeError, match=message):
         rt.adam_update_(args[0], args[1], args[2], args[3], **args[4])
     assert params[0].numpy().tobytes() == before.tobytes()
+
+
+def test_the_checks_fast_path_finds_what_the_full_checks_find(backend):
+    from riftco.tensor.ops import inplace
+
+    params, grads, m, v, hyper = adam_args(backend, [(3, 4), (5,), (2, 3)])
+    args = ("adam_update_", params, grads, m, v, hyper["lr"], hyper["beta1"], hyper["beta2"])
+    rest = (hyper["eps"], hyper["weight_decay"], hyper["step"])
+    assert inplace._adam_fast_path(params, grads, m, v, hyper["step"], None) is not None
+    fast = inplace._check_adam(*args, *rest, None)
+    full = inplace._check_adam(*args, *rest, 12)  # the same single pages, checked in full
+    assert fast[0] == full[0] == [12, 5, 6] and fast[1] == full[1] == 12
+    assert [id(t) for t in fast[2]] == [id(t) for t in full[2]]
 
 
 def test_adam_update_refuses_other_dtypes_and_types(backend):

@@ -41,12 +41,21 @@ class CustomNode(Node):
             )
         out: list[Tensor | None] = []
         assert self.inputs is not None  # a vjp runs only while its graph is alive
-        for i, (grad, (shape, dtype, backend, label), v) in enumerate(
+        for i, (grad, (shape, dtype, backend, name), v) in enumerate(
             zip(grads, specs, self.inputs)
         ):
             if grad is None:
                 out.append(None)
                 continue
+            if (
+                type(grad) is Tensor
+                and grad.shape == shape
+                and grad.dtype is dtype
+                and grad.backend.name == backend
+            ):
+                out.append(grad if v is not None else None)
+                continue
+            label = repr(name) if name else f"shape {shape}"
             if not isinstance(grad, Tensor):
                 raise GradientError(
                     f"custom_gradient: gradient #{i} ({label}) must be a Tensor "
@@ -145,14 +154,11 @@ def _node(node: Any, op: str, inputs: Sequence[Variable], vjp: Any) -> Any:
     if not state.enabled or all(t is None for t in targets):
         return None
     node.fn = vjp
+    # The name goes in as it is; the label is made only for an error's message.
     node.specs = tuple(
-        (
-            x.value.shape,
-            x.value.dtype,
-            x.value.backend.name,
-            repr(x.name) if x.name else f"shape {x.shape}",
-        )
+        (value.shape, value.dtype, value.backend.name, x.name)
         for x in inputs
+        for value in (x.value,)
     )
     node.inputs = targets
     node.saved = saved_values(*inputs)

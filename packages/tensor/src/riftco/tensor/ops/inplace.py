@@ -44,6 +44,9 @@ def _check_adam(
             raise ShapeError(f"{op}: {n} parameters but {len(values)} entries in {name}")
     if n == 0:
         return [], 1, []
+    fast = _adam_fast_path(params, grads, m, v, step, page_size)
+    if fast is not None:
+        return fast
     for p, g in zip(params, grads):
         require_tensor(op, p)
         require_tensor(op, g)
@@ -75,6 +78,53 @@ def _check_adam(
             raise ShapeError(f"{op}: step of parameter {i} must be an int >= 1, found {s!r}")
     check_same_backend(op, *params, *grads, *pages)
     return sizes, page_size, pages
+
+
+def _adam_fast_path(
+    params: Sequence[Tensor],
+    grads: Sequence[Tensor],
+    m: Sequence[Sequence[Tensor]],
+    v: Sequence[Sequence[Tensor]],
+    step: Sequence[int],
+    page_size: int | None,
+) -> tuple[list[int], int, list[Tensor]] | None:
+    """:func:`_check_adam`'s result when every operand is as a trainer passes them
+    (float32 tensors on one backend, one moment page per parameter, int steps);
+    None sends anything else through the checks that name what is wrong."""
+    if page_size is not None:
+        return None
+    backend = params[0].backend if type(params[0]) is Tensor else None
+    sizes, pages = [], []
+    for p, g, mi, vi, s in zip(params, grads, m, v, step):
+        if (
+            type(p) is not Tensor
+            or type(g) is not Tensor
+            or p.dtype is not F32
+            or g.dtype is not F32
+            or g.shape != p.shape
+            or len(mi) != 1
+            or len(vi) != 1
+            or type(s) is not int
+            or s < 1
+        ):
+            return None
+        size = math.prod(p.shape)
+        (a,), (b,) = mi, vi
+        if (
+            type(a) is not Tensor
+            or type(b) is not Tensor
+            or a.dtype is not F32
+            or b.dtype is not F32
+        ):
+            return None
+        if a.shape != (size,) or b.shape != (size,):
+            return None
+        for t in (p, g, a, b):
+            if t.backend is not backend:
+                return None
+        sizes.append(size)
+        pages += (a, b)
+    return sizes, max(1, *sizes), pages
 
 
 def adam_update_(

@@ -25,6 +25,8 @@ from riftco.tensor.tensor import Tensor
 def _shape_arg(op: str, shape: tuple) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    if all(type(d) is int for d in shape):  # the common case, as it is
+        return shape
     for d in shape:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
             raise TypeError(f"{op}: dims must be ints, found {shape!r}")
@@ -34,18 +36,17 @@ def _shape_arg(op: str, shape: tuple) -> tuple[int, ...]:
 def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """The same elements under a new shape (one dim may be -1); never copies."""
     new = _shape_arg("reshape", shape)
-    size = x.size
-    if new.count(-1) > 1:
-        raise ShapeError(f"reshape: at most one -1 in {new}")
+    if new == x.shape:
+        return x
+    size = math.prod(x.shape)
     if -1 in new:
-        known = 1
-        for d in new:
-            if d != -1:
-                known *= d
-        if known == 0 or size % known:
+        if new.count(-1) > 1:
+            raise ShapeError(f"reshape: at most one -1 in {new}")
+        known = -math.prod(new)
+        if known <= 0 or size % known:
             raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
         new = tuple(size // known if d == -1 else d for d in new)
-    if any(d < 0 for d in new) or math.prod(new) != size:
+    if (new and min(new) < 0) or math.prod(new) != size:
         raise ShapeError(f"reshape: cannot reshape {x.shape} ({size} elements) to {new}")
     if new == x.shape:
         return x
