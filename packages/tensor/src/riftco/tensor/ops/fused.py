@@ -28,7 +28,11 @@ def _wrap(data, shape, like: Tensor, dtype: DType = F32) -> Tensor:
 
 
 def _floats(op: str, *tensors: Tensor | None) -> list[Tensor]:
-    present = [require_tensor(op, t) for t in tensors if t is not None]
+    present = [t for t in tensors if t is not None]
+    backend = getattr(present[0], "backend", None) if present else None
+    if all(type(t) is Tensor and t.dtype is F32 and t.backend is backend for t in present):
+        return present  # the common case; anything else is named below
+    present = [require_tensor(op, t) for t in present]
     check_same_backend(op, *present)
     for t in present:
         require_dtype(op, t, F32)

@@ -94,7 +94,8 @@ def _adam_fast_path(
     if page_size is not None:
         return None
     backend = params[0].backend if type(params[0]) is Tensor else None
-    sizes, pages = [], []
+    sizes: list[int] = []
+    pages: list[Tensor] = []
     for p, g, mi, vi, s in zip(params, grads, m, v, step):
         if (
             type(p) is not Tensor

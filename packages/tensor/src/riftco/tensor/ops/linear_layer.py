@@ -16,6 +16,26 @@ F32 = DType.float32
 
 
 def _check(op: str, x: Tensor, w: Tensor, bias: Tensor | None) -> tuple[int, int, int]:
+    if (  # the common case, checked at once; anything else is named below
+        type(x) is Tensor
+        and type(w) is Tensor
+        and x.dtype is w.dtype
+        and x.dtype in (F32, DType.bfloat16)
+        and w.backend is x.backend
+        and len(x.shape) == 2
+        and len(w.shape) == 2
+        and x.shape[1] == w.shape[1]
+        and (
+            bias is None
+            or (
+                type(bias) is Tensor
+                and bias.dtype is F32
+                and bias.backend is x.backend
+                and bias.shape == (w.shape[0],)
+            )
+        )
+    ):
+        return x.shape[0], x.shape[1], w.shape[0]
     require_tensor(op, x)
     require_tensor(op, w)
     check_same_backend(op, x, w, *([] if bias is None else [bias]))
