@@ -8,7 +8,7 @@
 //! result does not depend on the thread count.
 
 use crate::lanes::{dot_of, sum_of};
-use crate::pool::{for_each_chunk_mut, for_each_mut, SharedMut, PARALLEL_THRESHOLD};
+use crate::pool::{for_each_chunk_mut, for_each_mut, SharedMut};
 use crate::{ensure, multiversion, Result};
 
 /// Which normalization a kernel computes.
@@ -25,8 +25,13 @@ fn piece_rows(rows: usize) -> usize {
     rows.div_ceil(256).max(16)
 }
 
+/// From this many elements a norm runs on the team (its pieces are fixed by the
+/// row count alone, so the bits do not depend on it): `tiny`'s `[512, 128]`
+/// activations ran on one thread under the elementwise threshold.
+const NORM_THRESHOLD: usize = 1 << 14;
+
 fn parallel(elements: usize) -> bool {
-    crate::pool::parallel(elements, PARALLEL_THRESHOLD)
+    crate::pool::parallel(elements, NORM_THRESHOLD)
 }
 
 multiversion! {
@@ -372,7 +377,13 @@ mod tests {
 
     #[test]
     fn parameter_gradients_do_not_depend_on_threads() {
-        let (rows, d) = (4099, 64);
+        // Above the elementwise threshold, and under it but above the norms' own.
+        for (rows, d) in [(4099, 64), (300, 100)] {
+            gradients_alike_at_one_and_three_threads(rows, d);
+        }
+    }
+
+    fn gradients_alike_at_one_and_three_threads(rows: usize, d: usize) {
         let x = data(rows * d, 1);
         let dy = data(rows * d, 2);
         let mut rstd = vec![0.0; rows];
@@ -399,6 +410,28 @@ mod tests {
         let one = ThreadPoolCheck::with_threads(1, run);
         let many = ThreadPoolCheck::with_threads(3, run);
         assert_eq!(one, many);
+        let forward = || {
+            let (mut y, mut mean, mut rstd) =
+                (vec![0.0; rows * d], vec![0.0; rows], vec![0.0; rows]);
+            let w = data(d, 3);
+            norm_forward(
+                Norm::Layer,
+                &x,
+                d,
+                Some(&w),
+                None,
+                1e-5,
+                &mut y,
+                Some(&mut mean),
+                &mut rstd,
+            )
+            .unwrap();
+            (y, mean, rstd)
+        };
+        assert_eq!(
+            ThreadPoolCheck::with_threads(1, forward),
+            ThreadPoolCheck::with_threads(3, forward)
+        );
     }
 
     struct ThreadPoolCheck;

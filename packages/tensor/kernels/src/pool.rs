@@ -9,6 +9,9 @@ use rayon::{ThreadPool, ThreadPoolBuilder};
 pub const CHUNK: usize = 1 << 15;
 /// Below this many elements a kernel runs on the calling thread.
 pub const PARALLEL_THRESHOLD: usize = 1 << 17;
+/// From this many elements [`for_chunks`] runs on the team: two chunks, each
+/// piece long enough for the handoff to a hot helper (about a microsecond) to pay.
+pub const CHUNKED_THRESHOLD: usize = 2 * CHUNK;
 /// Below this many multiply-adds a compute-bound kernel runs on the calling thread.
 pub const PARALLEL_WORK: usize = 1 << 18;
 
@@ -136,7 +139,7 @@ pub(crate) fn with_kept<T: Default + 'static, R>(
 /// parallel (on the team, see [`for_each_task`]) when `out` is large. Chunk
 /// boundaries never depend on threads.
 pub fn for_chunks<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    let parallel = out.len() >= PARALLEL_THRESHOLD && num_threads() > 1;
+    let parallel = out.len() >= CHUNKED_THRESHOLD && num_threads() > 1;
     for_each_chunk_mut(out, chunk, parallel, f);
 }
 
