@@ -86,6 +86,64 @@ def test_every_level_gives_the_bits_of_the_widest(restore, level):
         assert bits(run_everything(matmul)) == want, f"{level} on {threads} threads"
 
 
+def run_training_kernels(attention: bool = True) -> list[np.ndarray]:
+    """A training step's other kernels (elementwise functions and their gradients,
+    norms, softmax, the loss, column sums, Adam, and with ``attention`` attention
+    both ways, whose tiles are packed products), sized to take the team and ragged
+    enough for every vector tail."""
+    rng = np.random.default_rng(7)
+    t = lambda *shape, scale=1.0: rt.tensor(  # noqa: E731
+        rng.normal(0, scale, shape).astype(np.float32)
+    )
+    x, g = t(300, 131, scale=2.0), t(300, 131)
+    w, b = t(131), t(131)
+    out = [rt.gelu(x), rt.gelu(x, approximate="tanh"), rt.exp(x), rt.tanh(x), rt.sigmoid(x)]
+    out += [rt.silu(x), rt.activation_backward("gelu_tanh", x, g), x * g + w, rt.sum(g, axis=0)]
+    y, mean, rstd = rt.layer_norm_with_stats(x, w, b)
+    out += [
+        y,
+        mean,
+        rstd,
+        *[p for p in rt.layer_norm_backward(g, x, w, mean, rstd) if p is not None],
+    ]
+    y, rstd = rt.rms_norm_with_stats(x, w)
+    out += [y, rstd, *[p for p in rt.rms_norm_backward(g, x, w, rstd) if p is not None]]
+    out += [rt.softmax(x), rt.log_softmax(x)]
+    targets = rt.tensor(rng.integers(0, 131, 300).astype(np.int64))
+    loss, lse = rt.softmax_cross_entropy(x, targets)
+    out += [loss, lse, rt.softmax_cross_entropy_backward(t(300), x, targets, lse)]
+    if attention:
+        q, k, v, dout = (t(3, 77, 4, 24) for _ in range(4))
+        att, stats = rt.attention_with_stats(q, k, v)
+        out += [att, *stats, *rt.attention_backward(dout, q, k, v, att, stats)]
+    params, grads = [t(300, 131), t(131)], [t(300, 131), t(131)]
+    m = [[rt.tensor(np.zeros(p.size, np.float32))] for p in params]
+    vv = [[rt.tensor(np.zeros(p.size, np.float32))] for p in params]
+    hyper = dict(lr=[1e-2] * 2, beta1=[0.9] * 2, beta2=[0.99] * 2, eps=[1e-8] * 2)
+    rt.adam_update_(
+        params, grads, m, vv, **hyper, weight_decay=[0.1, 0.0], step=[3, 3], decoupled=True
+    )
+    out += [*params, m[0][0], vv[1][0]]
+    return [a.numpy() for a in out]
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_the_training_kernels_give_the_same_bits_at_every_level(restore, level):
+    # The multiversioned kernels are compiled for AVX-512, AVX2 + FMA and the
+    # baseline: the same operations in the same order at every width (attention's
+    # tiles at the portable level are the gemm crate's products, in its own order).
+    if level not in reachable():
+        pytest.skip(f"this CPU's widest level is {rt.cpu_isa_detected()}, not {level}")
+    attention = level != "portable"
+    rt.set_num_threads(1)
+    rt.set_cpu_isa(rt.cpu_isa_detected())
+    want = bits(run_training_kernels(attention))
+    rt.set_cpu_isa(level)
+    for threads in (1, 2):
+        rt.set_num_threads(threads)
+        assert bits(run_training_kernels(attention)) == want, f"{level} on {threads} threads"
+
+
 def test_the_portable_matmul_keeps_its_bits_across_threads(restore):
     rt.set_cpu_isa("portable")
     rt.set_num_threads(1)

@@ -62,8 +62,11 @@ macro_rules! ensure {
     };
 }
 
-/// Compile a kernel body twice, once for AVX2 + FMA and once for the baseline,
-/// and pick at run time. Helpers the body calls must be `#[inline(always)]`.
+/// Compile a kernel body three times, for AVX-512, for AVX2 + FMA and for the
+/// baseline, and pick at run time ([`isa::current`], which `RIFTCO_CPU_ISA` may
+/// lower). Helpers the body calls must be `#[inline(always)]`. The bodies are the
+/// same IEEE operations in the same order at every width (the reductions keep
+/// their own eight lanes, see [`lanes`]), so every version gives the same bits.
 #[macro_export]
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident $(<$($gen:ident : $bound:path),*>)? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
@@ -71,6 +74,12 @@ macro_rules! multiversion {
         $vis fn $name $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")]
+                unsafe fn wide $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? $body
+                if $crate::isa::current() >= $crate::isa::Isa::Avx512 {
+                    // SAFETY: the CPU supports the features `wide` was compiled for.
+                    return unsafe { wide($($arg),*) };
+                }
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn fast $(<$($gen : $bound),*>)? ($($arg : $ty),*) $(-> $ret)? $body
                 if $crate::pool::has_avx2_fma() {
