@@ -72,18 +72,24 @@ def test_the_level_names_and_the_cap(restore):
     assert rt.set_cpu_isa("avx512-vnni") == rt.cpu_isa_detected()
 
 
-@pytest.mark.parametrize("level", LEVELS)
-def test_every_level_gives_the_bits_of_the_widest(restore, level):
+def assert_the_bits_of_the_widest(level: str, run, threads=(1, 2, 3)) -> None:
+    """``run()``'s arrays at ``level`` on each thread count are those of the CPU's
+    widest level on one thread (skipped for a level the CPU lacks)."""
     if level not in reachable():
         pytest.skip(f"this CPU's widest level is {rt.cpu_isa_detected()}, not {level}")
-    matmul = level != "portable"
     rt.set_num_threads(1)
     rt.set_cpu_isa(rt.cpu_isa_detected())
-    want = bits(run_everything(matmul))
+    want = bits(run())
     rt.set_cpu_isa(level)
-    for threads in (1, 2, 3):
-        rt.set_num_threads(threads)
-        assert bits(run_everything(matmul)) == want, f"{level} on {threads} threads"
+    for n in threads:
+        rt.set_num_threads(n)
+        assert bits(run()) == want, f"{level} on {n} threads"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_level_gives_the_bits_of_the_widest(restore, level):
+    matmul = level != "portable"
+    assert_the_bits_of_the_widest(level, lambda: run_everything(matmul))
 
 
 def run_training_kernels(attention: bool = True) -> list[np.ndarray]:
@@ -132,16 +138,8 @@ def test_the_training_kernels_give_the_same_bits_at_every_level(restore, level):
     # The multiversioned kernels are compiled for AVX-512, AVX2 + FMA and the
     # baseline: the same operations in the same order at every width (attention's
     # tiles at the portable level are the gemm crate's products, in its own order).
-    if level not in reachable():
-        pytest.skip(f"this CPU's widest level is {rt.cpu_isa_detected()}, not {level}")
     attention = level != "portable"
-    rt.set_num_threads(1)
-    rt.set_cpu_isa(rt.cpu_isa_detected())
-    want = bits(run_training_kernels(attention))
-    rt.set_cpu_isa(level)
-    for threads in (1, 2):
-        rt.set_num_threads(threads)
-        assert bits(run_training_kernels(attention)) == want, f"{level} on {threads} threads"
+    assert_the_bits_of_the_widest(level, lambda: run_training_kernels(attention), (1, 2))
 
 
 def test_the_portable_matmul_keeps_its_bits_across_threads(restore):

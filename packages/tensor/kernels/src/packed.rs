@@ -90,7 +90,28 @@ pub unsafe fn gemm_bias_into(
             }
         }
     } else {
-        portable_gemm(m, n, k, dst, dst_rs, accumulate, lhs, rhs, alpha);
+        // The `gemm` crate's product where the packed kernel does not run.
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs.0,
+            lhs.2 as isize,
+            lhs.1 as isize,
+            rhs.0,
+            rhs.2 as isize,
+            rhs.1 as isize,
+            1.0f32,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
     }
     if !bias.is_null() {
         let bias = std::slice::from_raw_parts(bias, n);
@@ -101,42 +122,6 @@ pub unsafe fn gemm_bias_into(
             }
         }
     }
-}
-
-/// The `gemm` crate's product where the packed kernel does not run.
-#[allow(clippy::too_many_arguments)]
-unsafe fn portable_gemm(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: *mut f32,
-    dst_rs: usize,
-    accumulate: bool,
-    lhs: Mat,
-    rhs: Mat,
-    alpha: f32,
-) {
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst,
-        1,
-        dst_rs as isize,
-        accumulate,
-        lhs.0,
-        lhs.2 as isize,
-        lhs.1 as isize,
-        rhs.0,
-        rhs.2 as isize,
-        rhs.1 as isize,
-        1.0f32,
-        alpha,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
 }
 
 /// Rows of the register tile; a split of the output into row bands costs least
