@@ -358,6 +358,46 @@ mod tests {
         }
     }
 
+    /// A large output over several slices takes them inside each row block: the
+    /// bits of the slices-outermost order, with a bias and accumulating.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn deep_blocks_give_the_bits_of_slices_outermost() {
+        if !crate::pool::has_avx2_fma() {
+            return;
+        }
+        let (m, k, n) = (700, 600, 760);
+        assert!(m * n >= blocking::DEEP_OUTPUT && k > 2 * slice_depth(k));
+        let (a, b, bias) = (data(m * k, 12), data(k * n, 13), data(n, 14));
+        let run = |shallow: bool, accumulate: bool| {
+            blocking::SHALLOW.with(|f| f.set(shallow));
+            let mut out = data(m * n, 15);
+            let (lhs, rhs) = (Mat(a.as_ptr(), k, 1), Mat(b.as_ptr(), n, 1));
+            unsafe {
+                gemm_bias_into(
+                    m,
+                    n,
+                    k,
+                    out.as_mut_ptr(),
+                    n,
+                    accumulate,
+                    lhs,
+                    rhs,
+                    0.5,
+                    bias.as_ptr(),
+                )
+            };
+            blocking::SHALLOW.with(|f| f.set(false));
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        for accumulate in [false, true] {
+            assert!(
+                run(true, accumulate) == run(false, accumulate),
+                "accumulate={accumulate}"
+            );
+        }
+    }
+
     #[test]
     fn empty_depth_clears_or_keeps() {
         let mut out = vec![3.0f32; 6];
