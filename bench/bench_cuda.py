@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import statistics
 import time
 
@@ -258,14 +259,31 @@ def micro(
     X, W = (rt.tensor(a, backend=backend).astype("bfloat16") for a in (x, w))
 
     def ours_attention():
-        out, stats = rt.attention_with_stats(Q, K, V, causal=True)
-        rt.attention_backward(G, Q, K, V, out, stats, causal=True)
+        # riftco-nn's mixed precision: every product on the tensor cores (API 1.12),
+        # FlashAttention-2 where the GPU has bfloat16 mma.sync.
+        out, stats = rt.attention_with_stats(Q, K, V, causal=True, compute="bfloat16")
+        rt.attention_backward(G, Q, K, V, out, stats, causal=True, compute="bfloat16")
+
+    def ours_cublas_attention():
+        was = os.environ.get("RIFTCO_CUDA_FLASH")
+        os.environ["RIFTCO_CUDA_FLASH"] = "0"
+        try:
+            ours_attention()
+        finally:
+            if was is None:
+                del os.environ["RIFTCO_CUDA_FLASH"]
+            else:
+                os.environ["RIFTCO_CUDA_FLASH"] = was
 
     def ours_gemm():
         rt.matmul(X, W, transpose_b=True)
 
     gemm = f"gemm {b * t}x{h * dh}x{3 * h * dh}"
-    cases = {"attention fwd+bwd": ours_attention, gemm: ours_gemm}
+    cases = {
+        "attention fwd+bwd": ours_attention,
+        "attention fwd+bwd, cuBLAS route": ours_cublas_attention,
+        gemm: ours_gemm,
+    }
     theirs = {}
     if torch is not None:
         tq, tk, tv = (
@@ -281,6 +299,7 @@ def micro(
 
         theirs = {
             "attention fwd+bwd": torch_attention,
+            "attention fwd+bwd, cuBLAS route": torch_attention,
             gemm: lambda: tx @ tw.T,
         }
     share = seconds / (4 * len(cases))

@@ -34,7 +34,9 @@ each layer norm's backward one launch (the rows' input gradients and the chunks'
 partials, the last block summing them): bf16 241 and 303 (544), f32 193 and 303 (496). With
 the residual's gradient added in that launch (riftco-nn's ``add_layer_norm`` one node of
 both results, ``rt.add_layer_norm_backward``, API 1.14): bf16 218 and 303 (521), f32 170
-and 303 (473)."""
+and 303 (473). With bf16 attention as FlashAttention-2 on the tensor cores (one launch
+forward, two backward, reading the stacked projection and writing the stacked gradient):
+bf16 182 and 219 (401), the roofline 6.0 ms (was 11.0)."""
 
 from __future__ import annotations
 
@@ -48,14 +50,15 @@ from riftco.backends.cuda.errors import CudaError
 pytest.importorskip("riftco.train")
 
 #: Kernel launches plus cuBLAS products of one step, by precision (today's design
-#: plus a little headroom: a new pass must be argued for here). Attention through
-#: cuBLAS is 7 products a layer (each one call over all B * H matrices) and 6 launches
-#: (two head swaps and one row pass each way).
-PASSES = {"bf16": 530, "f32": 484}
+#: plus a little headroom: a new pass must be argued for here). bf16 attention is
+#: FlashAttention-2, 3 launches a layer; f32 attention through cuBLAS is 7 products a
+#: layer (each one call over all B * H matrices) and 6 launches (two head swaps and
+#: one row pass each way).
+PASSES = {"bf16": 410, "f32": 484}
 #: The roofline estimate of one step at the H200's figures (counting.roofline), in
 #: seconds: the row-kernel attention alone was 48 ms of a 57 ms bf16 step; the float32
 #: attention products 5.8 ms of a 14.9 ms one.
-ESTIMATE = {"bf16": 0.012, "f32": 0.065}
+ESTIMATE = {"bf16": 0.0065, "f32": 0.065}
 #: Reads from the device a step: one, after the update -- the gradients' sums of
 #: squares, the loss and Adam's all-or-nothing outcome together (riftco-optim's
 #: measured_step over clipped_adam_update; test_budgets_optim.py counts its launches).
@@ -125,28 +128,43 @@ def test_no_index_checks_run_on_the_device_for_host_indices(step):
     assert counts.launches["check_indices"] == 0
 
 
-def test_attention_runs_on_cublas_products(step):
+def test_bf16_attention_is_flash_attention_on_the_tensor_cores():
+    # FlashAttention-2 (ops/flash.py): one launch forward, two backward (dq with delta,
+    # then dk and dv), reading q, k and v out of the stacked projection and writing the
+    # gradients into the stacked gradient: no product over heads, no head swap, no row
+    # pass, no [B, H, T, T] buffer.
+    counts = training_step_counts("bf16")
+    layers = 12
+    flash = {k: n for k, n in counts.launches.items() if k.startswith("flash_")}
+    assert flash == {f"flash_{p}_f32_d64": layers for p in ("forward", "dq", "dkv")}
+    products = [name for name, _, _ in counts.calls if name.startswith("gemm ")]
+    assert all(p.split()[1].endswith("x1") for p in products), products
+    for name in ("swap_heads", "attention_softmax_f32", "attention_softmax_dscores_f32"):
+        assert counts.launches[name] == 0
+    # The largest buffer a step allocates is the head's logits, not scores.
+    b, t = 4, 1024
+    assert counts.largest_allocation <= b * t * 50257 * 4
+
+
+def test_f32_attention_runs_on_cublas_products():
     # Forward: scores and values; backward: dp, the scores again, dv, dq, dk -- each one
     # strided-batched call over every batch row and head. Around them: q, k and v moved
     # heads first and the results moved back (one launch each), the softmax forward,
     # and backward the probabilities and score gradient in one row pass.
-    precision, counts = step
-    suffix = "bf16" if precision == "bf16" else "f32"
+    counts = training_step_counts("f32")
     layers, batch, heads = 12, 4, 12
     for name in ("attention", "attention_dq", "attention_dkv"):
-        assert counts.launches[f"{name}_{suffix}"] == 0
+        assert counts.launches[f"{name}_f32"] == 0
     products = [name for name, _, _ in counts.calls if name.startswith("gemm ")]
     over_heads = [p for p in products if p.split()[1].split("x")[3] == str(batch * heads)]
     assert len(over_heads) == 7 * layers
-    # bf16: every one on the tensor cores (riftco-nn asks for attention's compute dtype,
-    # API 1.12: the probabilities and gradients read as their bfloat16 roundings).
-    kinds = {p.split()[2] for p in over_heads}
-    assert kinds == ({"bfloat16"} if precision == "bf16" else {"float32"})
+    assert {p.split()[2] for p in over_heads} == {"float32"}  # never the tensor cores
     assert not [p for p in products if p.split()[1].split("x")[3] not in ("1", str(batch * heads))]
     assert counts.launches["attention_softmax_f32"] == layers
     assert counts.launches["attention_softmax_dscores_f32"] == layers
     assert counts.launches["attention_dscores_f32"] == 0
     assert counts.launches["swap_heads"] == 4 * layers
+    assert not [k for k in counts.launches if k.startswith("flash_")]
 
 
 def test_the_roofline_estimate_is_on_record(step):
@@ -178,15 +196,23 @@ def test_biases_are_added_and_summed_in_the_products(step):
     assert counts.launches["binary_f32"] <= 6
 
 
-def test_gemm_flops_are_the_models():
+@pytest.mark.parametrize("precision", ["bf16", "f32"])
+def test_flops_are_the_models(precision):
     # 6 N P for the matrices (P counts the weights of every product, head included)
-    # plus attention's seven [T, T] products a layer (full squares: cuBLAS computes the
-    # masked half too).
-    counts = training_step_counts("bf16")
+    # plus attention. f32: seven [T, T] cuBLAS products a layer (full squares: cuBLAS
+    # computes the masked half too). bf16: FlashAttention-2 computes the causal half,
+    # two products forward, three for dq, four for dk and dv.
+    counts = training_step_counts(precision)
     d, ff, v, layers, b, t = 768, 3072, 50257, 12, 4, 1024
     weights = layers * (3 * d * d + d * d + 2 * d * ff) + v * d
-    attention = layers * 7 * 2 * b * t * t * d
-    assert counts.gemm_flops == pytest.approx(6 * b * t * weights + attention, rel=1e-9)
+    products = 6 * b * t * weights
+    square = 2 * b * t * t * d
+    if precision == "f32":
+        assert counts.gemm_flops == pytest.approx(products + layers * 7 * square, rel=1e-9)
+        return
+    assert counts.gemm_flops == pytest.approx(products, rel=1e-9)
+    flash = sum(f for name, f, _ in counts.calls if name.startswith("flash_"))
+    assert flash == pytest.approx(layers * (2 + 3 + 4) * square / 2, rel=1e-9)
 
 
 # -- the counting device and the host-side checks it shows ------------------------------

@@ -15,6 +15,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     ("loss", include_str!("../kernels/loss.cu")),
     ("index", include_str!("../kernels/index.cu")),
     ("attention", include_str!("../kernels/attention.cu")),
+    ("flash", include_str!("../kernels/flash.cu")),
     ("optim", include_str!("../kernels/optim.cu")),
     ("nf4", include_str!("../kernels/nf4.cu")),
     ("decode", include_str!("../kernels/decode.cu")),

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import riftco.tensor as rt
+from riftco.backends.cuda.ops.flash import tensor_cores
 from riftco.tensor.plugin import FLOAT_UNARY
 from riftco.testing import unavailable_reason
 
@@ -234,12 +235,17 @@ def test_the_backend_methods_refuse_bfloat16_too(backend):
         assert isinstance(caught.value, CudaError), op
 
 
-def test_tiny_model_under_mixed_precision_matches_the_cpu(backend):
+@pytest.mark.parametrize("heads", [4, 2], ids=["cublas-route", "flash-attention"])
+def test_tiny_model_under_mixed_precision_matches_the_cpu(backend, heads):
+    # 4 heads of 8: attention's cuBLAS route; 2 heads of 16: FlashAttention-2 (on a GPU
+    # with bfloat16 mma.sync, and on the emulation).
     nn = pytest.importorskip("riftco.nn")
     config = nn.TransformerConfig.preset(
-        "gpt2", vocab_size=64, context_length=16, d_model=32, n_heads=4, n_layers=2, d_ff=64
+        "gpt2", vocab_size=64, context_length=16, d_model=32, n_heads=heads, n_layers=2, d_ff=64
     )
     tokens = np.random.default_rng(0).integers(0, 64, (3, 13))
+    if heads == 2 and tensor_cores(backend.device.arch):  # the route the model takes here
+        assert backend._flash_route(3, 12, 12, 2, 2, 16, True, 0)
     results = []
     for name in (BACKEND, "cpu"):
         model = nn.DecoderOnlyTransformer(config, seed=0, backend=name)

@@ -17,6 +17,7 @@ from riftco.backends.cuda.libraries import LibrarySearch
 from riftco.backends.cuda.ops.attention import AttentionOps
 from riftco.backends.cuda.ops.base import BaseOps
 from riftco.backends.cuda.ops.decode import DecodeOps
+from riftco.backends.cuda.ops.flash import FlashOps
 from riftco.backends.cuda.ops.index import IndexOps
 from riftco.backends.cuda.ops.launch import Launcher
 from riftco.backends.cuda.ops.linear import LinearOps
@@ -47,6 +48,7 @@ class CudaBackend(
     LinearOps,
     IndexOps,
     NnOps,
+    FlashOps,
     AttentionOps,
     ProjectedOps,
     OptimOps,

@@ -43,6 +43,19 @@ _ATTENTION_FLOPS = {
     "attention_dkv_bf16": (10, 4.0),
 }
 
+#: The FlashAttention-2 kernels (``flash_<part>_<source>_d<head dim>``): the argument
+#: positions of b, t, s, h and causal, and the products each runs per (query, key) pair
+#: seen -- 16 x 8 x 16 ``mma.sync`` steps on the tensor cores (the roofline's bfloat16
+#: rate). The tiles each block reads again are counted once: a (batch row, head)'s keys
+#: and values (or queries and output gradient) are read by its blocks side by side, from
+#: the L2 cache.
+_FLASH_FLOPS = {"flash_forward": (6, 16, 2.0), "flash_dq": (9, 21, 3.0), "flash_dkv": (9, 22, 4.0)}
+
+
+def _flash_part(kernel: str) -> str | None:
+    part = kernel.rsplit("_", 2)[0]
+    return part if part in _FLASH_FLOPS else None
+
 
 class CountingBuffer:
     """A device buffer that is only a size: ``nbytes``, ``dtype`` and an address."""
@@ -76,6 +89,7 @@ class Counts:
     copy_bytes: int = 0
     allocations: int = 0
     allocated_bytes: int = 0
+    largest_allocation: int = 0
 
     @property
     def kernel_launches(self) -> int:
@@ -113,6 +127,7 @@ class CountingDevice:
     def alloc(self, nbytes: int, dtype: str) -> CountingBuffer:
         self.counts.allocations += 1
         self.counts.allocated_bytes += int(nbytes)
+        self.counts.largest_allocation = max(self.counts.largest_allocation, int(nbytes))
         return CountingBuffer(nbytes, dtype)
 
     def upload(self, data: np.ndarray, dtype: str) -> CountingBuffer:
@@ -171,6 +186,12 @@ class CountingDevice:
             # (k and v; or q and dout), from global memory.
             size = 2 if kernel.endswith("bf16") else 4
             moved = max(moved, 2.0 * b * h * pairs * dh * size)
+        elif (part := _flash_part(kernel)) is not None:
+            first, at_causal, per = _FLASH_FLOPS[part]
+            b, t, s, h = (int(x) for x in args[first : first + 4])
+            dh = int(kernel.rsplit("_d", 1)[1])
+            pairs = t * s / 2 if bool(args[at_causal]) and t == s else t * s
+            flops = 2.0 * per * b * h * pairs * dh
         self.counts.calls.append((kernel, flops, moved))
 
     def gemm(self, element, m, n, k, a, b, c, batch, compute="float32", accumulate=False) -> None:
@@ -232,14 +253,14 @@ H200 = {"bf16_flops": 989e12, "f32_flops": 67e12, "bytes": 4.8e12}
 
 def roofline(counts: Counts, figures: dict[str, float] = H200) -> dict[str, Any]:
     """A roofline estimate of the counted work, in seconds: each call takes the longer
-    of its FLOPs at peak and its bytes at full bandwidth (bfloat16 GEMMs at the tensor
-    cores' rate, everything else at float32's). ``ideal`` is every FLOP at that rate
+    of its FLOPs at peak and its bytes at full bandwidth (bfloat16 GEMMs and the
+    FlashAttention-2 kernels at the tensor cores' rate, everything else at float32's). ``ideal`` is every FLOP at that rate
     with no memory time; ``by_kind`` the estimate per kernel (or GEMM dtype), largest
     first."""
     by_kind: dict[str, float] = {}
     total = ideal = 0.0
     for name, flops, moved in counts.calls:
-        fast = name.startswith("gemm") and name.endswith("bfloat16")
+        fast = name.endswith("bfloat16") if name.startswith("gemm") else name.startswith("flash_")
         rate = figures["bf16_flops"] if fast else figures["f32_flops"]
         seconds = max(flops / rate, moved / figures["bytes"])
         kind = name.split(" ")[0] + (" bf16" if fast else "") if name.startswith("gemm") else name

@@ -322,6 +322,13 @@ class AttentionOps:
     ):
         b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
         dtype = _input_type("attention", q, k, v)
+        if (
+            compute is not None
+            and dtype == "bfloat16"
+            and not materialized
+            and self._flash_route(b, t, s, h, hkv, dh, causal, window)  # type: ignore[attr-defined]
+        ):
+            return self._flash_forward(q, k, v, dtype, (b, t, s, h, dh), scale, causal)  # type: ignore[attr-defined]
         if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
             return self._gemm_forward(
                 q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute
@@ -443,7 +450,17 @@ class AttentionOps:
         compute,
     ):
         # dp, dv, dq and dk on the tensor cores (the output gradient, the probabilities
-        # and the scores' gradient rounded as cuBLAS reads them) on the cuBLAS route.
+        # and the scores' gradient rounded as cuBLAS reads them): FlashAttention-2, or
+        # the cuBLAS route.
+        b, t, s, h, hkv, dh = _dims(q_shape, kv_shape)
+        _bfloat16(compute)
+        if _input_type("attention_backward", q, k, v) == "bfloat16" and self._flash_route(  # type: ignore[attr-defined]
+            b, t, s, h, hkv, dh, causal, window
+        ):
+            float32_only("attention_backward", dout, out, row_max, row_sum)
+            return self._flash_backward(  # type: ignore[attr-defined]
+                (dout, out, q, k, v, row_max, row_sum), "bfloat16", (b, t, s, h, dh), scale, causal
+            )
         return self._backward(
             dout,
             q,
