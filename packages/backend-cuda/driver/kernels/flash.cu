@@ -56,6 +56,7 @@ __device__ __forceinline__ float lanes4_sum(float x) {
 __device__ __forceinline__ unsigned pair_along(const bf16* tile, int ld, int row, int col) {
     const bf16* p = tile + row * ld + col;
 #ifdef RIFTCO_EMULATION
+    emu_require_aligned(p, 4);  // the device faults on a misaligned 32-bit load
     return (unsigned)p[0] | ((unsigned)p[1] << 16);
 #else
     return *reinterpret_cast<const unsigned*>(p);
@@ -199,8 +200,8 @@ __device__ void flash_forward(const T* q, const T* k, const T* v, float* out, fl
                               i64 b_, i64 t_, i64 s_, i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row,
                               i64 kv_row, float scale, i64 causal) {
     constexpr int LD = HD + 8;
-    __shared__ bf16 ks[FLASH_TILE * LD];
-    __shared__ bf16 vs[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 ks[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 vs[FLASH_TILE * LD];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     i64 tiles = (t_ + FLASH_TILE - 1) / FLASH_TILE;
     for (i64 bh = blockIdx.y; bh < b_ * h_; bh += gridDim.y) {
@@ -307,8 +308,8 @@ __device__ void flash_dq(const float* dout, const float* out, const T* q, const 
                          i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dq_off, i64 dq_row,
                          float scale, i64 causal) {
     constexpr int LD = HD + 8;
-    __shared__ bf16 ks[FLASH_TILE * LD];
-    __shared__ bf16 vs[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 ks[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 vs[FLASH_TILE * LD];
     __shared__ float ms[FLASH_TILE], ls[FLASH_TILE], ds_[FLASH_TILE];
     int warp = threadIdx.x >> 5;
     i64 tiles = (t_ + FLASH_TILE - 1) / FLASH_TILE;
@@ -367,8 +368,8 @@ __device__ void flash_dkv(const float* dout, const T* q, const T* k, const T* v,
                           i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dk_off, i64 dv_off,
                           i64 dkv_row, float scale, i64 causal) {
     constexpr int LD = HD + 8;
-    __shared__ bf16 qs[FLASH_TILE * LD];
-    __shared__ bf16 os[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 qs[FLASH_TILE * LD];
+    __shared__ __align__(16) bf16 os[FLASH_TILE * LD];
     __shared__ float ms[FLASH_TILE], ls[FLASH_TILE], ds_[FLASH_TILE];
     int warp = threadIdx.x >> 5;
     i64 tiles = (s_ + FLASH_TILE - 1) / FLASH_TILE;

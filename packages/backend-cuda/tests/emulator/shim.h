@@ -3,6 +3,8 @@
 // __syncthreads, blocks run one after another, so `__shared__` can be a
 // function-level static. Only what riftco's kernels use is here.
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __constant__
 
 struct emu_dim3 { unsigned int x, y, z; };
@@ -29,6 +32,17 @@ inline void __syncthreads() { pthread_barrier_wait(&emu_barrier); }
 #define EMU_WARPS 32
 extern pthread_barrier_t emu_warp_barriers[EMU_WARPS];
 extern unsigned emu_warp_words[EMU_WARPS][32][6];
+
+// A misaligned access faults on the device (CUDA_ERROR_MISALIGNED_ADDRESS): here it
+// stops the process with the kernel's line rather than reading across the boundary.
+#define emu_require_aligned(p, n)                                                                  \
+    do {                                                                                           \
+        if (((uintptr_t)(p)) % (n)) {                                                              \
+            fprintf(stderr, "misaligned %d-byte access at %p (%s:%d)\n", (int)(n), (const void*)(p), \
+                    __FILE__, __LINE__);                                                           \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 
 inline void emu_warp_wait() { pthread_barrier_wait(&emu_warp_barriers[threadIdx.x >> 5]); }
 
