@@ -175,7 +175,8 @@ def test_errors_are_riftco_errors():
 #: products, the bias add and the bias gradient's sum), 1.11's residual add and norm,
 #: 1.12's attention in a compute dtype (its float32 products), 1.13's attention through
 #: its stacked projections (the weights concatenated, one product, the parts narrowed),
-#: 1.14's layer norm backward with the residual's gradient (the norm's, then the add).
+#: 1.14's layer norm backward with the residual's gradient (the norm's, then the add),
+#: 1.15's mean cross-entropy (the per-row losses, the kept count, the sum).
 COMPOSED = (
     "block_dequantize",
     "block_linear",
@@ -188,6 +189,8 @@ COMPOSED = (
     "projected_attention",
     "projected_attention_backward",
     "add_layer_norm_backward",
+    "cross_entropy_mean",
+    "cross_entropy_mean_backward",
 )
 #: Composed, or decoded op by op in riftco-nn.
 NOT_NATIVE = {*COMPOSED, "decode_program", "decode_step"}

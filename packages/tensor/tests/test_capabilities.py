@@ -25,7 +25,7 @@ EVERY = tuple(rt.CAPABILITIES)
 #: the products in a compute dtype, the linear layer's ops, the residual add with its
 #: layer norm (and their gradients together), attention in a compute dtype (its float32
 #: products there) and attention through its stacked projections, which the op layer
-#: composes there (API 1.9-1.14).
+#: composes there, and the mean cross-entropy (API 1.9-1.15).
 DECODE = ("decode_program", "decode_step")
 COMPOSED_THERE = (
     "matmul_compute",
@@ -37,6 +37,8 @@ COMPOSED_THERE = (
     "projected_attention",
     "projected_attention_backward",
     "add_layer_norm_backward",
+    "cross_entropy_mean",
+    "cross_entropy_mean_backward",
 )
 REFERENCE = tuple(c for c in EVERY if c not in (*DECODE, *COMPOSED_THERE))
 
@@ -78,10 +80,12 @@ def test_block_weights_are_composed_where_a_backend_lacks_their_kernels():
         matmul = rt.Backend.matmul
 
     # (the residual add and its norm need no product, nor do their gradients, nor
-    # attention's fallbacks)
+    # attention's fallbacks, nor the mean cross-entropy)
     assert rt.composed_capabilities(NoMatmul()) == {
         "add_layer_norm",
         "add_layer_norm_backward",
+        "cross_entropy_mean",
+        "cross_entropy_mean_backward",
         "flash_attention_compute",
         "flash_attention_backward_compute",
     }

@@ -67,6 +67,53 @@ def test_cross_entropy_ignore_index_and_errors(backend):
         rt.softmax_cross_entropy(x, on(backend, np.array([0.0, 1.0], np.float32)))
 
 
+@pytest.mark.parametrize(
+    "n,classes,ignored", [(5, 3, (0, 3)), (64, 1000, ()), (300, 7, (5, 299)), (4, 2, (0, 1, 2, 3))]
+)
+def test_mean_cross_entropy_is_the_mean_over_the_kept_rows(backend, n, classes, ignored):
+    # API 1.15 (one pass where a backend has the kernel): the per-row losses' mean over
+    # the rows kept, 0 with none kept; the gradient every kept row's at grad * scale.
+    x = rand((n, classes), 7, -8, 8)
+    t = np.random.default_rng(1).integers(0, classes, n)
+    t[list(ignored)] = -100
+    xt, tt = on(backend, x), on(backend, t)
+    loss, lse, scale = rt.softmax_cross_entropy_mean(xt, tt)
+    assert (loss.shape, lse.shape, scale.shape) == ((), (n,), ())
+    kept = int((t != -100).sum())
+    assert scale.numpy() == np.float32(1.0) / np.float32(max(kept, 1))
+    per_row, want_lse = np_cross_entropy(x, t, -100)
+    close(loss, per_row.sum() / max(kept, 1), rtol=1e-5, atol=1e-6)
+    close(lse, want_lse, rtol=1e-5, atol=1e-5)
+    # The ops it stands for: the per-row losses' float32 sum times the scale (a kernel
+    # may add the float64 partial sums in another order: the same float32 but rarely).
+    losses, _ = rt.softmax_cross_entropy(xt, tt)
+    assert loss.item() == pytest.approx((losses.sum() * scale).item(), rel=2**-23, abs=0)
+    g = on(backend, np.float32(0.7))
+    d = rt.softmax_cross_entropy_mean_backward(g, xt, tt, lse, scale)
+    rows = (g * scale).broadcast_to((n,))
+    np.testing.assert_array_equal(
+        d.numpy(), rt.softmax_cross_entropy_backward(rows, xt, tt, lse).numpy()
+    )
+    if kept == 0:
+        assert loss.item() == 0.0 and not d.numpy().any()
+
+
+def test_mean_cross_entropy_checks_its_operands(backend):
+    x = on(backend, rand((2, 4)))
+    with pytest.raises(rt.KernelError, match="out of range"):
+        rt.softmax_cross_entropy_mean(x, on(backend, np.array([4, 1])))
+    loss, lse, scale = rt.softmax_cross_entropy_mean(x, on(backend, np.array([3, -100])))
+    t = on(backend, np.array([3, -100]))
+    with pytest.raises(rt.ShapeError, match="grad"):
+        rt.softmax_cross_entropy_mean_backward(
+            on(backend, np.ones(2, np.float32)), x, t, lse, scale
+        )
+    with pytest.raises(rt.ShapeError, match="scale"):
+        rt.softmax_cross_entropy_mean_backward(loss, x, t, lse, lse)
+    with pytest.raises(rt.DTypeError):
+        rt.softmax_cross_entropy_mean(x, on(backend, np.array([0.0, 1.0], np.float32)))
+
+
 def np_rotary(x, pos, theta):
     """Llama's rotate_half form, with float32 frequencies as transformers computes them."""
     dh = x.shape[-1]

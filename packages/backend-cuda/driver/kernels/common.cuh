@@ -105,6 +105,20 @@ __device__ float block_max(float x, float* scratch) {
     return r;
 }
 
+// Whether this block is the last of the grid to get here (every thread of every block
+// calls it): `done` is a counter atomicInc wraps back to zero for the next launch. What
+// each block wrote before is visible to the last one (read it through volatile).
+__device__ bool last_block_to_finish(unsigned int* done) {
+    __shared__ unsigned int ticket;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) ticket = atomicInc(done, gridDim.x - 1);
+    __syncthreads();
+    bool last = ticket == gridDim.x - 1;
+    if (last) __threadfence();
+    return last;
+}
+
 // Record the first bad position (the smallest) in flag[0]; the host reads it.
 __device__ __forceinline__ void report_bad(i64* flag, i64 position) {
     atomicMin((u64*)flag, (u64)position);

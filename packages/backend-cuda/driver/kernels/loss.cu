@@ -2,8 +2,8 @@
 
 // losses[r] = lse[r] - logits[r, target] (0 on ignored rows). A target outside
 // [0, classes) that is not ignore_index is reported in bad (first row).
-extern "C" __global__ void cross_entropy_f32(const float* logits, const i64* targets, float* losses,
-                                             float* lse_out, i64 rows, i64 classes, i64 ignore, i64* bad) {
+__device__ void cross_entropy_rows(const float* logits, const i64* targets, float* losses, float* lse_out, i64 rows,
+                                   i64 classes, i64 ignore, i64* bad) {
     __shared__ double dscratch[THREADS];
     __shared__ float fscratch[THREADS];
     for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -29,9 +29,45 @@ extern "C" __global__ void cross_entropy_f32(const float* logits, const i64* tar
     }
 }
 
+extern "C" __global__ void cross_entropy_f32(const float* logits, const i64* targets, float* losses,
+                                             float* lse_out, i64 rows, i64 classes, i64 ignore, i64* bad) {
+    cross_entropy_rows(logits, targets, losses, lse_out, rows, classes, ignore, bad);
+}
+
+// The rows' losses as cross_entropy_f32 writes them, then the last block to finish
+// takes their mean over the kept rows (targets not ignore_index): kept counted
+// exactly, scale = 1 / max(kept, 1) in double rounded once (binary div's bits), the
+// losses summed in double in a fixed order (threads over rows, then a tree) and
+// rounded once (reduce's arithmetic), times scale in double rounded once (binary
+// mul's): loss[0] and scale[0].
+extern "C" __global__ void cross_entropy_mean_f32(const float* logits, const i64* targets, float* losses,
+                                                  float* lse_out, float* loss, float* scale, unsigned int* done,
+                                                  i64 rows, i64 classes, i64 ignore, i64* bad) {
+    __shared__ double dscratch[THREADS];
+    cross_entropy_rows(logits, targets, losses, lse_out, rows, classes, ignore, bad);
+    if (!last_block_to_finish(done)) return;
+    const volatile float* written = losses;
+    double sum = 0.0, kept = 0.0;
+    for (i64 row = threadIdx.x; row < rows; row += blockDim.x) {
+        sum += (double)written[row];
+        kept += targets[row] != ignore ? 1.0 : 0.0;
+    }
+    sum = block_sum(sum, dscratch);
+    kept = block_sum(kept, dscratch);
+    if (threadIdx.x == 0) {
+        float count = (float)kept;
+        float s = (float)(1.0 / (double)(count > 1.0f ? count : 1.0f));
+        scale[0] = s;
+        loss[0] = (float)((double)(float)sum * (double)s);
+    }
+}
+
+// grad null: every row's gradient is scale[0] * g[0] (the mean loss's, one float32
+// product as binary mul rounds it).
 extern "C" __global__ void cross_entropy_backward_f32(const float* logits, const i64* targets, const float* lse,
-                                                      const float* grad, float* dlogits, i64 rows, i64 classes,
-                                                      i64 ignore) {
+                                                      const float* grad, const float* g, const float* scale,
+                                                      float* dlogits, i64 rows, i64 classes, i64 ignore) {
+    float shared_grad = grad ? 0.0f : (float)((double)g[0] * (double)scale[0]);
     FOR_EACH(i, rows * classes) {
         i64 row = i / classes, k = i % classes;
         i64 t = targets[row];
@@ -39,7 +75,7 @@ extern "C" __global__ void cross_entropy_backward_f32(const float* logits, const
             dlogits[i] = 0.0f;
         } else {
             double p = exp((double)logits[i] - (double)lse[row]);
-            dlogits[i] = (float)((p - (k == t ? 1.0 : 0.0)) * (double)grad[row]);
+            dlogits[i] = (float)((p - (k == t ? 1.0 : 0.0)) * (double)(grad ? grad[row] : shared_grad));
         }
     }
 }

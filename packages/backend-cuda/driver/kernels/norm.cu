@@ -142,14 +142,8 @@ __device__ __forceinline__ void param_partial(const float* dy, const float* x, c
 // column's chunks in order (every thread of every block calls it).
 __device__ void param_finish(double* partial, float* out, float* out2, unsigned int* done, i64 d,
                              i64 chunks) {
-    __shared__ unsigned int ticket;
     // Every block's partials are visible device-wide before it takes its ticket.
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) ticket = atomicInc(done, gridDim.x - 1);
-    __syncthreads();
-    if (ticket != gridDim.x - 1) return;
-    __threadfence();
+    if (!last_block_to_finish(done)) return;
     const volatile double* sums = partial;  // written by other blocks: read past L1
     for (i64 col = threadIdx.x; col < d; col += blockDim.x) {
         double acc = 0.0;

@@ -333,18 +333,15 @@ def cross_entropy(
             rt.full(t.shape, ignore_index, dtype=rt.int64, backend=lv.backend),
         )
     l2 = lv.reshape(-1, lv.shape[-1])
-    losses, lse = rt.softmax_cross_entropy(l2, t, ignore_index)
-    # The kept-target count stays on the device (no host read in a training step);
-    # with none kept every loss is 0, so the clamp to 1 keeps the result 0.
-    kept = rt.ne(t, ignore_index).astype(rt.float32).sum()
-    scale = 1.0 / rt.maximum(kept, 1.0)
-    loss = losses.sum() * scale
+    # The mean over the kept targets, their count on the device (no host read in a
+    # training step; with none kept the loss is 0): one pass where the backend has the
+    # kernel (riftco-tensor API 1.15), else the per-row losses, the count, the sum.
+    loss, lse, scale = rt.softmax_cross_entropy_mean(l2, t, ignore_index)
     if not _record(logits):
         return _plain(logits, loss)
 
     def vjp(g: Tensor) -> list[Tensor | None]:
-        rows = (g * scale).broadcast_to(t.shape)  # a copy of its own: no views
-        d = rt.softmax_cross_entropy_backward(rows, l2, t, lse, ignore_index)
+        d = rt.softmax_cross_entropy_mean_backward(g, l2, t, lse, scale, ignore_index)
         return [d.reshape(lv.shape)]
 
     return custom_gradient(loss, [logits], vjp)

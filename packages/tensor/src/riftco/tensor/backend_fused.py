@@ -122,6 +122,34 @@ class FusedKernels:
         rows; the probabilities are recomputed from the logits."""
         raise self._missing("cross_entropy_backward")
 
+    def cross_entropy_mean(
+        self, logits: Storage, shape: Shape, targets: Storage, ignore_index: int
+    ) -> tuple[Storage, Storage, Storage]:
+        """API 1.15: the mean of :meth:`cross_entropy`'s losses over the rows whose
+        target is not ``ignore_index``. Returns ``(loss [], lse [n], scale [])`` with
+        ``scale = 1 / max(kept, 1)`` (``kept`` the count of such rows, as float32; the
+        reciprocal taken as ``binary("div")`` takes it) and ``loss = sum(losses) * scale``
+        (the float32 sum as ``reduce("sum")`` rounds it, then ``binary("mul")``), so 0
+        when no row is kept. Equal to those ops' results up to the order of the sum's
+        float64 additions. The op layer composes it from them without it."""
+        raise self._missing("cross_entropy_mean")
+
+    def cross_entropy_mean_backward(
+        self,
+        logits: Storage,
+        shape: Shape,
+        targets: Storage,
+        lse: Storage,
+        grad: Storage,
+        scale: Storage,
+        ignore_index: int,
+    ) -> Storage:
+        """API 1.15: the gradient of :meth:`cross_entropy_mean`'s loss for an upstream
+        ``grad []``: :meth:`cross_entropy_backward` with every row's gradient
+        ``grad * scale`` (one float32 product, as ``binary("mul")`` gives it) -- those
+        ops' bits."""
+        raise self._missing("cross_entropy_mean_backward")
+
     def rotary(
         self, x: Storage, shape: Shape, positions: Storage, theta: float, inverse: bool
     ) -> Storage:

@@ -9,7 +9,7 @@ from riftco.tensor.dtypes import DType
 
 #: (major, minor). Plugins declare the version they implement; a different
 #: major makes them unavailable.
-BACKEND_API_VERSION = (1, 14)
+BACKEND_API_VERSION = (1, 15)
 
 #: Capability name -> the API minor version that introduced it.
 CAPABILITIES: dict[str, int] = {
@@ -42,6 +42,7 @@ CAPABILITIES.update(
 )
 CAPABILITIES.update(dict.fromkeys(("projected_attention", "projected_attention_backward"), 13))
 CAPABILITIES["add_layer_norm_backward"] = 14
+CAPABILITIES.update(dict.fromkeys(("cross_entropy_mean", "cross_entropy_mean_backward"), 15))
 
 #: What the op layer composes from a backend's own ops where the backend lacks the
 #: kernel: capability -> the capabilities the composition calls. The composition runs on
@@ -71,6 +72,10 @@ COMPOSED["flash_attention_backward_compute"] = ("flash_attention_backward",)
 #: Self-attention through its stacked projections: the weights concatenated, one
 #: product, the parts narrowed out, attention (the ops the model layer ran before).
 COMPOSED["projected_attention"] = ("concat", "copy_strided", "astype", "matmul", "flash_attention")
+#: The mean cross-entropy over the kept rows and its gradient: the per-row loss, the
+#: kept count and its reciprocal, the sum and the product (the ops riftco-nn's loss ran).
+COMPOSED["cross_entropy_mean"] = ("cross_entropy", "compare", "astype", "reduce", "binary")
+COMPOSED["cross_entropy_mean_backward"] = ("binary", "copy_strided", "cross_entropy_backward")
 COMPOSED["projected_attention_backward"] = (
     "concat", "astype", "matmul", "reduce", "flash_attention_backward",
 )  # fmt: skip

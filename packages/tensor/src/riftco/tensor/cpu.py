@@ -20,12 +20,12 @@ from riftco.tensor import _native
 from riftco.tensor.backend import BASE_DTYPES, Backend, Shape
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import CapabilityMissing, KernelError
-from riftco.tensor.ops import projected
+from riftco.tensor.ops import fused, projected
 from riftco.tensor.ops.decode import undecodable
 from riftco.tensor.ops.inplace import clip_factor, clip_ready
 from riftco.tensor.tensor import Tensor
 
-BF16 = DType.bfloat16
+BF16, F32, I64 = DType.bfloat16, DType.float32, DType.int64
 _BF16_NUMPY = BF16.numpy
 _F32_NUMPY = DType.float32.numpy
 
@@ -270,6 +270,20 @@ class CpuBackend(Backend):
 
     def cross_entropy_backward(self, logits, shape, targets, lse, grad, ignore_index):
         return _native.cross_entropy_backward(logits, targets, lse, grad, ignore_index)
+
+    def cross_entropy_mean(self, logits, shape, targets, ignore_index):
+        # The composition riftco-tensor's op layer runs elsewhere: the same bits.
+        x, t = self._tensor(logits, shape, F32), self._tensor(targets, shape[:1], I64)
+        loss, lse, scale = fused.composed_cross_entropy_mean(x, t, ignore_index)
+        return loss._data, lse._data, scale._data
+
+    def cross_entropy_mean_backward(self, logits, shape, targets, lse, grad, scale, ignore_index):
+        rows = shape[:1]
+        return fused.composed_cross_entropy_mean_backward(
+            self._tensor(grad, (), F32), self._tensor(logits, shape, F32),
+            self._tensor(targets, rows, I64), self._tensor(lse, rows, F32),
+            self._tensor(scale, (), F32), ignore_index,
+        )._data  # fmt: skip
 
     def rotary(self, x, shape, positions, theta, inverse):
         return _native.rotary(x, positions, theta, inverse)

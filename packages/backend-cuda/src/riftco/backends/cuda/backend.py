@@ -39,8 +39,9 @@ from riftco.tensor.plugin import BASE_DTYPES, Backend, DType
 #: cores, float32 operands rounded as cuBLAS reads them (ops.attention); 1.13's
 #: self-attention through its stacked projections writes and reads the stacked matrix
 #: in place (ops.projected); 1.14's layer norm backward with the residual's gradient
-#: is one launch (ops.nn).
-API_VERSION = (1, 14)
+#: is one launch (ops.nn); 1.15's mean cross-entropy is one launch each way, the last
+#: block to finish taking the mean (ops.nn).
+API_VERSION = (1, 15)
 
 
 class CudaBackend(

@@ -14,6 +14,7 @@ from typing import Any
 from riftco.tensor.dtypes import DType
 from riftco.tensor.errors import ShapeError
 from riftco.tensor.ops._common import check_same_backend, require_dtype, require_tensor
+from riftco.tensor.ops.elementwise import maximum, ne
 from riftco.tensor.ops.linear_layer import _compute
 from riftco.tensor.tensor import Tensor
 
@@ -261,6 +262,69 @@ def softmax_cross_entropy_backward(
     data = logits.backend.cross_entropy_backward(
         logits._data, logits.shape, targets._data, lse._data, grad._data, int(ignore_index)
     )
+    return _wrap(data, logits.shape, logits)
+
+
+def composed_cross_entropy_mean(
+    logits: Tensor, targets: Tensor, ignore_index: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`softmax_cross_entropy_mean` as the ops it stands for (what the op layer
+    runs where a backend lacks the kernel, and the CPU backend's own kernel)."""
+    losses, lse = softmax_cross_entropy(logits, targets, ignore_index)
+    kept = ne(targets, ignore_index).astype(F32).sum()
+    scale = 1.0 / maximum(kept, 1.0)
+    return losses.sum() * scale, lse, scale
+
+
+def composed_cross_entropy_mean_backward(
+    grad: Tensor, logits: Tensor, targets: Tensor, lse: Tensor, scale: Tensor, ignore_index: int
+) -> Tensor:
+    """:func:`softmax_cross_entropy_mean_backward` as the ops it stands for."""
+    rows = (grad * scale).broadcast_to(targets.shape)  # a copy of its own: no views
+    return softmax_cross_entropy_backward(rows, logits, targets, lse, ignore_index)
+
+
+def softmax_cross_entropy_mean(
+    logits: Tensor, targets: Tensor, ignore_index: int = -100
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(loss [], lse [n], scale [])``: the mean of :func:`softmax_cross_entropy`'s
+    losses over the rows whose target is not ``ignore_index`` (0 with none kept), the
+    rows' log-sum-exp, and ``scale = 1 / max(kept, 1)``, which the backward takes. One
+    pass where the backend has the kernel (``cross_entropy_mean``, API 1.15), else the
+    per-row losses, the kept count, its reciprocal, the sum and the product."""
+    _check_logits("softmax_cross_entropy_mean", logits, targets)
+    n = logits.shape[:1]
+    if "cross_entropy_mean" not in logits.backend.capabilities():
+        return composed_cross_entropy_mean(logits, targets, ignore_index)
+    loss, lse, scale = logits.backend.cross_entropy_mean(
+        logits._data, logits.shape, targets._data, int(ignore_index)
+    )
+    return _wrap(loss, (), logits), _wrap(lse, n, logits), _wrap(scale, (), logits)
+
+
+def softmax_cross_entropy_mean_backward(
+    grad: Tensor,
+    logits: Tensor,
+    targets: Tensor,
+    lse: Tensor,
+    scale: Tensor,
+    ignore_index: int = -100,
+) -> Tensor:
+    """The gradient of :func:`softmax_cross_entropy_mean`'s loss for ``grad []``:
+    :func:`softmax_cross_entropy_backward` with every row's gradient ``grad * scale``;
+    one pass where the backend has the kernel (``cross_entropy_mean_backward``), else
+    the product, its broadcast and that op. The same bits either way."""
+    _check_logits("softmax_cross_entropy_mean_backward", logits, targets)
+    _floats("softmax_cross_entropy_mean_backward", grad, scale, lse, logits)
+    _same("softmax_cross_entropy_mean_backward", "grad", grad, ())
+    _same("softmax_cross_entropy_mean_backward", "scale", scale, ())
+    _same("softmax_cross_entropy_mean_backward", "lse", lse, logits.shape[:1])
+    if "cross_entropy_mean_backward" not in logits.backend.capabilities():
+        return composed_cross_entropy_mean_backward(grad, logits, targets, lse, scale, ignore_index)
+    data = logits.backend.cross_entropy_mean_backward(
+        logits._data, logits.shape, targets._data, lse._data, grad._data, scale._data,
+        int(ignore_index),
+    )  # fmt: skip
     return _wrap(data, logits.shape, logits)
 
 
@@ -539,4 +603,6 @@ __all__ = [
     "rotary",
     "softmax_cross_entropy",
     "softmax_cross_entropy_backward",
+    "softmax_cross_entropy_mean",
+    "softmax_cross_entropy_mean_backward",
 ]

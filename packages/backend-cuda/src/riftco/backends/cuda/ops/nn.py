@@ -24,6 +24,7 @@ _PARAM_GRADS = kernel("norm", "norm_param_grads_f32")
 _ACTIVATION_BACKWARD = kernel("norm", "activation_backward_f32")
 _CROSS_ENTROPY = kernel("loss", "cross_entropy_f32")
 _CROSS_ENTROPY_BACKWARD = kernel("loss", "cross_entropy_backward_f32")
+_CROSS_ENTROPY_MEAN = kernel("loss", "cross_entropy_mean_f32")
 _ROTARY = kernel("loss", "rotary_f32")
 _CHECK_INDICES = kernel("index", "check_indices")
 _NO_UPPER_BOUND = (1 << 63) - 1
@@ -167,11 +168,11 @@ class NnOps:
         self.kernels.launch(_ACTIVATION_BACKWARD, n, [x, dy, dx, n, op_code])
         return dx
 
-    def cross_entropy(self, logits, shape: Shape, targets, ignore_index: int):
-        float32_only("cross_entropy", logits)
+    def _loss_rows(self, op: str, k, shape: Shape, targets, ignore_index: int, args: list):
+        """A loss kernel over the rows, its arguments ``args + [rows, classes, ignore,
+        flag]``: targets the host knows are checked there (the CPU's wording, no read),
+        others flagged on the device and the flag read back."""
         rows, classes = int(shape[0]), int(shape[1])
-        losses = self.kernels.alloc((rows,), "float32")
-        lse = self.kernels.alloc((rows,), "float32")
         known = self.kernels.host_candidates(targets)
         bad = None
         if known is not None:
@@ -182,41 +183,69 @@ class NnOps:
             if bad.any():
                 first = int(np.flatnonzero(bad)[0])
                 raise CudaError(
-                    f"cross_entropy: target {int(known[first])} of row {first} is out of range for "
+                    f"{op}: target {int(known[first])} of row {first} is out of range for "
                     f"{classes} classes (ignore index {ignore_index})"
                 )
-            self.kernels.rows(
-                _CROSS_ENTROPY,
-                rows,
-                [logits, targets, losses, lse, rows, classes, int(ignore_index)]
-                + [self.kernels.quiet_flag()],
-            )
-            return losses, lse
-        flag = self.kernels.flag()
-        self.kernels.rows(
-            _CROSS_ENTROPY,
-            rows,
-            [logits, targets, losses, lse, rows, classes, int(ignore_index), flag],
-        )
-        row = self.kernels.first_bad(flag)
-        if row is not None:
-            target = self.kernels.read_i64(targets, row)
-            raise CudaError(
-                f"cross_entropy: target {target} of row {row} is out of range for {classes} "
-                f"classes (ignore index {ignore_index})"
-            )
+            flag = self.kernels.quiet_flag()
+        else:
+            flag = self.kernels.flag()
+        self.kernels.rows(k, rows, [*args, rows, classes, int(ignore_index), flag])
+        if known is None:
+            row = self.kernels.first_bad(flag)
+            if row is not None:
+                target = self.kernels.read_i64(targets, row)
+                raise CudaError(
+                    f"{op}: target {target} of row {row} is out of range for {classes} "
+                    f"classes (ignore index {ignore_index})"
+                )
+
+    def cross_entropy(self, logits, shape: Shape, targets, ignore_index: int):
+        float32_only("cross_entropy", logits)
+        rows = int(shape[0])
+        losses = self.kernels.alloc((rows,), "float32")
+        lse = self.kernels.alloc((rows,), "float32")
+        self._loss_rows(
+            "cross_entropy", _CROSS_ENTROPY, shape, targets, ignore_index,
+            [logits, targets, losses, lse],
+        )  # fmt: skip
         return losses, lse
 
-    def cross_entropy_backward(self, logits, shape: Shape, targets, lse, grad, ignore_index: int):
-        float32_only("cross_entropy_backward", logits, lse, grad)
+    def cross_entropy_mean(self, logits, shape: Shape, targets, ignore_index: int):
+        # API 1.15: the rows' losses and, in the same launch, the last block to finish
+        # takes their mean over the kept rows (no count, sum or scale passes).
+        float32_only("cross_entropy_mean", logits)
+        rows = int(shape[0])
+        losses = self.kernels.alloc((rows,), "float32")
+        lse = self.kernels.alloc((rows,), "float32")
+        loss = self.kernels.alloc((), "float32")
+        scale = self.kernels.alloc((), "float32")
+        self._loss_rows(
+            "cross_entropy", _CROSS_ENTROPY_MEAN, shape, targets, ignore_index,
+            [logits, targets, losses, lse, loss, scale, self.kernels.counter()],
+        )  # fmt: skip
+        return loss, lse, scale
+
+    def _loss_gradient(self, logits, shape: Shape, targets, lse, grads, ignore_index: int):
         rows, classes = int(shape[0]), int(shape[1])
         dlogits = self.kernels.alloc(shape, "float32")
         self.kernels.launch(
             _CROSS_ENTROPY_BACKWARD,
             rows * classes,
-            [logits, targets, lse, grad, dlogits, rows, classes, int(ignore_index)],
+            [logits, targets, lse, *grads, dlogits, rows, classes, int(ignore_index)],
         )
         return dlogits
+
+    def cross_entropy_backward(self, logits, shape: Shape, targets, lse, grad, ignore_index: int):
+        float32_only("cross_entropy_backward", logits, lse, grad)
+        return self._loss_gradient(logits, shape, targets, lse, (grad, None, None), ignore_index)
+
+    def cross_entropy_mean_backward(
+        self, logits, shape: Shape, targets, lse, grad, scale, ignore_index: int
+    ):
+        # API 1.15: every row's gradient grad * scale taken in the kernel (no product
+        # and broadcast passes).
+        float32_only("cross_entropy_mean_backward", logits, lse, grad, scale)
+        return self._loss_gradient(logits, shape, targets, lse, (None, grad, scale), ignore_index)
 
     def rotary(self, x, shape: Shape, positions, theta: float, inverse: bool):
         float32_only("rotary", x)
