@@ -231,24 +231,30 @@ def estimate(args) -> None:
     __import__("cuda_decode_estimate").print_estimate()  # the decode roofline (no GPU)
 
 
-def _rate(fn, seconds: float, sync) -> float:
-    """Calls of ``fn`` per second over about ``seconds`` (after one warm-up call)."""
+def _event_rate(fn, seconds: float, sync, events) -> tuple[float, float]:
+    """Calls of ``fn`` per second over about ``seconds``: by the GPU's clock (CUDA events
+    recorded around the calls: ``events()`` records one, ``elapsed(a, b)`` gives their
+    milliseconds) and by the wall clock (the host's enqueueing included)."""
+    record, elapsed = events
     fn()
     sync()
-    calls, start = 0, time.perf_counter()
+    calls, first, start = 0, record(), time.perf_counter()
     while time.perf_counter() - start < seconds:
         fn()
         calls += 1
-    sync()
-    return calls / (time.perf_counter() - start)
+    last = record()
+    gpu_ms = elapsed(first, last)
+    wall = time.perf_counter() - start
+    return calls / (gpu_ms / 1e3), calls / wall
 
 
 def micro(
     seconds: float, name: str = "cuda", shape: tuple[int, int, int, int] = (4, 1024, 12, 64)
 ) -> None:
     """One GPT-2 layer's attention forward and backward (B=4, T=1024, H=12, Dh=64,
-    bfloat16, causal) and the QKV GEMM (4096 x 768 -> 2304, bfloat16), riftco and
-    torch alternating in two rounds each; figures are calls per second."""
+    bfloat16, causal; FlashAttention-2 and the cuBLAS route) and the QKV GEMM (4096 x
+    768 -> 2304, bfloat16), riftco and torch alternating in two rounds each; figures
+    are calls per second timed by CUDA events (the GPU's time) and by the wall clock."""
     b, t, h, dh = shape
     backend = rt.get_backend(name)
     rng = np.random.default_rng(0)
@@ -302,16 +308,30 @@ def micro(
             "attention fwd+bwd, cuBLAS route": torch_attention,
             gemm: lambda: tx @ tw.T,
         }
+    device = backend.device
+    ours_events = (device.record_event, lambda a, b: a.elapsed_ms(b))
+
+    def torch_event():
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    torch_events = (torch_event, lambda a, b: (b.synchronize(), a.elapsed_time(b))[1])
     share = seconds / (4 * len(cases))
     for name, ours in cases.items():
         mine, other = [], []
-        for _ in range(2):
-            mine.append(_rate(ours, share, backend.device.synchronize))
+        for _ in range(2):  # alternating sides, the best of two rounds each
+            mine.append(_event_rate(ours, share, device.synchronize, ours_events))
             if name in theirs:
-                other.append(_rate(theirs[name], share, torch.cuda.synchronize))
-        line = f"micro {name}: riftco {max(mine):,.1f}/s"
+                other.append(_event_rate(theirs[name], share, torch.cuda.synchronize, torch_events))
+        gpu, wall = max(r[0] for r in mine), max(r[1] for r in mine)
+        line = f"micro {name}: riftco {gpu:,.1f}/s on the GPU's clock ({wall:,.1f}/s wall)"
         if other:
-            line += f", torch {max(other):,.1f}/s, x{max(mine) / max(other):.2f}"
+            their_gpu, their_wall = max(r[0] for r in other), max(r[1] for r in other)
+            line += (
+                f", torch {their_gpu:,.1f}/s ({their_wall:,.1f}/s wall), "
+                f"x{gpu / their_gpu:.2f} (x{wall / their_wall:.2f} wall)"
+            )
         print(line, flush=True)
 
 

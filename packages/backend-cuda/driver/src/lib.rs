@@ -13,6 +13,7 @@ pub mod blas;
 pub mod cublaslt;
 pub mod device;
 pub mod error;
+pub mod event;
 pub mod graph;
 pub mod kernels;
 pub mod libs;
@@ -21,4 +22,5 @@ pub mod pool;
 
 pub use device::{device_count, Arg, Buffer, Device};
 pub use error::{error, Error, Result};
+pub use event::Event;
 pub use graph::Graph;

@@ -66,6 +66,21 @@ impl Buffer {
     }
 }
 
+/// A point in a device's stream whose time the GPU records (`Device.record_event`).
+#[pyclass(frozen, module = "riftco.backends.cuda._native")]
+pub struct Event {
+    inner: Arc<riftco_cuda::Event>,
+}
+
+#[pymethods]
+impl Event {
+    /// Milliseconds the GPU spent between this event and `later`, waiting for `later`.
+    fn elapsed_ms(&self, py: Python<'_>, later: &Event) -> PyResult<f32> {
+        let (a, b) = (self.inner.clone(), later.inner.clone());
+        detached(py, move || a.elapsed_ms(&b))
+    }
+}
+
 /// One GPU.
 #[pyclass(frozen, module = "riftco.backends.cuda._native")]
 pub struct Device {
@@ -247,6 +262,13 @@ impl Device {
     fn graph_launch(&self, py: Python<'_>, graph: &decode::Graph) -> PyResult<()> {
         let (d, g) = (self.inner.clone(), graph.inner.clone());
         detached(py, move || d.graph_launch(&g))
+    }
+
+    /// An event recorded on the stream after everything enqueued so far.
+    fn record_event(&self, py: Python<'_>) -> PyResult<Event> {
+        let d = self.inner.clone();
+        let e = detached(py, move || d.record_event())?;
+        Ok(Event { inner: Arc::new(e) })
     }
 
     /// Enqueue zeroing `dst`.
@@ -520,6 +542,7 @@ fn riftco_backend_cuda_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Device>()?;
     m.add_class::<Buffer>()?;
     m.add_class::<decode::Graph>()?;
+    m.add_class::<Event>()?;
     m.add_function(wrap_pyfunction!(probe_libraries, m)?)?;
     m.add_function(wrap_pyfunction!(device_count, m)?)?;
     m.add_function(wrap_pyfunction!(nvrtc_version, m)?)?;

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -135,6 +136,17 @@ class EmulatedGraph:
         self.nodes = nodes
 
 
+class EmulatedEvent:
+    """A CUDA event: the emulation runs each call as it is made, so the host's clock
+    when it is recorded is the stream's."""
+
+    def __init__(self) -> None:
+        self.seconds = time.perf_counter()
+
+    def elapsed_ms(self, later: EmulatedEvent) -> float:
+        return (later.seconds - self.seconds) * 1e3
+
+
 class EmulatedDevice:
     ordinal, name, arch, total_memory = 0, "host emulation", "sm_90", 1 << 30
 
@@ -190,6 +202,9 @@ class EmulatedDevice:
 
     def synchronize(self) -> None:
         pass
+
+    def record_event(self) -> EmulatedEvent:
+        return EmulatedEvent()
 
     def launch(self, module, kernel, grid, block, shared_bytes, args) -> None:
         if self._capture is not None:
