@@ -267,3 +267,42 @@ def test_tiny_model_under_mixed_precision_matches_the_cpu(backend, heads):
         np.testing.assert_allclose(
             g, cpu_grads[name], rtol=2e-3, atol=max(2e-5, 2**-8 * scale), err_msg=name
         )
+
+
+@pytest.mark.parametrize("t, s, causal", [(200, 200, True), (130, 260, True), (96, 150, False)])
+def test_flash_attention_on_the_tensor_cores_matches_float64(backend, t, s, causal):
+    # FlashAttention-2 (bfloat16 compute, one key/value head per query head, head
+    # dimension 64): against the float64 formula on the same bfloat16 inputs, within
+    # bfloat16's rounding of the probabilities and gradients; on a GPU this is the
+    # mma.sync fragment table against the hardware.
+    if not tensor_cores(backend.device.arch):
+        pytest.skip(f"{backend.device.arch} has no bfloat16 mma.sync")
+    b, h, dh = 2, 2, 64
+    assert backend._flash_route(b, t, s, h, h, dh, causal, 0)
+    rng = np.random.default_rng(t + s)
+    q, k, v = (rng.standard_normal((b, n, h, dh)).astype(BF16) for n in (t, s, s))
+    dout = rng.standard_normal((b, t, h, dh)).astype(np.float32)
+    tq, tk, tv = (rt.from_numpy(x, backend=backend) for x in (q, k, v))
+    kw = dict(causal=causal, compute="bfloat16")
+    out, stats = rt.attention_with_stats(tq, tk, tv, **kw)
+    grads = rt.attention_backward(
+        rt.from_numpy(dout, backend=backend), tq, tk, tv, out, stats, **kw
+    )
+
+    qh, kh, vh, gh = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, k, v, dout))
+    scale = 1 / np.sqrt(dh)
+    seen = (
+        np.arange(s)[None, :] <= np.arange(t)[:, None] + s - t if causal else np.ones((t, s), bool)
+    )
+    scores = np.where(seen, scale * qh @ kh.swapaxes(-1, -2), -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = gh @ vh.swapaxes(-1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    want = [p @ vh, scale * ds @ kh, scale * ds.swapaxes(-1, -2) @ qh, p.swapaxes(-1, -2) @ gh]
+    got = [out, *grads]
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        w = w.transpose(0, 2, 1, 3)
+        np.testing.assert_allclose(
+            g.numpy(), w, rtol=2**-6, atol=2**-6 * np.abs(w).max(), err_msg=name
+        )
