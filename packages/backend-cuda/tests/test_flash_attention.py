@@ -119,6 +119,61 @@ def test_flash_attention_matches_numpy_in_three_launches(emu, case):
     assert want_probs.shape == (b, h, t, s)
 
 
+def _grouped_reference(q, k, v, dout, causal, window, scale):
+    """float64 out, dq, dk, dv with query head h reading key/value head h // (H / Hkv)
+    and, causal, keys less than ``window`` positions back (0: all)."""
+    h, hkv = q.shape[2], k.shape[2]
+    rep = h // hkv
+    kx, vx = (np.repeat(x.astype(np.float64), rep, axis=2) for x in (k, v))
+    qh, kh, vh, gh = (x.astype(np.float64).transpose(0, 2, 1, 3) for x in (q, kx, vx, dout))
+    t, s = q.shape[1], k.shape[1]
+    pos = np.arange(t)[:, None] + s - t
+    keys = np.arange(s)[None, :]
+    seen = np.ones((t, s), bool)
+    if causal:
+        seen = (keys <= pos) & ((window <= 0) | (pos - keys < window))
+    scores = np.where(seen, scale * qh @ kh.swapaxes(-1, -2), -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = gh @ vh.swapaxes(-1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True))
+    out, dq = p @ vh, scale * ds @ kh
+    dk, dv = scale * ds.swapaxes(-1, -2) @ qh, p.swapaxes(-1, -2) @ gh
+    b = q.shape[0]
+    # Each key/value head's gradient sums its group's query heads.
+    dk, dv = (x.reshape(b, hkv, rep, s, -1).sum(2) for x in (dk, dv))
+    return [x.transpose(0, 2, 1, 3) for x in (out, dq, dk, dv)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2, 70, 70, 4, 2, 16, True, 0),
+        (1, 100, 130, 6, 2, 32, True, 40),
+        (1, 90, 90, 2, 2, 64, True, 17),
+    ],
+    ids=["grouped", "grouped-window-more-keys", "window"],
+)
+def test_grouped_heads_and_windows_take_flash_attention_too(emu, case):
+    # A query head reads its group's key/value head; dk and dv sum the group's query
+    # heads in order; a window hides keys w or more positions back (and skips the tiles
+    # no row of a block sees).
+    b, t, s, h, hkv, dh, causal, window = case
+    rng = np.random.default_rng(t + s + h)
+    q = rng.normal(0, 1, (b, t, h, dh)).astype(BF16)
+    k, v = (rng.normal(0, 1, (b, s, hkv, dh)).astype(BF16) for _ in range(2))
+    dout = rng.normal(0, 1, (b, t, h, dh)).astype(np.float32)
+    tq, tk, tv = (rt.from_numpy(x, backend=emu) for x in (q, k, v))
+    kw = dict(causal=causal, window=window, compute="bfloat16")
+    emu.forget()
+    out, stats = rt.attention_with_stats(tq, tk, tv, **kw)
+    grads = rt.attention_backward(rt.from_numpy(dout, backend=emu), tq, tk, tv, out, stats, **kw)
+    assert sorted(emu.kernel_names) == [f"flash_{p}_bf16_d{dh}" for p in ("dkv", "dq", "forward")]
+    want = _grouped_reference(q, k, v, dout, causal, window, 1 / np.sqrt(dh))
+    for got, w in zip([out, *grads], want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=2**-6, atol=2**-6 * np.abs(w).max())
+
+
 def test_flash_attention_repeats_its_bits(emu):
     case = CASES[0]
     q, k, v, dout = _inputs(case, seed=5)
@@ -151,17 +206,21 @@ def test_statistics_are_shared_with_the_cublas_route(emu, monkeypatch):
     np.testing.assert_allclose(cublas_stats[1].numpy(), stats[1].numpy(), rtol=1e-5)
 
 
-def test_projected_attention_reads_and_writes_the_stacked_matrices(emu, monkeypatch):
+@pytest.mark.parametrize("heads, kv_heads, window", [(2, 2, 0), (4, 2, 0), (4, 2, 9)])
+def test_projected_attention_reads_and_writes_the_stacked_matrices(
+    emu, monkeypatch, heads, kv_heads, window
+):
     # bf16 compute: three products into the stacked projection, one flash launch reading
     # q, k and v from its columns; backward two flash launches writing dq, dk and dv
     # into the stacked gradient's columns, then the projections' products -- against the
-    # same op on the cuBLAS route.
-    rng = np.random.default_rng(4)
-    batch, t, heads, dh = 2, 40, 2, 16
+    # same op on the cuBLAS route (or, grouped or windowed, the row kernels).
+    rng = np.random.default_rng(4 + heads + window)
+    batch, t, dh = 2, 40, 16
     d = heads * dh
+    sizes = (heads * dh, kv_heads * dh, kv_heads * dh)
     x = rng.normal(0, 1, (batch, t, d)).astype(np.float32)
-    ws = [rng.normal(0, 0.3, (d, d)).astype(np.float32) for _ in range(3)]
-    bs = [rng.normal(0, 0.1, (d,)).astype(np.float32) for _ in range(3)]
+    ws = [rng.normal(0, 0.3, (n, d)).astype(np.float32) for n in sizes]
+    bs = [rng.normal(0, 0.1, (n,)).astype(np.float32) for n in sizes]
     g = rng.normal(0, 1, (batch, t, d)).astype(np.float32)
 
     def run():
@@ -170,7 +229,8 @@ def test_projected_attention_reads_and_writes_the_stacked_matrices(emu, monkeypa
         tb = [rt.from_numpy(b_, backend=emu) for b_ in bs]
         emu.forget()
         out, state = rt.projected_attention_with_state(
-            tx, tw, tb, heads=heads, kv_heads=heads, head_dim=dh, causal=True, compute="bfloat16",
+            tx, tw, tb, heads=heads, kv_heads=kv_heads, head_dim=dh, causal=True, window=window,
+            compute="bfloat16",
         )  # fmt: skip
         forward = dict(emu.kernel_names)
         emu.forget()
@@ -187,7 +247,7 @@ def test_projected_attention_reads_and_writes_the_stacked_matrices(emu, monkeypa
     assert backward == {"flash_dq_f32_d16": 1, "flash_dkv_f32_d16": 1, "reduce_cols_parts_f32": 1}
     monkeypatch.setenv("RIFTCO_CUDA_FLASH", "0")
     want, forward, _ = run()
-    assert forward["swap_heads"] == 2
+    assert not [k for k in forward if k.startswith("flash_")]
     for a, b in zip(got[:5], want[:5]):
         np.testing.assert_allclose(a, b, rtol=2**-5, atol=2**-6 * np.abs(b).max())
     # The key bias's gradient is 0 in exact arithmetic (a bias on every key shifts a
@@ -205,8 +265,9 @@ def test_projected_attention_reads_and_writes_the_stacked_matrices(emu, monkeypa
         ("sm_80", 2, 2, 32, 0, True),
         ("sm_75", 2, 2, 64, 0, False),  # no bfloat16 mma.sync before Ampere
         ("sm_90", 2, 2, 8, 0, False),  # a head dimension the kernels are not built for
-        ("sm_90", 4, 2, 64, 0, False),  # grouped heads: the row kernels
-        ("sm_90", 2, 2, 64, 16, False),  # a window: the row kernels
+        ("sm_90", 4, 2, 64, 0, True),  # grouped heads
+        ("sm_90", 2, 2, 64, 16, True),  # a window
+        ("sm_90", 3, 2, 64, 0, False),  # heads that do not group: refused further up
     ],
 )
 def test_the_route_is_flash_only_where_the_kernels_apply(

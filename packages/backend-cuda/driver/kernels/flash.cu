@@ -131,16 +131,24 @@ __device__ __forceinline__ void zero(float (*acc)[4]) {
     for (int i = 0; i < N; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 }
 
-// How many keys, from the first, the query rows [row0, row0 + 64) see between them.
-__device__ __forceinline__ i64 keys_seen(i64 row0, i64 t_, i64 s_, i64 causal) {
+// The keys the query rows [row0, row0 + 64) see between them: [first_key, keys_end)
+// (the first a tile's start).
+__device__ __forceinline__ i64 keys_end(i64 row0, i64 t_, i64 s_, i64 causal) {
     i64 last = row0 + FLASH_TILE - 1 < t_ - 1 ? row0 + FLASH_TILE - 1 : t_ - 1;
     return causal ? s_ - t_ + last + 1 : s_;
 }
 
+__device__ __forceinline__ i64 first_key(i64 row0, i64 t_, i64 s_, i64 causal, i64 window) {
+    if (!causal || window <= 0) return 0;
+    i64 first = s_ - t_ + row0 - window + 1;
+    return first < 0 ? 0 : first / FLASH_TILE * FLASH_TILE;
+}
+
 // Whether a (query row, key) pair is seen: the key exists, the row exists, and (causal)
-// the key is at or before the row's position.
-__device__ __forceinline__ bool seen(i64 row, i64 key, i64 t_, i64 s_, i64 causal) {
-    return row < t_ && key < s_ && (!causal || key <= s_ - t_ + row);
+// the key is at or before the row's position and (a window w > 0) less than w back.
+__device__ __forceinline__ bool seen(i64 row, i64 key, i64 t_, i64 s_, i64 causal, i64 window) {
+    i64 pos = s_ - t_ + row;
+    return row < t_ && key < s_ && (!causal || (key <= pos && (window <= 0 || pos - key < window)));
 }
 
 // The scaled scores of one warp's 16 rows against a tile of 64 (A fragments `qa`,
@@ -197,15 +205,15 @@ __device__ __forceinline__ void store_rows(float* dst, i64 off, i64 row, i64 bb,
 
 template <typename T, int HD>
 __device__ void flash_forward(const T* q, const T* k, const T* v, float* out, float* row_max, float* row_sum,
-                              i64 b_, i64 t_, i64 s_, i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row,
-                              i64 kv_row, float scale, i64 causal) {
+                              i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv, i64 window, i64 q_off, i64 k_off, i64 v_off,
+                              i64 q_row, i64 kv_row, float scale, i64 causal) {
     constexpr int LD = HD + 8;
     __shared__ __align__(16) bf16 ks[FLASH_TILE * LD];
     __shared__ __align__(16) bf16 vs[FLASH_TILE * LD];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     i64 tiles = (t_ + FLASH_TILE - 1) / FLASH_TILE;
     for (i64 bh = blockIdx.y; bh < b_ * h_; bh += gridDim.y) {
-        i64 bb = bh / h_, hh = bh % h_;
+        i64 bb = bh / h_, hh = bh % h_, hk = hh / (h_ / hkv);  // hk: its key/value head
         for (i64 ti = blockIdx.x; ti < tiles; ti += gridDim.x) {
             i64 row0 = (tiles - 1 - ti) * FLASH_TILE;  // the longest causal rows first
             __syncthreads();
@@ -218,10 +226,10 @@ __device__ void flash_forward(const T* q, const T* k, const T* v, float* out, fl
             float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f;
             float o[HD / 8][4];
             zero<HD / 8>(o);
-            i64 keys = keys_seen(row0, t_, s_, causal);
-            for (i64 key0 = 0; key0 < keys; key0 += FLASH_TILE) {
+            i64 keys = keys_end(row0, t_, s_, causal);
+            for (i64 key0 = first_key(row0, t_, s_, causal, window); key0 < keys; key0 += FLASH_TILE) {
                 __syncthreads();
-                stage_two<T, T, HD>(ks, k, k_off, kv_row, vs, v, v_off, kv_row, bb, s_, hh, key0);
+                stage_two<T, T, HD>(ks, k, k_off, kv_row, vs, v, v_off, kv_row, bb, s_, hk, key0);
                 __syncthreads();
                 float sc[8][4];
                 scores<HD>(sc, qa, ks);
@@ -232,7 +240,7 @@ __device__ void flash_forward(const T* q, const T* k, const T* v, float* out, fl
                     for (int i = 0; i < 4; ++i) {
                         i64 key = key0 + nb * 8 + 2 * c + (i & 1);
                         bool top = i < 2;
-                        float x = seen(top ? r0 : r1, key, t_, s_, causal) ? scale * sc[nb][i] : NEG_INF;
+                        float x = seen(top ? r0 : r1, key, t_, s_, causal, window) ? scale * sc[nb][i] : NEG_INF;
                         sc[nb][i] = x;
                         if (top) x0 = fmaxf(x0, x);
                         else x1 = fmaxf(x1, x);
@@ -280,7 +288,7 @@ __device__ void flash_forward(const T* q, const T* k, const T* v, float* out, fl
 // `rows` say whether the accumulator's rows are queries (dq) or keys (dk, dv).
 __device__ __forceinline__ void probs_and_grads(float (*p)[4], float (*dp)[4], const float* m, const float* l,
                                                 const float* delta, i64 a0, i64 b0, bool rows_are_queries, i64 t_,
-                                                i64 s_, i64 causal, float scale) {
+                                                i64 s_, i64 causal, i64 window, float scale) {
     int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     i64 w0 = (threadIdx.x >> 5) * 16;
 #pragma unroll
@@ -293,7 +301,7 @@ __device__ __forceinline__ void probs_and_grads(float (*p)[4], float (*dp)[4], c
             i64 key = rows_are_queries ? b0 + local_col : a0 + local_row;
             int qi = rows_are_queries ? local_row : local_col;  // the query's slot in m, l, delta
             float pr = 0.0f;
-            if (seen(query, key, t_, s_, causal)) pr = expf(scale * p[nb][i] - m[qi]) / l[qi];
+            if (seen(query, key, t_, s_, causal, window)) pr = expf(scale * p[nb][i] - m[qi]) / l[qi];
             p[nb][i] = pr;
             dp[nb][i] = pr == 0.0f ? 0.0f : scale * pr * (dp[nb][i] - delta[qi]);
         }
@@ -305,8 +313,8 @@ __device__ __forceinline__ void probs_and_grads(float (*p)[4], float (*dp)[4], c
 template <typename T, int HD>
 __device__ void flash_dq(const float* dout, const float* out, const T* q, const T* k, const T* v,
                          const float* row_max, const float* row_sum, float* delta, float* dq, i64 b_, i64 t_, i64 s_,
-                         i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dq_off, i64 dq_row,
-                         float scale, i64 causal) {
+                         i64 h_, i64 hkv, i64 window, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row,
+                         i64 dq_off, i64 dq_row, float scale, i64 causal) {
     constexpr int LD = HD + 8;
     __shared__ __align__(16) bf16 ks[FLASH_TILE * LD];
     __shared__ __align__(16) bf16 vs[FLASH_TILE * LD];
@@ -314,7 +322,7 @@ __device__ void flash_dq(const float* dout, const float* out, const T* q, const 
     int warp = threadIdx.x >> 5;
     i64 tiles = (t_ + FLASH_TILE - 1) / FLASH_TILE;
     for (i64 bh = blockIdx.y; bh < b_ * h_; bh += gridDim.y) {
-        i64 bb = bh / h_, hh = bh % h_;
+        i64 bb = bh / h_, hh = bh % h_, hk = hh / (h_ / hkv);
         for (i64 ti = blockIdx.x; ti < tiles; ti += gridDim.x) {
             i64 row0 = (tiles - 1 - ti) * FLASH_TILE;
             __syncthreads();
@@ -345,15 +353,15 @@ __device__ void flash_dq(const float* dout, const float* out, const T* q, const 
             }
             float acc[HD / 8][4];
             zero<HD / 8>(acc);
-            i64 keys = keys_seen(row0, t_, s_, causal);
-            for (i64 key0 = 0; key0 < keys; key0 += FLASH_TILE) {
+            i64 keys = keys_end(row0, t_, s_, causal);
+            for (i64 key0 = first_key(row0, t_, s_, causal, window); key0 < keys; key0 += FLASH_TILE) {
                 __syncthreads();
-                stage_two<T, T, HD>(ks, k, k_off, kv_row, vs, v, v_off, kv_row, bb, s_, hh, key0);
+                stage_two<T, T, HD>(ks, k, k_off, kv_row, vs, v, v_off, kv_row, bb, s_, hk, key0);
                 __syncthreads();
                 float p[8][4], dp[8][4];
                 scores<HD>(p, qa, ks);
                 scores<HD>(dp, da, vs);  // dout v^T
-                probs_and_grads(p, dp, ms, ls, ds_, row0, key0, true, t_, s_, causal, scale);
+                probs_and_grads(p, dp, ms, ls, ds_, row0, key0, true, t_, s_, causal, window, scale);
                 accumulate<HD>(acc, dp, ks);  // ds k
             }
             store_rows<HD>(dq, dq_off, dq_row, bb, t_, hh, row0, acc, 1.0f, 1.0f);
@@ -361,24 +369,25 @@ __device__ void flash_dq(const float* dout, const float* out, const T* q, const 
     }
 }
 
-// dk and dv for a block's 64 keys, walking the query tiles that see them.
+// dk and dv for a block's 64 keys of one key/value head, walking the query tiles of
+// each query head of its group that see them (heads in order, then tiles).
 template <typename T, int HD>
 __device__ void flash_dkv(const float* dout, const T* q, const T* k, const T* v, const float* row_max,
                           const float* row_sum, const float* delta, float* dk, float* dv, i64 b_, i64 t_, i64 s_,
-                          i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dk_off, i64 dv_off,
-                          i64 dkv_row, float scale, i64 causal) {
+                          i64 h_, i64 hkv, i64 window, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row,
+                          i64 dk_off, i64 dv_off, i64 dkv_row, float scale, i64 causal) {
     constexpr int LD = HD + 8;
     __shared__ __align__(16) bf16 qs[FLASH_TILE * LD];
     __shared__ __align__(16) bf16 os[FLASH_TILE * LD];
     __shared__ float ms[FLASH_TILE], ls[FLASH_TILE], ds_[FLASH_TILE];
     int warp = threadIdx.x >> 5;
-    i64 tiles = (s_ + FLASH_TILE - 1) / FLASH_TILE;
-    for (i64 bh = blockIdx.y; bh < b_ * h_; bh += gridDim.y) {
-        i64 bb = bh / h_, hh = bh % h_;
+    i64 tiles = (s_ + FLASH_TILE - 1) / FLASH_TILE, group = h_ / hkv;
+    for (i64 bk = blockIdx.y; bk < b_ * hkv; bk += gridDim.y) {
+        i64 bb = bk / hkv, hk = bk % hkv;
         for (i64 ti = blockIdx.x; ti < tiles; ti += gridDim.x) {
             i64 key0 = ti * FLASH_TILE;  // the first keys are seen by the most rows
             __syncthreads();
-            stage_two<T, T, HD>(qs, k, k_off, kv_row, os, v, v_off, kv_row, bb, s_, hh, key0);
+            stage_two<T, T, HD>(qs, k, k_off, kv_row, os, v, v_off, kv_row, bb, s_, hk, key0);
             __syncthreads();
             unsigned ka[HD / 16][4], va[HD / 16][4];
 #pragma unroll
@@ -389,29 +398,35 @@ __device__ void flash_dkv(const float* dout, const T* q, const T* k, const T* v,
             float gk[HD / 8][4], gv[HD / 8][4];
             zero<HD / 8>(gk);
             zero<HD / 8>(gv);
-            // Causal: the first row seeing key0 is at key0 - (s - t).
+            // Causal: the first row seeing key0 is at key0 - (s - t); with a window w the
+            // last seeing key0 + 63 is w - 1 rows after it.
             i64 first = causal ? key0 - (s_ - t_) : 0;
             first = first < 0 ? 0 : first / FLASH_TILE * FLASH_TILE;
-            for (i64 row0 = first; row0 < t_; row0 += FLASH_TILE) {
-                __syncthreads();
-                stage_two<T, float, HD>(qs, q, q_off, q_row, os, dout, 0, h_ * HD, bb, t_, hh, row0);
-                for (int r = threadIdx.x; r < FLASH_TILE; r += FLASH_THREADS) {
-                    i64 pos = row0 + r;
-                    bool in = pos < t_;
-                    ms[r] = in ? row_max[bh * t_ + pos] : 0.0f;
-                    ls[r] = in ? row_sum[bh * t_ + pos] : 1.0f;
-                    ds_[r] = in ? delta[bh * t_ + pos] : 0.0f;
+            i64 end = causal && window > 0 ? key0 + FLASH_TILE - 1 + window - (s_ - t_) : t_;
+            end = end < t_ ? end : t_;
+            for (i64 hq = hk * group; hq < (hk + 1) * group; ++hq) {
+                i64 bh = bb * h_ + hq;
+                for (i64 row0 = first; row0 < end; row0 += FLASH_TILE) {
+                    __syncthreads();
+                    stage_two<T, float, HD>(qs, q, q_off, q_row, os, dout, 0, h_ * HD, bb, t_, hq, row0);
+                    for (int r = threadIdx.x; r < FLASH_TILE; r += FLASH_THREADS) {
+                        i64 pos = row0 + r;
+                        bool in = pos < t_;
+                        ms[r] = in ? row_max[bh * t_ + pos] : 0.0f;
+                        ls[r] = in ? row_sum[bh * t_ + pos] : 1.0f;
+                        ds_[r] = in ? delta[bh * t_ + pos] : 0.0f;
+                    }
+                    __syncthreads();
+                    float p[8][4], dp[8][4];
+                    scores<HD>(p, ka, qs);   // k q^T: the scores transposed
+                    scores<HD>(dp, va, os);  // v dout^T
+                    probs_and_grads(p, dp, ms, ls, ds_, key0, row0, false, t_, s_, causal, window, scale);
+                    accumulate<HD>(gv, p, os);   // p^T dout
+                    accumulate<HD>(gk, dp, qs);  // ds^T q
                 }
-                __syncthreads();
-                float p[8][4], dp[8][4];
-                scores<HD>(p, ka, qs);   // k q^T: the scores transposed
-                scores<HD>(dp, va, os);  // v dout^T
-                probs_and_grads(p, dp, ms, ls, ds_, key0, row0, false, t_, s_, causal, scale);
-                accumulate<HD>(gv, p, os);   // p^T dout
-                accumulate<HD>(gk, dp, qs);  // ds^T q
             }
-            store_rows<HD>(dk, dk_off, dkv_row, bb, s_, hh, key0, gk, 1.0f, 1.0f);
-            store_rows<HD>(dv, dv_off, dkv_row, bb, s_, hh, key0, gv, 1.0f, 1.0f);
+            store_rows<HD>(dk, dk_off, dkv_row, bb, s_, hk, key0, gk, 1.0f, 1.0f);
+            store_rows<HD>(dv, dv_off, dkv_row, bb, s_, hk, key0, gv, 1.0f, 1.0f);
         }
     }
 }
@@ -419,23 +434,25 @@ __device__ void flash_dkv(const float* dout, const T* q, const T* k, const T* v,
 #define FLASH_KERNELS(T, TN, HD)                                                                                     \
     extern "C" __global__ void flash_forward_##TN##_d##HD(                                                           \
         const T* q, const T* k, const T* v, float* out, float* row_max, float* row_sum, i64 b_, i64 t_, i64 s_,     \
-        i64 h_, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, float scale, i64 causal) {                  \
-        flash_forward<T, HD>(q, k, v, out, row_max, row_sum, b_, t_, s_, h_, q_off, k_off, v_off, q_row, kv_row,   \
-                             scale, causal);                                                                        \
+        i64 h_, i64 hkv, i64 window, i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, float scale,           \
+        i64 causal) {                                                                                                \
+        flash_forward<T, HD>(q, k, v, out, row_max, row_sum, b_, t_, s_, h_, hkv, window, q_off, k_off, v_off,     \
+                             q_row, kv_row, scale, causal);                                                         \
     }                                                                                                                \
     extern "C" __global__ void flash_dq_##TN##_d##HD(                                                                \
         const float* dout, const float* out, const T* q, const T* k, const T* v, const float* row_max,              \
-        const float* row_sum, float* delta, float* dq, i64 b_, i64 t_, i64 s_, i64 h_, i64 q_off, i64 k_off,        \
-        i64 v_off, i64 q_row, i64 kv_row, i64 dq_off, i64 dq_row, float scale, i64 causal) {                        \
-        flash_dq<T, HD>(dout, out, q, k, v, row_max, row_sum, delta, dq, b_, t_, s_, h_, q_off, k_off, v_off,      \
-                        q_row, kv_row, dq_off, dq_row, scale, causal);                                              \
+        const float* row_sum, float* delta, float* dq, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv, i64 window,         \
+        i64 q_off, i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dq_off, i64 dq_row, float scale, i64 causal) {  \
+        flash_dq<T, HD>(dout, out, q, k, v, row_max, row_sum, delta, dq, b_, t_, s_, h_, hkv, window, q_off, k_off, \
+                        v_off, q_row, kv_row, dq_off, dq_row, scale, causal);                                       \
     }                                                                                                                \
     extern "C" __global__ void flash_dkv_##TN##_d##HD(                                                               \
         const float* dout, const T* q, const T* k, const T* v, const float* row_max, const float* row_sum,          \
-        const float* delta, float* dk, float* dv, i64 b_, i64 t_, i64 s_, i64 h_, i64 q_off, i64 k_off, i64 v_off, \
-        i64 q_row, i64 kv_row, i64 dk_off, i64 dv_off, i64 dkv_row, float scale, i64 causal) {                      \
-        flash_dkv<T, HD>(dout, q, k, v, row_max, row_sum, delta, dk, dv, b_, t_, s_, h_, q_off, k_off, v_off,      \
-                         q_row, kv_row, dk_off, dv_off, dkv_row, scale, causal);                                    \
+        const float* delta, float* dk, float* dv, i64 b_, i64 t_, i64 s_, i64 h_, i64 hkv, i64 window, i64 q_off,  \
+        i64 k_off, i64 v_off, i64 q_row, i64 kv_row, i64 dk_off, i64 dv_off, i64 dkv_row, float scale,              \
+        i64 causal) {                                                                                                \
+        flash_dkv<T, HD>(dout, q, k, v, row_max, row_sum, delta, dk, dv, b_, t_, s_, h_, hkv, window, q_off, k_off, \
+                         v_off, q_row, kv_row, dk_off, dv_off, dkv_row, scale, causal);                             \
     }
 
 FLASH_KERNELS(float, f32, 16)

@@ -44,12 +44,13 @@ _ATTENTION_FLOPS = {
 }
 
 #: The FlashAttention-2 kernels (``flash_<part>_<source>_d<head dim>``): the argument
-#: positions of b, t, s, h and causal, and the products each runs per (query, key) pair
+#: position of b (then t, s, h, hkv, window; causal is the last), and the products each
+#: runs per (query, key) pair
 #: seen -- 16 x 8 x 16 ``mma.sync`` steps on the tensor cores (the roofline's bfloat16
 #: rate). The tiles each block reads again are counted once: a (batch row, head)'s keys
 #: and values (or queries and output gradient) are read by its blocks side by side, from
 #: the L2 cache.
-_FLASH_FLOPS = {"flash_forward": (6, 16, 2.0), "flash_dq": (9, 21, 3.0), "flash_dkv": (9, 22, 4.0)}
+_FLASH_FLOPS = {"flash_forward": (6, 2.0), "flash_dq": (9, 3.0), "flash_dkv": (9, 4.0)}
 
 
 def _flash_part(kernel: str) -> str | None:
@@ -187,10 +188,13 @@ class CountingDevice:
             size = 2 if kernel.endswith("bf16") else 4
             moved = max(moved, 2.0 * b * h * pairs * dh * size)
         elif (part := _flash_part(kernel)) is not None:
-            first, at_causal, per = _FLASH_FLOPS[part]
-            b, t, s, h = (int(x) for x in args[first : first + 4])
+            first, per = _FLASH_FLOPS[part]
+            b, t, s, h, _, window = (int(x) for x in args[first : first + 6])
             dh = int(kernel.rsplit("_d", 1)[1])
-            pairs = t * s / 2 if bool(args[at_causal]) and t == s else t * s
+            causal = bool(args[-1])
+            pairs = t * s / 2 if causal and t == s else t * s
+            if causal and window > 0:
+                pairs = min(pairs, t * window)
             flops = 2.0 * per * b * h * pairs * dh
         self.counts.calls.append((kernel, flops, moved))
 

@@ -328,7 +328,9 @@ class AttentionOps:
             and not materialized
             and self._flash_route(b, t, s, h, hkv, dh, causal, window)  # type: ignore[attr-defined]
         ):
-            return self._flash_forward(q, k, v, dtype, (b, t, s, h, dh), scale, causal)  # type: ignore[attr-defined]
+            return self._flash_forward(  # type: ignore[attr-defined]
+                q, k, v, dtype, (b, t, s, h, hkv, dh), scale, causal, window
+            )
         if self._gemm_route(b, t, s, h, hkv, window) and b * t * s * h * dh:
             return self._gemm_forward(
                 q, k, v, dtype, b, t, s, h, dh, scale, causal, materialized, compute
@@ -459,8 +461,9 @@ class AttentionOps:
         ):
             float32_only("attention_backward", dout, out, row_max, row_sum)
             return self._flash_backward(  # type: ignore[attr-defined]
-                (dout, out, q, k, v, row_max, row_sum), "bfloat16", (b, t, s, h, dh), scale, causal
-            )
+                (dout, out, q, k, v, row_max, row_sum), "bfloat16", (b, t, s, h, hkv, dh), scale,
+                causal, window,
+            )  # fmt: skip
         return self._backward(
             dout,
             q,

@@ -6,10 +6,11 @@ Taken by ``flash_attention_compute`` / ``flash_attention_backward_compute`` on
 bfloat16 q, k and v and by ``projected_attention(_backward)`` in bfloat16 compute
 (reading q, k and v straight out of the stacked float32 projection, rounded as they
 are staged, and writing dq, dk and dv into the columns of the stacked gradient),
-when the GPU has bfloat16 tensor cores (sm_80 and later), the heads are one key/value
-head per query head with no window, the head dimension is one the kernels are built
-for, and causal attention has at least as many keys as queries. Otherwise the cuBLAS
-route or the row kernels run, as before. ``RIFTCO_CUDA_FLASH=0`` keeps the cuBLAS
+when the GPU has bfloat16 tensor cores (sm_80 and later), the head dimension is one the
+kernels are built for, and causal attention has at least as many keys as queries
+(grouped-query heads and sliding windows included: a query head reads its group's
+key/value head, and dk, dv sum the group's query heads in order). Otherwise the
+cuBLAS route or the row kernels run, as before. ``RIFTCO_CUDA_FLASH=0`` keeps the cuBLAS
 route (to compare the two on a GPU).
 
 The arithmetic is the API 1.12 compute permission's: bfloat16 q, k, v, output
@@ -66,8 +67,8 @@ class FlashOps:
         return (
             os.environ.get("RIFTCO_CUDA_FLASH", "1") != "0"
             and tensor_cores(self.device.arch)
-            and hkv == h
-            and int(window) <= 0
+            and hkv > 0
+            and h % hkv == 0
             and dh in HEAD_DIMS
             and (not causal or s >= t)
             and b * t * s * h > 0
@@ -80,20 +81,22 @@ class FlashOps:
         self.device.launch(k.module, k.name, grid, (THREADS, 1, 1), 0, args)
 
     @staticmethod
-    def _flash_layout(src, stacked, h, dh):
+    def _flash_layout(src, stacked, h, hkv, dh):
         """(q, k, v offsets, q row, k and v row) of the kernels' reads: a stacked
-        projection's columns ``(row, offsets)``, or ``[B, T, H, Dh]`` tensors."""
+        projection's columns ``(row, offsets)``, or ``[B, T, H, Dh]`` and ``[B, S, Hkv,
+        Dh]`` tensors."""
         if stacked is None:
-            return (0, 0, 0), h * dh, h * dh
+            return (0, 0, 0), h * dh, hkv * dh
         if src != "float32":
             raise CudaError(f"flash attention reads a stacked projection as float32, found {src}")
         row, offsets = stacked
         return tuple(offsets), row, row
 
-    def _flash_forward(self, q, k, v, src, dims, scale, causal, stacked=None):
-        """out ``[B, T, H, Dh]`` float32 and the statistics ``[B, H, T]``, one launch."""
-        b, t, s, h, dh = dims
-        offsets, q_row, kv_row = self._flash_layout(src, stacked, h, dh)
+    def _flash_forward(self, q, k, v, src, dims, scale, causal, window=0, stacked=None):
+        """out ``[B, T, H, Dh]`` float32 and the statistics ``[B, H, T]``, one launch;
+        ``dims`` ``(b, t, s, h, hkv, dh)``."""
+        b, t, s, h, hkv, dh = dims
+        offsets, q_row, kv_row = self._flash_layout(src, stacked, h, hkv, dh)
         out = self.kernels.alloc((b, t, h, dh), "float32")
         row_max = self.kernels.alloc((b, h, t), "float32")
         row_sum = self.kernels.alloc((b, h, t), "float32")
@@ -101,33 +104,29 @@ class FlashOps:
             _FORWARD[(src, dh)],
             t,
             b * h,
-            [q, k, v, out, row_max, row_sum, b, t, s, h, *offsets, q_row, kv_row]
+            [q, k, v, out, row_max, row_sum, b, t, s, h, hkv, int(window), *offsets, q_row, kv_row]
             + [float(scale), int(causal)],
         )
         return out, None, row_max, row_sum
 
-    def _flash_backward(self, tensors, src, dims, scale, causal, stacked=None, into=None):
+    def _flash_backward(self, tensors, src, dims, scale, causal, window=0, stacked=None, into=None):
         """``tensors``: dout, out, q, k, v, row max and row sum. Two launches: dq (and
         delta = rowsum(dout * out)), then dk and dv. ``into`` ``(buffer, row, offsets)``:
         the three gradients go into one stacked matrix's columns (each returned as it)."""
         dout, out, q, k, v, row_max, row_sum = tensors
-        b, t, s, h, dh = dims
-        offsets, q_row, kv_row = self._flash_layout(src, stacked, h, dh)
+        b, t, s, h, hkv, dh = dims
+        offsets, q_row, kv_row = self._flash_layout(src, stacked, h, hkv, dh)
         if into is None:
             dq = self.kernels.alloc((b, t, h, dh), "float32")
-            dk = self.kernels.alloc((b, s, h, dh), "float32")
-            dv = self.kernels.alloc((b, s, h, dh), "float32")
-            grads, (dq_off, dk_off, dv_off), dq_row, dkv_row = (
-                (dq, dk, dv),
-                (0, 0, 0),
-                h * dh,
-                h * dh,
-            )
+            dk = self.kernels.alloc((b, s, hkv, dh), "float32")
+            dv = self.kernels.alloc((b, s, hkv, dh), "float32")
+            grads, (dq_off, dk_off, dv_off) = (dq, dk, dv), (0, 0, 0)
+            dq_row, dkv_row = h * dh, hkv * dh
         else:
             buffer, row, (dq_off, dk_off, dv_off) = into
             grads, dq_row, dkv_row = (buffer, buffer, buffer), row, row
         delta = self.kernels.alloc((b, h, t), "float32")
-        common = [b, t, s, h, *offsets, q_row, kv_row]
+        common = [b, t, s, h, hkv, int(window), *offsets, q_row, kv_row]
         self._flash_launch(
             _DQ[(src, dh)],
             t,
@@ -138,7 +137,7 @@ class FlashOps:
         self._flash_launch(
             _DKV[(src, dh)],
             s,
-            b * h,
+            b * hkv,
             [dout, q, k, v, row_max, row_sum, delta, grads[1], grads[2], *common]
             + [dk_off, dv_off, dkv_row, float(scale), int(causal)],
         )

@@ -94,10 +94,10 @@ class ProjectedOps:
         y = self._stacked(x, rows, d, ws, bs, sizes, offsets, total, fast)
         dtype = "bfloat16" if fast else F32
         q_shape, kv_shape = (batch, t, heads, head_dim), (batch, t, kv_heads, head_dim)
-        dims = (batch, t, t, heads, head_dim)
+        dims = (batch, t, t, heads, kv_heads, head_dim)
         if fast and self._flash_route(batch, t, t, heads, kv_heads, head_dim, causal, window):  # type: ignore[attr-defined]
             out, _, row_max, row_sum = self._flash_forward(  # type: ignore[attr-defined]
-                y, y, y, F32, dims, scale, causal, (total, offsets)
+                y, y, y, F32, dims, scale, causal, window, (total, offsets)
             )
             return out, row_max, row_sum, (y,)
         if self._gemm_route(batch, t, t, heads, kv_heads, window) and rows * heads * head_dim:  # type: ignore[attr-defined]
@@ -131,10 +131,10 @@ class ProjectedOps:
         low = DType.bfloat16 if fast else None
         q_shape, kv_shape = (batch, t, heads, head_dim), (batch, t, kv_heads, head_dim)
         gy = self.kernels.alloc((rows, total), F32)
-        dims = (batch, t, t, heads, head_dim)
+        dims = (batch, t, t, heads, kv_heads, head_dim)
         if fast and self._flash_route(batch, t, t, heads, kv_heads, head_dim, causal, window):  # type: ignore[attr-defined]
             self._flash_backward(  # type: ignore[attr-defined]
-                (dout, out, y, y, y, row_max, row_sum), F32, dims, scale, causal,
+                (dout, out, y, y, y, row_max, row_sum), F32, dims, scale, causal, window,
                 (total, offsets), (gy, total, offsets),
             )  # fmt: skip
         elif self._gemm_route(batch, t, t, heads, kv_heads, window) and rows * heads * head_dim:  # type: ignore[attr-defined]
