@@ -185,6 +185,31 @@ pub(super) unsafe fn gemm(
         let mut packs = cell.borrow_mut();
         let (apack, bpack) = &mut *packs;
         let depth = slice_depth(k);
+        // Rows [r0, r1) of A times the packed panels of depth slice pc..pc + kc, into
+        // columns jc..jc + nc: the first slice stores (or accumulates), later ones
+        // add, the last adds the bias.
+        let slice = |r0, r1, pc, kc, panel, jc, nc, apack: &mut Vec<f32>| {
+            let last = if pc + kc == k {
+                at(bias, jc)
+            } else {
+                std::ptr::null()
+            };
+            rows_times_panels(
+                a,
+                r0,
+                r1,
+                pc,
+                kc,
+                panel,
+                nc,
+                dst.add(jc),
+                ldc,
+                alpha,
+                accumulate || pc > 0,
+                last,
+                apack,
+            )
+        };
         if a.2 == 1 && k > 2 * depth && m * n >= DEEP_OUTPUT && !shallow_for_tests() {
             // A large output over three slices or more: all the slices of a block
             // of DEEP_COLUMNS columns packed at once, then each MC-row block takes
@@ -204,25 +229,8 @@ pub(super) unsafe fn gemm(
                 for ic in (0..m).step_by(MC) {
                     for pc in (0..k).step_by(depth) {
                         let kc = depth.min(k - pc);
-                        rows_times_panels(
-                            a,
-                            ic,
-                            (ic + MC).min(m),
-                            pc,
-                            kc,
-                            bpack.as_ptr().add(pc * panels * NR),
-                            nc,
-                            dst.add(jc),
-                            ldc,
-                            alpha,
-                            accumulate || pc > 0,
-                            if pc + kc == k {
-                                at(bias, jc)
-                            } else {
-                                std::ptr::null()
-                            },
-                            apack,
-                        );
+                        let panel = bpack.as_ptr().add(pc * panels * NR);
+                        slice(ic, (ic + MC).min(m), pc, kc, panel, jc, nc, apack);
                     }
                 }
             }
@@ -234,25 +242,7 @@ pub(super) unsafe fn gemm(
             for pc in (0..k).step_by(depth) {
                 let kc = depth.min(k - pc);
                 pack_b(b, pc, kc, jc, nc, bpack);
-                rows_times_panels(
-                    a,
-                    0,
-                    m,
-                    pc,
-                    kc,
-                    bpack.as_ptr(),
-                    nc,
-                    dst.add(jc),
-                    ldc,
-                    alpha,
-                    accumulate || pc > 0,
-                    if pc + kc == k {
-                        at(bias, jc)
-                    } else {
-                        std::ptr::null()
-                    },
-                    apack,
-                );
+                slice(0, m, pc, kc, bpack.as_ptr(), jc, nc, apack);
             }
         }
     });
